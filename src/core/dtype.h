@@ -1,0 +1,61 @@
+#pragma once
+// Element types. Values match ONNX TensorProto.DataType so conversion is a cast.
+//
+//   DType t = DType::kFloat32;
+//   size_t n = dtype_size(t);           // 4
+//   std::string s = dtype_name(t);      // "float32"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace streamline {
+
+enum class DType : int32_t {
+  kUndefined = 0,
+  kFloat32 = 1,
+  kUInt8 = 2,
+  kInt8 = 3,
+  kUInt16 = 4,
+  kInt16 = 5,
+  kInt32 = 6,
+  kInt64 = 7,
+  kString = 8,
+  kBool = 9,
+  kFloat16 = 10,
+  kFloat64 = 11,
+  kUInt32 = 12,
+  kUInt64 = 13,
+  kBFloat16 = 16,
+};
+
+// Bytes per element; 0 for kUndefined and kString.
+size_t dtype_size(DType t);
+// "float32", "int64", ...
+const char* dtype_name(DType t);
+// True for the types tensors can hold in streamline (everything above but kString/kUndefined).
+bool dtype_supported(DType t);
+// Parses "float32"/"FP32"/"TYPE_FP32" style names; kUndefined when unknown.
+DType dtype_from_name(const std::string& name);
+
+template <typename T> struct DTypeOf;
+template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
+template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
+template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
+template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
+template <> struct DTypeOf<int16_t> { static constexpr DType value = DType::kInt16; };
+template <> struct DTypeOf<int8_t> { static constexpr DType value = DType::kInt8; };
+template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kUInt8; };
+template <> struct DTypeOf<uint16_t> { static constexpr DType value = DType::kUInt16; };
+template <> struct DTypeOf<uint32_t> { static constexpr DType value = DType::kUInt32; };
+template <> struct DTypeOf<uint64_t> { static constexpr DType value = DType::kUInt64; };
+template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
+
+// IEEE half precision conversions (round to nearest even).
+float half_to_float(uint16_t h);
+uint16_t float_to_half(float f);
+float bfloat16_to_float(uint16_t h);
+uint16_t float_to_bfloat16(float f);
+
+}  // namespace streamline

@@ -1,0 +1,32 @@
+#pragma once
+// Importing ONNX models into the graph IR.
+//
+//   graph::ImportOptions opts;
+//   SL_ASSIGN_OR_RETURN(graph::Graph g, graph::import_onnx_file("model.onnx", opts));
+//
+// Every failure is a Status naming the file and, where there is one, the node, value or tensor:
+// truncated or corrupt protobuf, a missing initializer or external-data file, a dangling input,
+// a cycle, an opset outside 7..17 of the default domain, an unsupported element type.
+
+#include <string>
+
+#include "core/status.h"
+#include "graph/ir.h"
+
+namespace streamline::graph {
+
+struct ImportOptions {
+  // Lowest and highest opset of the default domain accepted. Outside: Unsupported.
+  int min_opset = 7;
+  int max_opset = 17;
+  // Upper bound on the bytes of one external-data file read (guards against corrupt lengths).
+  int64_t max_external_bytes = int64_t{64} << 30;
+};
+
+// Reads and converts `path`; external data is looked up relative to the file's folder.
+Result<Graph> import_onnx_file(const std::string& path, const ImportOptions& options = {});
+// Converts serialized ModelProto bytes; `base_dir` resolves external-data locations ("" = none allowed).
+Result<Graph> import_onnx_bytes(const std::string& bytes, const std::string& base_dir,
+                                const ImportOptions& options = {}, const std::string& what = "model");
+
+}  // namespace streamline::graph

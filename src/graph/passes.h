@@ -1,0 +1,67 @@
+#pragma once
+// Graph rewrite passes run once at model load, before kernels are made.
+//
+//   graph::PassOptions po;                  // all passes on
+//   SL_RETURN_IF_ERROR(graph::run_passes(g, po, &evaluator, &report));
+//
+// Passes: constant folding (nodes whose inputs are all constants, evaluated through a
+// ConstantEvaluator the ops layer provides), Identity/Dropout elimination, BatchNormalization
+// folded into a preceding Conv, Conv + residual Add + Relu/Clip fusion, Gemm/MatMul + bias +
+// activation fusion, and dead-code elimination. Fused nodes use the op types and attributes
+// documented in docs/architecture.md ("FusedConv", "FusedGemm", "FusedMatMul" in domain
+// "streamline").
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "graph/ir.h"
+
+namespace streamline::graph {
+
+inline constexpr const char* kStreamlineDomain = "streamline";
+
+// Evaluates one node on constant inputs (implemented by the ops layer with its kernels).
+class ConstantEvaluator {
+ public:
+  virtual ~ConstantEvaluator() = default;
+  // Returns the node's outputs, or an error (e.g. Unsupported) in which case the node is left alone.
+  virtual Result<std::vector<Tensor>> evaluate(const Graph& g, const Node& node,
+                                               std::span<const Tensor> inputs) = 0;
+};
+
+struct PassOptions {
+  bool enabled = true;             // false turns every pass off (for debugging)
+  bool constant_folding = true;    // needs an evaluator; skipped without one
+  bool eliminate_identity = true;  // Identity, Dropout (inference mode)
+  bool fold_batchnorm = true;      // BatchNormalization after Conv folded into its weights
+  bool fuse_conv = true;           // Conv [+ Add residual] [+ Relu/Clip/...] -> FusedConv
+  bool fuse_gemm = true;           // Gemm/MatMul [+ Add bias] [+ activation] -> FusedGemm/FusedMatMul
+  bool dead_code = true;           // drop nodes no output depends on
+  // Largest tensor (bytes) constant folding may create; bigger results are left to run time.
+  int64_t max_folded_bytes = int64_t{64} << 20;
+};
+
+struct PassReport {
+  int folded = 0;
+  int eliminated = 0;
+  int batchnorm_folded = 0;
+  int conv_fused = 0;
+  int gemm_fused = 0;
+  int dead_removed = 0;
+  std::string to_string() const;
+};
+
+// Runs the enabled passes in a fixed order and compacts the graph. `evaluator` may be null.
+Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evaluator, PassReport* report);
+
+// Individual passes (each returns the number of rewrites). Exposed for tests.
+int eliminate_identity(Graph& g);
+int fold_constants(Graph& g, ConstantEvaluator& evaluator, int64_t max_bytes);
+int fold_batchnorm_into_conv(Graph& g);
+int fuse_conv_activation(Graph& g);
+int fuse_gemm_activation(Graph& g);
+int eliminate_dead_code(Graph& g);
+
+}  // namespace streamline::graph

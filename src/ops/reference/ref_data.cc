@@ -1,0 +1,7 @@
+#include "ops/reference/reference.h"
+
+namespace streamline::ops::reference {
+
+Status register_data(KernelRegistry& reg) { return ok_status(); }
+
+}  // namespace streamline::ops::reference
