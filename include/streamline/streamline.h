@@ -1,0 +1,112 @@
+#pragma once
+// streamline: load an ONNX model once, run it from many threads.
+//
+//   #include "streamline/streamline.h"
+//   using namespace streamline;
+//
+//   ModelOptions opts;                                     // graph passes on, channels-last on
+//   auto model = Model::load("resnet50.onnx", opts);       // Result<std::shared_ptr<Model>>
+//   if (!model.ok()) { std::cerr << model.status().to_string(); return 1; }
+//   Session session(*model);                               // one per thread
+//   Tensor x = Tensor::empty(DType::kFloat32, Shape{1, 3, 224, 224});
+//   auto outs = session.run({x});                          // Result<std::vector<Tensor>>
+//
+// Ownership and threads: a Model is immutable after load and shared (std::shared_ptr) by any
+// number of Sessions on any threads; its weights exist once. A Session owns one execution context
+// (arena) and must be used by one thread at a time. Plans are made per input shapes on first use
+// and cached in the Model (thread-safe).
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "exec/executor.h"
+#include "graph/ir.h"
+#include "graph/passes.h"
+#include "plan/kernel_set.h"
+#include "plan/planner.h"
+
+namespace streamline {
+
+struct ModelOptions {
+  // Graph rewrite passes (folding, fusion, elimination); off only for debugging. Takes effect at load.
+  bool optimize = true;
+  // Keep convolution activations channels-last between layers. Takes effect at load.
+  bool channels_last = true;
+  // Default intra-op threads per run; 0 = all hardware threads. Sessions may override per run.
+  int num_threads = 0;
+};
+
+// An input or output as the model declares it; dims are -1 where symbolic or unknown.
+struct TensorDesc {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  std::vector<int64_t> dims;
+  std::vector<std::string> symbols;  // per dim: the symbol name, "" when fixed/unknown
+};
+
+class Model {
+ public:
+  // Loads, optimises and prepares kernels. Errors: NotFound (no file), InvalidArgument (corrupt
+  // or inconsistent model), Unsupported (ops/dtypes/opsets we cannot run; all listed at once).
+  static Result<std::shared_ptr<Model>> load(const std::string& path, const ModelOptions& options = {});
+  // Same, from an imported graph (tests, servers that fetch models themselves).
+  static Result<std::shared_ptr<Model>> from_graph(graph::Graph g, const ModelOptions& options = {});
+
+  const std::vector<TensorDesc>& inputs() const { return inputs_; }
+  const std::vector<TensorDesc>& outputs() const { return outputs_; }
+  const ModelOptions& options() const { return options_; }
+  const graph::Graph& graph() const { return graph_; }
+  const graph::PassReport& pass_report() const { return report_; }
+
+  // The plan for these input shapes (model input order), made once and cached. Thread-safe.
+  Result<std::shared_ptr<const plan::ExecutionPlan>> plan_for(const std::vector<Shape>& shapes) const;
+  // Default shapes: symbolic dims take `batch` for the first dim and 1 elsewhere; unknown dims fail.
+  Result<std::vector<Shape>> default_shapes(int64_t batch = 1) const;
+  int default_threads() const;
+
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+ private:
+  Model() = default;
+  ModelOptions options_;
+  graph::Graph graph_;
+  graph::PassReport report_;
+  plan::KernelSet kernels_;
+  std::vector<TensorDesc> inputs_, outputs_;
+  mutable std::mutex plans_mu_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const plan::ExecutionPlan>> plans_;
+};
+
+struct RunOptions {
+  int num_threads = 0;                      // 0 = the model's default
+  exec::ExecObserver* observer = nullptr;   // per-step hooks (tracing)
+};
+
+class Session {
+ public:
+  explicit Session(std::shared_ptr<const Model> model) : model_(std::move(model)) {}
+
+  // Inputs in the model's input order; returns owned outputs in the model's output order.
+  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& options = {});
+  // Inputs by name; every model input must be given.
+  Result<std::map<std::string, Tensor>> run(const std::map<std::string, Tensor>& inputs,
+                                            const RunOptions& options = {});
+  const Model& model() const { return *model_; }
+  size_t arena_bytes() const { return ctx_.arena_bytes(); }
+
+ private:
+  std::shared_ptr<const Model> model_;
+  exec::ExecutionContext ctx_;
+};
+
+// "0.1.0 (oneDNN 2.6.3, CPU; CUDA: no)".
+std::string version_string();
+
+}  // namespace streamline

@@ -1,0 +1,85 @@
+#pragma once
+// ExecutionPlan: everything the executor needs to run a model for one set of input shapes, as plain
+// data. The planner (planner.h) makes it; the executor (exec/) only reads it.
+//
+//   SL_ASSIGN_OR_RETURN(auto plan, plan::make_plan(graph, kernels, {{"x", Shape{1,3,224,224}}}, opts));
+//   std::cout << plan->to_json();   // human-readable, diffable dump
+//
+// Slots are the tensors of the plan: arena slots live at an offset in one arena per
+// ExecutionContext (64-byte aligned, reused by liveness), constants point into plan.constants,
+// input slots are bound to the caller's tensors at run time. Steps run in order on their stream;
+// a step waits for `wait_events` before it starts and records `record_events` when it ends.
+// Immutable after creation; shared by every context running the model.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "graph/ir.h"
+#include "ops/kernel.h"
+
+namespace streamline::plan {
+
+enum class SlotKind { kArena, kConstant, kInput };
+const char* slot_kind_name(SlotKind k);
+
+struct TensorSlot {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  Layout layout = Layout::kPlain;
+  SlotKind kind = SlotKind::kArena;
+  size_t offset = 0;        // kArena: byte offset in the arena
+  size_t bytes = 0;         // payload bytes
+  int constant = -1;        // kConstant: index into ExecutionPlan::constants
+  int input_index = -1;     // kInput: index into the run's inputs
+  int buffer = -1;          // kArena: memory-planning buffer (aliases share one)
+};
+
+struct Step {
+  std::string name;                 // node name ("<value>/to_plain" for inserted layout changes)
+  std::string op;                   // op type, e.g. "FusedConv"
+  std::string provider;             // kernel provider, e.g. "onednn"
+  graph::NodeId node = graph::kNoNode;
+  const ops::Kernel* kernel = nullptr;     // owned by the Model's kernel set or by the plan
+  std::shared_ptr<const void> state;        // per-shape kernel state from reshape
+  std::vector<int> inputs;          // slot ids; -1 for an omitted optional input
+  std::vector<int> outputs;         // slot ids; -1 for an omitted optional output
+  size_t workspace_offset = 0;      // arena offset of the scratch area
+  size_t workspace_bytes = 0;
+  int stream = 0;
+  std::vector<int> wait_events;     // event ids to wait for before running
+  std::vector<int> record_events;   // event ids to record after running
+  double cost = 0;                  // cost-model estimate (FLOPs + bytes-moved weighting)
+};
+
+// A process-unique id for each plan made (contexts key their bindings by it).
+uint64_t next_plan_id();
+
+struct ExecutionPlan {
+  uint64_t id = next_plan_id();
+  std::vector<TensorSlot> slots;
+  std::vector<Step> steps;
+  std::vector<Tensor> constants;         // folded values and initializers used by steps/outputs
+  std::vector<std::string> input_names;  // run() inputs in this order
+  std::vector<Shape> input_shapes;
+  std::vector<int> input_slots;
+  std::vector<std::string> output_names;
+  std::vector<int> output_slots;         // always plain layout
+  size_t arena_bytes = 0;                // peak arena size after reuse
+  size_t naive_bytes = 0;                // sum of all arena buffers without reuse
+  int num_streams = 1;
+  int num_events = 0;
+  int events_inserted = 0;               // before pruning
+  int folded_nodes = 0;                  // nodes evaluated at plan time
+  std::vector<std::unique_ptr<ops::Kernel>> owned_kernels;  // planner-inserted steps' kernels
+
+  // One JSON object: streams, steps (name, op, provider, stream, inputs/outputs with shapes),
+  // slots, arena/naive bytes. Stable across runs for golden tests.
+  std::string to_json() const;
+  // Graphviz DOT of the steps, coloured by stream.
+  std::string to_dot() const;
+};
+
+}  // namespace streamline::plan

@@ -1,0 +1,39 @@
+#pragma once
+// The planner: turns a graph, its kernels and concrete input shapes into an ExecutionPlan.
+//
+//   plan::PlannerOptions po;                   // single stream, channels-last on
+//   SL_ASSIGN_OR_RETURN(std::shared_ptr<const plan::ExecutionPlan> p,
+//                       plan::make_plan(graph, kernel_set, {{"input", Shape{1, 3, 224, 224}}}, po));
+//
+// Passes, in order:
+//   1. bind input shapes (symbolic dims take the given sizes; fixed dims must match);
+//   2. walk nodes in topological order: choose layouts (insert LayoutConvert steps), call each
+//      kernel's reshape for output shapes, fold nodes whose inputs are all known constants;
+//   3. make graph outputs plain;
+//   4. plan memory: liveness per buffer, in-place reuse where a kernel allows it, greedy
+//      best-fit offsets in one arena (64-byte aligned).
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "plan/execution_plan.h"
+#include "plan/kernel_set.h"
+
+namespace streamline::plan {
+
+struct PlannerOptions {
+  bool channels_last = true;   // let conv-like kernels keep activations NHWC between layers
+  bool inplace = true;         // let kernels write outputs over inputs that die at them
+  bool reuse_memory = true;    // false gives every buffer its own arena range (debugging)
+  // Registry used for planner-inserted kernels (layout changes); null = ops::default_cpu_registry().
+  const ops::KernelRegistry* registry = nullptr;
+};
+
+using InputShapes = std::vector<std::pair<std::string, Shape>>;
+
+Result<std::shared_ptr<const ExecutionPlan>> make_plan(const graph::Graph& g, const KernelSet& kernels,
+                                                       const InputShapes& inputs, const PlannerOptions& options);
+
+}  // namespace streamline::plan

@@ -1,0 +1,149 @@
+#include <dnnl.hpp>
+#include <thread>
+
+#include "core/logging.h"
+#include "core/version.h"
+#include "graph/onnx_import.h"
+#include "ops/evaluator.h"
+#include "streamline/streamline.h"
+
+namespace streamline {
+namespace {
+
+TensorDesc describe(const graph::Graph& g, graph::ValueId v) {
+  const graph::Value& val = g.value(v);
+  TensorDesc d;
+  d.name = val.name;
+  d.dtype = val.dtype;
+  if (val.dims) {
+    for (const auto& dim : *val.dims) {
+      d.dims.push_back(dim.fixed() ? dim.value : -1);
+      d.symbols.push_back(dim.symbol);
+    }
+  } else if (val.constant) {
+    for (int64_t x : val.constant->shape()) {
+      d.dims.push_back(x);
+      d.symbols.emplace_back();
+    }
+  }
+  return d;
+}
+
+std::string shapes_key(const std::vector<Shape>& shapes) {
+  std::string k;
+  for (const auto& s : shapes) k += s.to_string() + ";";
+  return k;
+}
+
+}  // namespace
+
+std::string version_string() {
+  const dnnl_version_t* v = dnnl_version();
+  return std::string(SL_VERSION_STRING) + " (oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) +
+         "." + std::to_string(v->patch) + ", CPU; CUDA: no)";
+}
+
+Result<std::shared_ptr<Model>> Model::load(const std::string& path, const ModelOptions& options) {
+  auto g = graph::import_onnx_file(path);
+  if (!g.ok()) return g.status();
+  auto m = from_graph(std::move(g).value(), options);
+  if (!m.ok()) return m.status().with_context(path);
+  return m;
+}
+
+Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOptions& options) {
+  std::shared_ptr<Model> m(new Model());
+  m->options_ = options;
+  m->graph_ = std::move(g);
+  // Pass 1: graph rewrites.
+  graph::PassOptions po;
+  po.enabled = options.optimize;
+  ops::KernelEvaluator evaluator(ops::default_cpu_registry());
+  SL_RETURN_IF_ERROR(graph::run_passes(m->graph_, po, &evaluator, &m->report_));
+  // Pass 2: one kernel per node; every unsupported op is reported at once.
+  ops::KernelOptions ko;
+  ko.allow_channels_last = options.channels_last;
+  SL_ASSIGN_OR_RETURN(m->kernels_, plan::create_kernels(m->graph_, ops::default_cpu_registry(), ko));
+  for (graph::ValueId v : m->graph_.inputs()) m->inputs_.push_back(describe(m->graph_, v));
+  for (graph::ValueId v : m->graph_.outputs()) m->outputs_.push_back(describe(m->graph_, v));
+  for (const auto& in : m->inputs_)
+    if (!dtype_supported(in.dtype))
+      return unsupported("input '" + in.name + "' has unsupported dtype " + dtype_name(in.dtype));
+  SL_LOG(kInfo) << "loaded model: " << m->graph_.live_node_count() << " nodes; passes: " << m->report_.to_string();
+  return m;
+}
+
+int Model::default_threads() const {
+  if (options_.num_threads > 0) return options_.num_threads;
+  const unsigned n = std::thread::hardware_concurrency();
+  return n ? static_cast<int>(n) : 1;
+}
+
+Result<std::vector<Shape>> Model::default_shapes(int64_t batch) const {
+  std::vector<Shape> shapes;
+  for (const auto& in : inputs_) {
+    Shape s;
+    for (size_t i = 0; i < in.dims.size(); ++i) {
+      if (in.dims[i] >= 0) {
+        s.push_back(in.dims[i]);
+      } else if (!in.symbols[i].empty()) {
+        s.push_back(i == 0 ? batch : 1);
+      } else if (i == 0) {
+        s.push_back(batch);
+      } else {
+        return invalid_argument("input '" + in.name + "' has an unknown dimension " + std::to_string(i) +
+                                "; give its shape explicitly");
+      }
+    }
+    shapes.push_back(s);
+  }
+  return shapes;
+}
+
+Result<std::shared_ptr<const plan::ExecutionPlan>> Model::plan_for(const std::vector<Shape>& shapes) const {
+  const std::string key = shapes_key(shapes);
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  if (shapes.size() != inputs_.size())
+    return invalid_argument("model has " + std::to_string(inputs_.size()) + " inputs, got " +
+                            std::to_string(shapes.size()) + " shapes");
+  plan::InputShapes in;
+  for (size_t i = 0; i < shapes.size(); ++i) in.emplace_back(inputs_[i].name, shapes[i]);
+  plan::PlannerOptions po;
+  po.channels_last = options_.channels_last;
+  SL_ASSIGN_OR_RETURN(auto p, plan::make_plan(graph_, kernels_, in, po));
+  plans_.emplace(key, p);
+  return p;
+}
+
+Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, const RunOptions& options) {
+  std::vector<Shape> shapes;
+  for (const auto& t : inputs) shapes.push_back(t.shape());
+  SL_ASSIGN_OR_RETURN(auto plan, model_->plan_for(shapes));
+  exec::RunOptions ro;
+  ro.num_threads = options.num_threads > 0 ? options.num_threads : model_->default_threads();
+  ro.observer = options.observer;
+  std::vector<Tensor> outs;
+  SL_RETURN_IF_ERROR(exec::run_plan(*plan, ctx_, inputs, &outs, ro));
+  return outs;
+}
+
+Result<std::map<std::string, Tensor>> Session::run(const std::map<std::string, Tensor>& inputs,
+                                                   const RunOptions& options) {
+  std::vector<Tensor> ordered;
+  for (const auto& in : model_->inputs()) {
+    auto it = inputs.find(in.name);
+    if (it == inputs.end()) return invalid_argument("missing input '" + in.name + "'");
+    ordered.push_back(it->second);
+  }
+  for (const auto& [name, t] : inputs)
+    if (std::none_of(model_->inputs().begin(), model_->inputs().end(), [&](const TensorDesc& d) { return d.name == name; }))
+      return invalid_argument("model has no input named '" + name + "'");
+  SL_ASSIGN_OR_RETURN(std::vector<Tensor> outs, run(ordered, options));
+  std::map<std::string, Tensor> named;
+  for (size_t i = 0; i < outs.size(); ++i) named.emplace(model_->outputs()[i].name, std::move(outs[i]));
+  return named;
+}
+
+}  // namespace streamline

@@ -1,0 +1,149 @@
+#include "cli_common.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "core/npy.h"
+
+namespace streamline::tools {
+namespace {
+
+Result<std::pair<std::string, std::string>> split_assignment(const std::string& s, const char* flag) {
+  const size_t eq = s.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return invalid_argument(std::string(flag) + " expects NAME=VALUE, got '" + s + "'");
+  return std::make_pair(s.substr(0, eq), s.substr(eq + 1));
+}
+
+Result<int> input_index(const Model& model, const std::string& name, const char* flag) {
+  for (size_t i = 0; i < model.inputs().size(); ++i)
+    if (model.inputs()[i].name == name) return static_cast<int>(i);
+  std::string names;
+  for (const auto& d : model.inputs()) names += (names.empty() ? "" : ", ") + d.name;
+  return invalid_argument(std::string(flag) + ": model has no input '" + name + "' (inputs: " + names + ")");
+}
+
+}  // namespace
+
+Result<std::vector<Shape>> resolve_shapes(const Model& model, const InputFlags& flags) {
+  SL_ASSIGN_OR_RETURN(std::vector<Shape> shapes, model.default_shapes(flags.batch > 0 ? flags.batch : 1));
+  for (const auto& f : flags.inputs) {
+    SL_ASSIGN_OR_RETURN(auto kv, split_assignment(f, "--input"));
+    SL_ASSIGN_OR_RETURN(int idx, input_index(model, kv.first, "--input"));
+    SL_ASSIGN_OR_RETURN(Tensor t, read_npy(kv.second));
+    shapes[static_cast<size_t>(idx)] = t.shape();
+  }
+  for (const auto& f : flags.shapes) {
+    SL_ASSIGN_OR_RETURN(auto kv, split_assignment(f, "--shape"));
+    SL_ASSIGN_OR_RETURN(int idx, input_index(model, kv.first, "--shape"));
+    Shape s;
+    std::stringstream ss(kv.second);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      char* end = nullptr;
+      const long long v = std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || v < 0)
+        return invalid_argument("--shape " + f + ": '" + item + "' is not a dimension");
+      s.push_back(v);
+    }
+    shapes[static_cast<size_t>(idx)] = s;
+  }
+  return shapes;
+}
+
+Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed) {
+  Tensor t = Tensor::empty(dtype, shape);
+  std::mt19937 rng(seed);
+  const int64_t n = t.numel();
+  std::uniform_real_distribution<float> uf(-1.f, 1.f);
+  std::uniform_int_distribution<int64_t> ui(0, 999);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (dtype) {
+      case DType::kFloat32: t.data<float>()[i] = uf(rng); break;
+      case DType::kFloat64: t.data<double>()[i] = uf(rng); break;
+      case DType::kFloat16: t.data<uint16_t>()[i] = float_to_half(uf(rng)); break;
+      case DType::kInt64: t.data<int64_t>()[i] = ui(rng); break;
+      case DType::kInt32: t.data<int32_t>()[i] = static_cast<int32_t>(ui(rng)); break;
+      case DType::kInt8: t.data<int8_t>()[i] = static_cast<int8_t>(ui(rng) % 128); break;
+      case DType::kUInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(ui(rng) % 256); break;
+      case DType::kBool: t.data<uint8_t>()[i] = static_cast<uint8_t>(ui(rng) & 1); break;
+      default: break;  // other types stay zero
+    }
+  }
+  return t;
+}
+
+Result<std::vector<Tensor>> make_inputs(const Model& model, const InputFlags& flags, const std::vector<Shape>& shapes) {
+  std::vector<Tensor> ins(model.inputs().size());
+  for (const auto& f : flags.inputs) {
+    SL_ASSIGN_OR_RETURN(auto kv, split_assignment(f, "--input"));
+    SL_ASSIGN_OR_RETURN(int idx, input_index(model, kv.first, "--input"));
+    SL_ASSIGN_OR_RETURN(Tensor t, read_npy(kv.second));
+    if (t.dtype() != model.inputs()[static_cast<size_t>(idx)].dtype)
+      return invalid_argument("--input " + kv.first + ": file holds " + dtype_name(t.dtype()) + ", model expects " +
+                              dtype_name(model.inputs()[static_cast<size_t>(idx)].dtype));
+    if (t.shape() != shapes[static_cast<size_t>(idx)])
+      return invalid_argument("--input " + kv.first + ": file shape " + t.shape().to_string() +
+                              " differs from --shape " + shapes[static_cast<size_t>(idx)].to_string());
+    ins[static_cast<size_t>(idx)] = t;
+  }
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (!ins[i].defined())
+      ins[i] = random_tensor(model.inputs()[i].dtype, shapes[i], flags.seed + static_cast<uint32_t>(i));
+  return ins;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = p / 100.0 * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') { o += '\\'; o += c; }
+    else if (c == '\n') o += "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
+    else o += c;
+  }
+  return o;
+}
+
+void print_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> w;
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (w.size() <= i) w.push_back(0);
+      w[i] = std::max(w[i], r[i].size());
+    }
+  for (size_t ri = 0; ri < rows.size(); ++ri) {
+    std::string line;
+    for (size_t i = 0; i < rows[ri].size(); ++i) {
+      std::string cell = rows[ri][i];
+      cell.resize(w[i], ' ');
+      line += (i ? "  " : "") + cell;
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    std::cout << line << "\n";
+    if (ri == 0) {
+      std::string rule;
+      for (size_t i = 0; i < w.size(); ++i) rule += (i ? "  " : "") + std::string(w[i], '-');
+      std::cout << rule << "\n";
+    }
+  }
+}
+
+std::string fmt(double v, int digits) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", digits, v);
+  return b;
+}
+
+}  // namespace streamline::tools

@@ -1,0 +1,35 @@
+#pragma once
+// Helpers shared by the streamline CLI commands: parsing --shape/--input flags, making seeded
+// random inputs, and formatting tables and JSON.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "streamline/streamline.h"
+
+namespace streamline::tools {
+
+struct InputFlags {
+  std::vector<std::string> inputs;  // NAME=FILE.npy
+  std::vector<std::string> shapes;  // NAME=d0,d1,...
+  int64_t batch = 0;                // 0 = not given
+  uint32_t seed = 0;
+};
+
+// Shapes for every model input: --shape wins, then --input files' shapes, then the model's
+// declared dims with symbolic batch = --batch (default 1).
+Result<std::vector<Shape>> resolve_shapes(const Model& model, const InputFlags& flags);
+// Input tensors: from --input files where given, else seeded random values (floats in [-1, 1),
+// integers in [0, 1000), bools 0/1).
+Result<std::vector<Tensor>> make_inputs(const Model& model, const InputFlags& flags, const std::vector<Shape>& shapes);
+Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed);
+
+// Percentile (0..100) of unsorted samples, linear interpolation.
+double percentile(std::vector<double> v, double p);
+std::string json_escape(const std::string& s);
+// Prints rows with columns padded to the widest cell.
+void print_table(const std::vector<std::vector<std::string>>& rows);
+std::string fmt(double v, int digits = 3);
+
+}  // namespace streamline::tools

@@ -1,0 +1,78 @@
+// `streamline plan`: print the execution plan for given input shapes.
+
+#include <iostream>
+
+#include "cli_common.h"
+#include "commands.h"
+
+namespace streamline::tools {
+namespace {
+
+struct PlanFlags {
+  std::string model;
+  InputFlags in;
+  bool json = false;
+  bool dot = false;
+  bool no_optimize = false;
+};
+
+int show_plan(const PlanFlags& f) {
+  ModelOptions mo;
+  mo.optimize = !f.no_optimize;
+  auto model = Model::load(f.model, mo);
+  if (!model.ok()) {
+    std::cerr << "error: " << model.status().to_string() << std::endl;
+    return 2;
+  }
+  auto shapes = resolve_shapes(**model, f.in);
+  if (!shapes.ok()) {
+    std::cerr << "error: " << shapes.status().to_string() << std::endl;
+    return 2;
+  }
+  auto plan = (*model)->plan_for(*shapes);
+  if (!plan.ok()) {
+    std::cerr << "error: " << plan.status().to_string() << std::endl;
+    return 2;
+  }
+  const plan::ExecutionPlan& p = **plan;
+  if (f.json) {
+    std::cout << p.to_json();
+    return 0;
+  }
+  if (f.dot) {
+    std::cout << p.to_dot();
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows{{"#", "node", "op", "provider", "stream", "output"}};
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    const plan::Step& st = p.steps[i];
+    std::string out;
+    for (int s : st.outputs)
+      if (s >= 0) {
+        const auto& slot = p.slots[static_cast<size_t>(s)];
+        out += (out.empty() ? "" : " ") + slot.shape.to_string() + (slot.layout == Layout::kChannelsLast ? "nhwc" : "");
+      }
+    rows.push_back({std::to_string(i), st.name, st.op, st.provider, std::to_string(st.stream), out});
+  }
+  print_table(rows);
+  std::cout << "\nsteps: " << p.steps.size() << ", folded at plan time: " << p.folded_nodes
+            << ", arena: " << p.arena_bytes << " bytes (naive " << p.naive_bytes << ")\n"
+            << "graph passes: " << (*model)->pass_report().to_string() << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+Runner add_plan_command(CLI::App& app) {
+  auto f = std::make_shared<PlanFlags>();
+  CLI::App* c = app.add_subcommand("plan", "Show the execution plan for a model");
+  c->add_option("model", f->model, "ONNX model file")->required();
+  c->add_option("--shape", f->in.shapes, "NAME=d0,d1,... input shape (repeatable)");
+  c->add_option("--batch", f->in.batch, "Batch size for symbolic first dimensions");
+  auto* j = c->add_flag("--json", f->json, "Print the plan as JSON");
+  c->add_flag("--dot", f->dot, "Print the plan as Graphviz DOT")->excludes(j);
+  c->add_flag("--no-optimize", f->no_optimize, "Turn graph passes off (debugging)");
+  return [f] { return show_plan(*f); };
+}
+
+}  // namespace streamline::tools

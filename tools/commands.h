@@ -1,0 +1,15 @@
+#pragma once
+// The streamline CLI's subcommands. Each registers its flags on a CLI11 app and returns a runner.
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace streamline::tools {
+
+using Runner = std::function<int()>;
+
+Runner add_run_command(CLI::App& app);
+Runner add_bench_command(CLI::App& app);
+Runner add_plan_command(CLI::App& app);
+
+}  // namespace streamline::tools
