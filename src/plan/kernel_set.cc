@@ -4,6 +4,32 @@
 #include <set>
 
 namespace streamline::plan {
+namespace {
+
+// The dtype of a node's output when the model does not declare it (ONNX type inference normally
+// does). Only used to pick kernels; reshape later computes the real output dtypes.
+DType fallback_output_dtype(const graph::Node& node, DType first_input) {
+  static const std::set<std::string> kInt64 = {"Shape", "Size", "ArgMax", "ArgMin", "NonZero", "TopK_indices"};
+  static const std::set<std::string> kBool = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not",
+                                              "And", "Or", "Xor", "IsNaN", "IsInf"};
+  if (kInt64.count(node.op_type)) return DType::kInt64;
+  if (kBool.count(node.op_type)) return DType::kBool;
+  if (node.op_type == "Cast") return static_cast<DType>(node.attr_int("to", 1));
+  if (node.op_type == "Constant") {
+    auto it = node.attrs.find("value");
+    if (it != node.attrs.end() && it->second.t.defined()) return it->second.t.dtype();
+    if (node.has_attr("value_int") || node.has_attr("value_ints")) return DType::kInt64;
+    return DType::kFloat32;
+  }
+  if (node.op_type == "ConstantOfShape") {
+    auto it = node.attrs.find("value");
+    return it != node.attrs.end() && it->second.t.defined() ? it->second.t.dtype() : DType::kFloat32;
+  }
+  if (node.op_type == "Where" && node.inputs.size() > 1) return DType::kUndefined;  // set from input 1 below
+  return first_input;
+}
+
+}  // namespace
 
 Result<KernelSet> create_kernels(const graph::Graph& g, const ops::KernelRegistry& reg,
                                  const ops::KernelOptions& options) {
@@ -14,10 +40,22 @@ Result<KernelSet> create_kernels(const graph::Graph& g, const ops::KernelRegistr
   std::map<std::string, std::vector<std::string>> missing;  // "Op (opset N)" -> node names
   std::vector<const ops::KernelDef*> defs(g.num_nodes(), nullptr);
   std::vector<std::vector<DType>> dtypes(g.num_nodes());
-  for (size_t n = 0; n < g.num_nodes(); ++n) {
-    const graph::Node& node = g.node(static_cast<graph::NodeId>(n));
-    if (node.dead) continue;
-    for (graph::ValueId v : node.inputs) dtypes[n].push_back(v == graph::kNoValue ? DType::kUndefined : g.value(v).dtype);
+  std::vector<DType> value_dtype(g.num_values());
+  for (size_t v = 0; v < g.num_values(); ++v) {
+    const graph::Value& val = g.value(static_cast<graph::ValueId>(v));
+    value_dtype[v] = val.constant ? val.constant->dtype() : val.dtype;
+  }
+  SL_ASSIGN_OR_RETURN(std::vector<graph::NodeId> order, g.topological_order());
+  for (graph::NodeId id : order) {
+    const size_t n = static_cast<size_t>(id);
+    const graph::Node& node = g.node(id);
+    for (graph::ValueId v : node.inputs)
+      dtypes[n].push_back(v == graph::kNoValue ? DType::kUndefined : value_dtype[static_cast<size_t>(v)]);
+    DType out = fallback_output_dtype(node, ops::selector_dtype(dtypes[n], 0));
+    if (node.op_type == "Where" && dtypes[n].size() > 1) out = dtypes[n][1];
+    for (graph::ValueId v : node.outputs)
+      if (v != graph::kNoValue && value_dtype[static_cast<size_t>(v)] == DType::kUndefined)
+        value_dtype[static_cast<size_t>(v)] = out;
     std::string key = node.op_type + " (" + (node.domain.empty() ? "" : "domain " + node.domain + ", ") + "opset " +
                       std::to_string(node.opset) + ")";
     if (!reg.has_op(node.op_type, node.domain, node.opset, ops::Device::kCpu)) {

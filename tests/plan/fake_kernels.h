@@ -1,0 +1,77 @@
+#pragma once
+// Tiny kernels for planner and executor tests, independent of the real CPU kernels.
+//   Twice:  y = 2x            (in place allowed)
+//   Add2:   y = a + b         (same shapes, no in place)
+//   Boom:   fails at run time (error propagation)
+
+#include <memory>
+
+#include "ops/registry.h"
+
+namespace streamline::testing {
+
+class TwiceKernel final : public ops::Kernel {
+ public:
+  Result<ops::ReshapeResult> reshape(std::span<const ops::TensorInfo> in) const override {
+    ops::ReshapeResult r;
+    r.outputs.push_back({in[0].dtype, in[0].shape, in[0].layout});
+    r.inplace = {0};
+    return r;
+  }
+  Status run(const ops::RunContext& ctx) const override {
+    const float* x = ctx.inputs[0].data<float>();
+    float* y = ctx.outputs[0].data<float>();
+    for (int64_t i = 0; i < ctx.inputs[0].numel(); ++i) y[i] = 2 * x[i];
+    return ok_status();
+  }
+};
+
+class Add2Kernel final : public ops::Kernel {
+ public:
+  Result<ops::ReshapeResult> reshape(std::span<const ops::TensorInfo> in) const override {
+    if (in[0].shape != in[1].shape) return invalid_argument("Add2 shapes differ");
+    ops::ReshapeResult r;
+    r.outputs.push_back({in[0].dtype, in[0].shape, in[0].layout});
+    return r;
+  }
+  Status run(const ops::RunContext& ctx) const override {
+    const float* a = ctx.inputs[0].data<float>();
+    const float* b = ctx.inputs[1].data<float>();
+    float* y = ctx.outputs[0].data<float>();
+    for (int64_t i = 0; i < ctx.inputs[0].numel(); ++i) y[i] = a[i] + b[i];
+    return ok_status();
+  }
+};
+
+class BoomKernel final : public ops::Kernel {
+ public:
+  Result<ops::ReshapeResult> reshape(std::span<const ops::TensorInfo> in) const override {
+    ops::ReshapeResult r;
+    r.outputs.push_back({in[0].dtype, in[0].shape, in[0].layout});
+    return r;
+  }
+  Status run(const ops::RunContext&) const override { return invalid_argument("boom"); }
+};
+
+template <typename K>
+ops::KernelDef fake_def(const std::string& op) {
+  ops::KernelDef d;
+  d.op = op;
+  d.since_version = 1;
+  d.dtype = DType::kFloat32;
+  d.provider = "fake";
+  d.create = [](const ops::KernelCreateArgs&) -> Result<std::unique_ptr<ops::Kernel>> {
+    return std::unique_ptr<ops::Kernel>(new K());
+  };
+  return d;
+}
+
+inline ops::KernelRegistry fake_registry() {
+  ops::KernelRegistry reg;
+  (void)reg.add(fake_def<TwiceKernel>("Twice"));
+  (void)reg.add(fake_def<Add2Kernel>("Add2"));
+  (void)reg.add(fake_def<BoomKernel>("Boom"));
+  return reg;
+}
+
+}  // namespace streamline::testing
