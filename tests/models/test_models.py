@@ -1,0 +1,92 @@
+"""End-to-end model tests: torchvision CNNs exported to ONNX, run by the streamline CLI, compared
+with PyTorch.
+
+    .venv/bin/python -m pytest -q tests/models/test_models.py            # all models
+    .venv/bin/python -m pytest -q tests/models/test_models.py -k resnet50
+
+Metric (every comparison): max|ours - torch| <= 1e-4 * max(1, max|torch|), i.e. an absolute
+tolerance of 1e-4 for outputs up to 1 in magnitude and a relative one above that.
+"""
+
+import numpy as np
+import pytest
+
+import export_models
+from conftest import binary_path, run_cli, run_cli_ok
+
+MODELS = list(export_models.MODELS)
+TOL = 1e-4
+THREADS = 2
+
+
+def assert_close(ours: np.ndarray, ref: np.ndarray, what: str) -> None:
+    """max|ours - ref| <= TOL * max(1, max|ref|), with the error and the scale in the message."""
+    assert ours.shape == ref.shape, f"{what}: output shape {ours.shape}, torch has {ref.shape}"
+    assert ours.dtype == np.float32, f"{what}: output dtype {ours.dtype}, expected float32"
+    assert np.isfinite(ours).all(), f"{what}: {np.count_nonzero(~np.isfinite(ours))} non-finite outputs"
+    diff = np.abs(ours.astype(np.float64) - ref.astype(np.float64))
+    err = float(diff.max())
+    ref_max = float(np.abs(ref).max())
+    scale = max(1.0, ref_max)
+    worst = np.unravel_index(int(diff.argmax()), diff.shape)
+    msg = (f"{what}: max|ours - torch| = {err:.3e}, scale max(1, max|torch|) = {scale:.4g} "
+           f"(max|torch| = {ref_max:.4g}), bound 1e-4 * scale = {TOL * scale:.3e}; "
+           f"worst at {tuple(int(i) for i in worst)}: ours {float(ours[worst]):.6g}, torch {float(ref[worst]):.6g}")
+    print(msg)
+    assert err <= TOL * scale, msg
+
+
+def run_model(onnx_path, input_path, out_dir) -> np.ndarray:
+    """`streamline run` on one input file; returns the "output" tensor it wrote."""
+    run_cli_ok(["run", onnx_path, "--input", f"input={input_path}", "--output-dir", out_dir,
+                "--threads", THREADS])
+    out = out_dir / "output.npy"
+    assert out.is_file(), f"streamline exited 0 but wrote no {out}"
+    return np.load(out)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_model_matches_torch(name, streamline_binary, exported, tmp_path):
+    """Batch 1, the exported reference pair: max|ours - torch| <= 1e-4 * max(1, max|torch|)."""
+    p = exported(name)
+    ref = np.load(p["torch"])
+    ours = run_model(p["onnx"], p["input"], tmp_path / "out")
+    assert_close(ours, ref, f"{name} batch 1")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_model_batch2_matches_torch(name, streamline_binary, exported, torch, tmp_path):
+    """Batch 2 through the dynamic batch axis, reference computed here with PyTorch:
+    max|ours - torch| <= 1e-4 * max(1, max|torch|)."""
+    p = exported(name)
+    x = export_models.reference_input(name, batch=2, seed=1)
+    ref = export_models.torch_forward(export_models.build_model(name), x)
+    # Two different images must give two different rows, or mixing them up would go unnoticed.
+    assert np.abs(ref[0] - ref[1]).max() > 1e-3, f"{name}: the two reference rows are nearly equal"
+    x_path = tmp_path / "input_b2.npy"
+    np.save(x_path, x)
+    ours = run_model(p["onnx"], x_path, tmp_path / "out")
+    assert_close(ours, ref, f"{name} batch 2")
+
+
+def test_cli_binary_from_env(monkeypatch):
+    """The binary is $SL_BINARY when set, else <repo>/build/tools/streamline."""
+    monkeypatch.setenv("SL_BINARY", "/opt/elsewhere/streamline")
+    assert str(binary_path()) == "/opt/elsewhere/streamline"
+    monkeypatch.delenv("SL_BINARY")
+    from conftest import REPO
+    assert binary_path() == REPO / "build" / "tools" / "streamline"
+
+
+def test_cli_version(streamline_binary):
+    r = run_cli_ok(["--version"], timeout=60)
+    assert r.stdout.startswith("streamline "), f"unexpected --version output: {r.stdout!r}"
+
+
+def test_cli_bad_model_is_exit_2(streamline_binary, tmp_path):
+    """A file that is not ONNX is a bad-model error: exit code 2, "error: Code: message" on stderr."""
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"this is not a protobuf")
+    r = run_cli(["run", junk], timeout=60)
+    assert r.returncode == 2, f"exit code {r.returncode}, stderr: {r.stderr!r}"
+    assert r.stderr.startswith("error: "), f"stderr: {r.stderr!r}"
