@@ -1,6 +1,8 @@
 #include "graph/ir.h"
 
 #include <algorithm>
+#include <functional>
+#include <set>
 #include <queue>
 #include <unordered_map>
 
@@ -169,6 +171,22 @@ void Graph::compact() {
   }
   for (ValueId v : inputs_) used[static_cast<size_t>(v)] = 1;
   for (ValueId v : outputs_) used[static_cast<size_t>(v)] = 1;
+  // Subgraph bodies (If/Loop/Scan) read outer values by name: keep those too.
+  std::set<std::string> outer_names;
+  std::function<void(const Graph&)> collect = [&](const Graph& sub) {
+    for (const auto& n : sub.nodes_) {
+      for (ValueId v : n.inputs)
+        if (v != kNoValue) outer_names.insert(sub.values_[static_cast<size_t>(v)].name);
+      for (const auto& [k, a] : n.attrs)
+        if (a.g) collect(*a.g);
+    }
+  };
+  for (const auto& n : nodes_)
+    for (const auto& [k, a] : n.attrs)
+      if (a.g) collect(*a.g);
+  if (!outer_names.empty())
+    for (size_t i = 0; i < values_.size(); ++i)
+      if (outer_names.count(values_[i].name)) used[i] = 1;
   std::vector<ValueId> remap(values_.size(), kNoValue);
   std::vector<Value> vals;
   for (size_t i = 0; i < values_.size(); ++i) {

@@ -1,9 +1,144 @@
+// The pass driver, Identity/Dropout elimination and dead-code elimination. Folding lives in
+// pass_fold.cc, fusion in pass_fuse.cc.
+
 #include "graph/passes.h"
 
-namespace streamline::graph {
+#include "graph/pass_util.h"
 
-std::string PassReport::to_string() const { return ""; }
+namespace streamline::graph {
+namespace {
+
+using detail::ProtectedValues;
+
+// Dropout passes its input through at inference unless its training_mode input (opset 12+) is
+// true or unknown, or its mask output is read. The is_test attribute of old opsets is ignored:
+// this is an inference runtime.
+bool is_inference_dropout(const Graph& g, const ProtectedValues& prot, const Node& n) {
+  if (n.outputs.size() > 1) {
+    const ValueId mask = n.outputs[1];
+    if (mask != kNoValue && (!g.value(mask).consumers.empty() || prot.contains(mask))) return false;
+  }
+  if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
+    const Tensor* training = detail::constant_of(g, n.inputs[2]);
+    if (!training || training->numel() != 1 || element_as_double(*training, 0) != 0.0) return false;
+  }
+  return true;
+}
+
+// Keeps the output name of a pass-through node whose output must survive (a graph output) by
+// making the producer of its input write that output directly. False when that is not safe.
+bool retarget_producer(Graph& g, const ProtectedValues& prot, ValueId x, ValueId y) {
+  const Value& xv = g.value(x);
+  if (prot.contains(x) || g.is_graph_input(x) || xv.constant || xv.producer == kNoNode) return false;
+  if (xv.consumers.size() != 1) return false;
+  Node& p = g.node(xv.producer);
+  for (ValueId& o : p.outputs)
+    if (o == x) o = y;
+  Value& yv = g.value(y);
+  const Value& xs = g.value(x);
+  if (yv.dtype == DType::kUndefined) yv.dtype = xs.dtype;
+  if (!yv.dims) yv.dims = xs.dims;
+  return true;
+}
+
+}  // namespace
+
+std::string PassReport::to_string() const {
+  return "folded=" + std::to_string(folded) + " eliminated=" + std::to_string(eliminated) +
+         " batchnorm_folded=" + std::to_string(batchnorm_folded) + " conv_fused=" + std::to_string(conv_fused) +
+         " gemm_fused=" + std::to_string(gemm_fused) + " dead_removed=" + std::to_string(dead_removed);
+}
+
+// Removes Identity and inference-mode Dropout by sending their consumers to the input. When the
+// output is protected (a graph output), the input's producer is retargeted instead; when neither
+// is possible (the input is a graph input, a constant, or read elsewhere) the node stays.
+int eliminate_identity(Graph& g) {
+  auto order = detail::live_order(g);
+  if (!order) return 0;
+  // Protection depends on graph outputs and subgraph names, which this pass never changes.
+  const ProtectedValues prot(g);
+  int count = 0;
+  for (NodeId id : *order) {
+    Node& n = g.node(id);
+    if (n.dead || !n.domain.empty() || detail::has_subgraph(n)) continue;
+    if (n.inputs.empty() || n.outputs.empty() || n.inputs[0] == kNoValue || n.outputs[0] == kNoValue) continue;
+    const bool pass_through = n.op_type == "Identity" || (n.op_type == "Dropout" && is_inference_dropout(g, prot, n));
+    if (!pass_through) continue;
+    const ValueId x = n.inputs[0];
+    const ValueId y = n.outputs[0];
+    if (!prot.contains(y)) {
+      g.replace_uses(y, x);
+    } else if (!retarget_producer(g, prot, x, y)) {
+      continue;
+    }
+    n.dead = true;
+    ++count;
+    g.rebuild_edges();
+  }
+  return count;
+}
+
+// Marks dead every node none of whose outputs reaches a graph output or a value a subgraph reads.
+// Constants left without readers disappear at the next Graph::compact().
+int eliminate_dead_code(Graph& g) {
+  auto order = detail::live_order(g);
+  if (!order) return 0;
+  const ProtectedValues prot(g);
+  std::vector<char> needed(g.num_values(), 0);
+  for (size_t v = 0; v < g.num_values(); ++v)
+    if (prot.contains(static_cast<ValueId>(v))) needed[v] = 1;
+  int count = 0;
+  for (auto it = order->rbegin(); it != order->rend(); ++it) {
+    Node& n = g.node(*it);
+    bool live = false;
+    for (ValueId o : n.outputs) live = live || (o != kNoValue && needed[static_cast<size_t>(o)]);
+    if (!live) {
+      n.dead = true;
+      ++count;
+      continue;
+    }
+    for (ValueId i : n.inputs)
+      if (i != kNoValue) needed[static_cast<size_t>(i)] = 1;
+  }
+  if (count) g.rebuild_edges();
+  return count;
+}
+
+// Order: (1) Identity/Dropout elimination and constant folding, repeated until neither changes
+// anything, since each can expose work for the other; (2) BatchNormalization folded into Conv
+// weights, which needs the weights already constant; (3) Conv fusion after the BN fold so the Relu
+// behind a BN reaches the Conv; (4) Gemm/MatMul fusion; (5) dead-code elimination; then compact.
 Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evaluator, PassReport* report) {
+  PassReport local;
+  PassReport& r = report ? *report : local;
+  r = PassReport{};
+  if (!options.enabled) return ok_status();
+  g.rebuild_edges();
+  {
+    auto order = g.topological_order();
+    if (!order.ok()) return order.status().with_context("graph passes");
+  }
+  constexpr int kMaxRounds = 16;  // each productive round removes nodes, so this is a safety net
+  for (int round = 0; round < kMaxRounds; ++round) {
+    int changed = 0;
+    if (options.eliminate_identity) {
+      const int n = eliminate_identity(g);
+      r.eliminated += n;
+      changed += n;
+    }
+    if (options.constant_folding && evaluator) {
+      const int n = fold_constants(g, *evaluator, options.max_folded_bytes);
+      r.folded += n;
+      changed += n;
+    }
+    if (changed == 0) break;
+  }
+  if (options.fold_batchnorm) r.batchnorm_folded += fold_batchnorm_into_conv(g);
+  if (options.fuse_conv) r.conv_fused += fuse_conv_activation(g);
+  if (options.fuse_gemm) r.gemm_fused += fuse_gemm_activation(g);
+  if (options.dead_code) r.dead_removed += eliminate_dead_code(g);
+  if (r.conv_fused + r.gemm_fused > 0) g.opsets[kStreamlineDomain] = 1;
+  g.compact();
   return ok_status();
 }
 
