@@ -49,6 +49,7 @@ struct Step {
   size_t workspace_offset = 0;      // arena offset of the scratch area
   size_t workspace_bytes = 0;
   int stream = 0;
+  int position = 0;                 // index of this step within its stream's order
   std::vector<int> wait_events;     // event ids to wait for before running
   std::vector<int> record_events;   // event ids to record after running
   double cost = 0;                  // cost-model estimate (FLOPs + bytes-moved weighting)
@@ -70,9 +71,13 @@ struct ExecutionPlan {
   size_t arena_bytes = 0;                // peak arena size after reuse
   size_t naive_bytes = 0;                // sum of all arena buffers without reuse
   int num_streams = 1;
-  int num_events = 0;
+  std::vector<std::vector<int>> stream_steps;  // per stream: step indices in run order
+  int num_events = 0;                    // events after pruning (ids 0..num_events-1)
   int events_inserted = 0;               // before pruning
   int folded_nodes = 0;                  // nodes evaluated at plan time
+  double critical_path_cost = 0;         // longest dependency chain, in cost units
+  double total_cost = 0;                 // sum of step costs
+  bool verified = false;                 // the safe-mode verifier proved the plan race-free
   std::vector<std::unique_ptr<ops::Kernel>> owned_kernels;  // planner-inserted steps' kernels
 
   // One JSON object: streams, steps (name, op, provider, stream, inputs/outputs with shapes),

@@ -6,6 +6,8 @@
 #include "core/layout_convert.h"
 #include "plan/cost_model.h"
 #include "plan/memory_planner.h"
+#include "plan/schedule.h"
+#include "plan/verifier.h"
 
 namespace streamline::plan {
 namespace {
@@ -48,11 +50,35 @@ class Planner {
     SL_ASSIGN_OR_RETURN(std::vector<graph::NodeId> order, g_.topological_order());
     for (graph::NodeId n : order) SL_RETURN_IF_ERROR(plan_node(n));
     SL_RETURN_IF_ERROR(bind_outputs());
-    SL_RETURN_IF_ERROR(plan_memory(*plan_, opts_.reuse_memory, opts_.inplace, inplace_hints_));
+    SL_RETURN_IF_ERROR(schedule());
+    const HappensBefore hb(*plan_);
+    SL_RETURN_IF_ERROR(plan_memory(*plan_, hb, opts_.reuse_memory, opts_.inplace, inplace_hints_));
+    if (opts_.verify) {
+      SL_RETURN_IF_ERROR(verify_plan(*plan_).with_context("planning"));
+      plan_->verified = true;
+    }
     return std::shared_ptr<const ExecutionPlan>(plan_);
   }
 
  private:
+  // Pass 4: streams and events. Steps get reordered, so in-place hints move with them.
+  Status schedule() {
+    ScheduleOptions so;
+    so.num_streams = opts_.num_streams;
+    so.pinned = opts_.pinned_streams;
+    so.event_cost = opts_.event_cost;
+    std::vector<std::vector<int>> hints = std::move(inplace_hints_);
+    std::vector<int> original;  // pre-scheduling index of each step
+    SL_RETURN_IF_ERROR(assign_streams(*plan_, so, &original));
+    SL_RETURN_IF_ERROR(insert_events(*plan_));
+    inplace_hints_.assign(plan_->steps.size(), {});
+    for (size_t i = 0; i < plan_->steps.size(); ++i) {
+      const int orig = original[i];
+      if (orig >= 0 && static_cast<size_t>(orig) < hints.size()) inplace_hints_[i] = hints[static_cast<size_t>(orig)];
+    }
+    return ok_status();
+  }
+
   // Pass 1: graph inputs take the caller's shapes; symbols bind consistently across inputs.
   Status bind_inputs(const InputShapes& given) {
     std::map<std::string, int64_t> symbols;

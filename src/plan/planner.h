@@ -10,9 +10,12 @@
 //   2. walk nodes in topological order: choose layouts (insert LayoutConvert steps), call each
 //      kernel's reshape for output shapes, fold nodes whose inputs are all known constants;
 //   3. make graph outputs plain;
-//   4. plan memory: liveness per buffer, in-place reuse where a kernel allows it, greedy
-//      best-fit offsets in one arena (64-byte aligned).
+//   4. assign streams (cost-model list scheduling) and insert events, pruned by vector clocks;
+//   5. plan memory: a buffer is reused only when every access of its old value happens-before the
+//      new writer; in place where a kernel allows it; greedy best-fit offsets (64-byte aligned);
+//   6. verify: no two unordered accesses to overlapping memory (plan/verifier.h).
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -27,6 +30,10 @@ struct PlannerOptions {
   bool channels_last = true;   // let conv-like kernels keep activations NHWC between layers
   bool inplace = true;         // let kernels write outputs over inputs that die at them
   bool reuse_memory = true;    // false gives every buffer its own arena range (debugging)
+  int num_streams = 1;         // at most this many streams; 1 = single-stream plan
+  std::map<std::string, int> pinned_streams;  // node name -> stream
+  double event_cost = 1e5;     // cost units charged per cross-stream dependency
+  bool verify = true;          // run the race verifier on every plan (fails planning on a race)
   // Registry used for planner-inserted kernels (layout changes); null = ops::default_cpu_registry().
   const ops::KernelRegistry* registry = nullptr;
 };

@@ -217,8 +217,21 @@ TEST(Executor, RunErrorsNameTheNodeAndBadInputsAreRejected) {
 }
 
 TEST(MemoryPlanner, PlacesLargestFirstInGaps) {
-  std::vector<plan::Buffer> b = {{1000, 0, 1, 0}, {2000, 1, 2, 0}, {500, 2, 3, 0}, {900, 3, 4, 0}};
-  const size_t arena = plan::place_buffers(b, true);
+  // Five steps on one stream; buffer k is written at step k and read at step k+1.
+  plan::ExecutionPlan p;
+  p.steps.resize(5);
+  for (int i = 0; i < 5; ++i) p.steps[static_cast<size_t>(i)].position = i;
+  p.stream_steps = {{0, 1, 2, 3, 4}};
+  const plan::HappensBefore hb(p);
+  auto buf = [](size_t bytes, int w) {
+    plan::Buffer b;
+    b.bytes = bytes;
+    b.writer = w;
+    b.accesses = {w, w + 1};
+    return b;
+  };
+  std::vector<plan::Buffer> b = {buf(1000, 0), buf(2000, 1), buf(500, 2), buf(900, 3)};
+  const size_t arena = plan::place_buffers(b, hb, true);
   // b0 [0,1] and b1 [1,2] overlap in time; b2 [2,3] overlaps b1; b3 [3,4] overlaps b2.
   EXPECT_LE(arena, align_up(2000) + align_up(1000));
   EXPECT_NE(b[0].offset, b[1].offset);
