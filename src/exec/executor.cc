@@ -3,8 +3,109 @@
 #include <omp.h>
 
 #include <cstring>
+#include <mutex>
+
+#include "plan/schedule.h"
 
 namespace streamline::exec {
+namespace {
+
+constexpr unsigned char kCanary = 0xA5;
+constexpr unsigned char kPoison = 0xFF;  // NaN for floats, -1 for integers
+
+}  // namespace
+
+// State shared by the stream threads during one run.
+struct RunState {
+  const plan::ExecutionPlan* plan;
+  ExecutionContext* ctx;
+  ExecutionContext::Binding* binding;
+  const RunOptions* options;
+  uint64_t generation;
+  std::atomic<bool> failed{false};
+  std::mutex error_mu;
+  Status error;
+
+  void fail(Status s) {
+    std::lock_guard<std::mutex> lock(error_mu);
+    if (error.ok()) error = std::move(s);
+    failed.store(true, std::memory_order_release);
+  }
+
+  // Safe mode, before a step: write canaries after each output and the workspace.
+  void arm_canaries(const plan::Step& st, char* base) const {
+    const size_t g = plan->guard_bytes;
+    for (int o : st.outputs) {
+      if (o < 0) continue;
+      const auto& s = plan->slots[static_cast<size_t>(o)];
+      if (s.kind == plan::SlotKind::kArena) std::memset(base + s.offset + s.bytes, kCanary, g);
+    }
+    if (st.workspace_bytes) std::memset(base + st.workspace_offset + st.workspace_bytes, kCanary, g);
+  }
+
+  // Safe mode, after a step: every canary must be intact.
+  Status check_canaries(const plan::Step& st, char* base) const {
+    const size_t g = plan->guard_bytes;
+    auto intact = [&](size_t at) {
+      for (size_t i = 0; i < g; ++i)
+        if (static_cast<unsigned char>(base[at + i]) != kCanary) return false;
+      return true;
+    };
+    for (int o : st.outputs) {
+      if (o < 0) continue;
+      const auto& s = plan->slots[static_cast<size_t>(o)];
+      if (s.kind == plan::SlotKind::kArena && !intact(s.offset + s.bytes))
+        return internal_error("safe mode: node '" + st.name + "' (" + st.op + ") wrote past the end of output '" +
+                              s.name + "'");
+    }
+    if (st.workspace_bytes && !intact(st.workspace_offset + st.workspace_bytes))
+      return internal_error("safe mode: node '" + st.name + "' (" + st.op + ") wrote past its workspace");
+    return ok_status();
+  }
+
+  // Runs one stream's steps in order.
+  void run_stream(int stream) {
+    omp_set_num_threads(options->num_threads);
+    char* base = static_cast<char*>(binding->arena_base);
+    std::atomic<uint64_t>* events = ctx->events_.get();
+    for (int i : plan->stream_steps[static_cast<size_t>(stream)]) {
+      const plan::Step& st = plan->steps[static_cast<size_t>(i)];
+      for (int e : st.wait_events) {
+        std::atomic<uint64_t>& ev = events[e];
+        uint64_t v = ev.load(std::memory_order_acquire);
+        for (int spin = 0; v < generation && spin < 2000; ++spin) v = ev.load(std::memory_order_acquire);
+        while (v < generation) {
+          ev.wait(v, std::memory_order_acquire);
+          v = ev.load(std::memory_order_acquire);
+        }
+      }
+      if (!failed.load(std::memory_order_acquire)) {
+        if (options->observer) options->observer->on_step_begin(*plan, i, stream);
+        const bool safe = options->safe && plan->guard_bytes;
+        if (safe) arm_canaries(st, base);
+        ops::RunContext rc;
+        rc.inputs = binding->step_inputs[static_cast<size_t>(i)];
+        rc.outputs = binding->step_outputs[static_cast<size_t>(i)];
+        rc.workspace = st.workspace_bytes ? base + st.workspace_offset : nullptr;
+        rc.state = st.state.get();
+        rc.num_threads = options->num_threads;
+        Status s = st.kernel->run(rc);
+        if (s.ok() && safe) s = check_canaries(st, base);
+        if (options->observer) options->observer->on_step_end(*plan, i, stream);
+        if (!s.ok()) fail(s.with_context("node '" + st.name + "' (" + st.op + ")"));
+        if (options->safe)
+          for (const auto& [off, len] : binding->poison_after[static_cast<size_t>(i)]) std::memset(base + off, kPoison, len);
+      }
+      // Events are recorded even after a failure so that no other stream waits forever.
+      for (int e : st.record_events) {
+        events[e].store(generation, std::memory_order_release);
+        events[e].notify_all();
+      }
+    }
+  }
+
+  static void run_stream_job(void* self, int stream) { static_cast<RunState*>(self)->run_stream(stream); }
+};
 
 Status ExecutionContext::bind(const plan::ExecutionPlan& plan, Binding** out) {
   if (!arena_ || arena_->size() < plan.arena_bytes) {
@@ -42,8 +143,61 @@ Status ExecutionContext::bind(const plan::ExecutionPlan& plan, Binding** out) {
     b.step_inputs.push_back(std::move(ins));
     b.step_outputs.push_back(std::move(outs));
   }
+  // Safe mode: a buffer is poisoned after the access that every other access happens-before
+  // (when there is one); graph outputs never are.
+  b.poison_after.assign(plan.steps.size(), {});
+  {
+    const plan::HappensBefore hb(plan);
+    std::unordered_map<int, std::vector<int>> accesses;  // buffer -> steps
+    std::unordered_map<int, std::pair<size_t, size_t>> range;
+    std::vector<char> pinned(plan.slots.size(), 0);
+    for (int o : plan.output_slots) pinned[static_cast<size_t>(o)] = 1;
+    std::unordered_map<int, bool> buffer_pinned;
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      const plan::Step& st = plan.steps[i];
+      for (const auto* list : {&st.inputs, &st.outputs})
+        for (int sl : *list) {
+          if (sl < 0) continue;
+          const plan::TensorSlot& s = plan.slots[static_cast<size_t>(sl)];
+          if (s.kind != plan::SlotKind::kArena) continue;
+          accesses[s.buffer].push_back(static_cast<int>(i));
+          auto& r = range[s.buffer];
+          r = {s.offset, std::max(r.second, s.bytes)};
+        }
+    }
+    for (size_t sl = 0; sl < plan.slots.size(); ++sl)
+      if (pinned[sl] && plan.slots[sl].kind == plan::SlotKind::kArena) buffer_pinned[plan.slots[sl].buffer] = true;
+    for (const auto& [buf, steps] : accesses) {
+      if (buffer_pinned.count(buf)) continue;
+      for (int m : steps) {
+        bool last = true;
+        for (int a : steps)
+          if (a != m && !hb.before(a, m)) {
+            last = false;
+            break;
+          }
+        if (last) {
+          b.poison_after[static_cast<size_t>(m)].push_back(range[buf]);
+          break;
+        }
+      }
+    }
+  }
   auto [pos, _] = bindings_.insert_or_assign(plan.id, std::move(b));
   *out = &pos->second;
+  return ok_status();
+}
+
+Status ExecutionContext::prepare_streams(const plan::ExecutionPlan& plan) {
+  const int workers = plan.num_streams - 1;
+  if (workers > 0 && (!pool_ || pool_->workers() < workers)) pool_ = std::make_unique<StreamPool>(workers, options_.stream_cores);
+  if (num_events_ < static_cast<size_t>(plan.num_events)) {
+    events_ = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(plan.num_events));
+    for (int i = 0; i < plan.num_events; ++i) events_[static_cast<size_t>(i)].store(0);
+    num_events_ = static_cast<size_t>(plan.num_events);
+    generation_ = 0;
+  }
+  if (plan.num_streams == 1 && !options_.stream_cores.empty()) pin_current_thread(options_.stream_cores[0]);
   return ok_status();
 }
 
@@ -60,40 +214,39 @@ Status run_plan(const plan::ExecutionPlan& plan, ExecutionContext& ctx, std::spa
                               s.shape.to_string() + ", got " + inputs[i].describe());
     if (!inputs[i].raw() && s.bytes) return invalid_argument("input '" + plan.input_names[i] + "' has no data");
   }
-  // Pass 2: bind the context's arena to this plan and patch in the caller's input pointers.
+  if (plan.stream_steps.size() != static_cast<size_t>(plan.num_streams))
+    return internal_error("plan has " + std::to_string(plan.num_streams) + " streams but " +
+                          std::to_string(plan.stream_steps.size()) + " stream step lists");
+  // Pass 2: bind the context to this plan and patch in the caller's input pointers.
   ExecutionContext::Binding* b = nullptr;
   SL_RETURN_IF_ERROR(ctx.bind(plan, &b));
+  SL_RETURN_IF_ERROR(ctx.prepare_streams(plan));
   for (const auto& [step, arg] : b->input_uses) {
     const int slot = plan.steps[static_cast<size_t>(step)].inputs[static_cast<size_t>(arg)];
     const int idx = plan.slots[static_cast<size_t>(slot)].input_index;
     b->step_inputs[static_cast<size_t>(step)][static_cast<size_t>(arg)] = inputs[static_cast<size_t>(idx)];
   }
-  // Pass 3: run the steps in order on this thread.
+  // Pass 3: run the streams.
+  RunState rs;
+  rs.plan = &plan;
+  rs.ctx = &ctx;
+  rs.binding = b;
+  rs.options = &options;
+  rs.generation = ++ctx.generation_;
   const int saved_threads = omp_get_max_threads();
-  omp_set_num_threads(options.num_threads);
-  char* base = static_cast<char*>(b->arena_base);
-  Status status;
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    const plan::Step& st = plan.steps[i];
-    if (options.observer) options.observer->on_step_begin(plan, static_cast<int>(i), st.stream);
-    ops::RunContext rc;
-    rc.inputs = b->step_inputs[i];
-    rc.outputs = b->step_outputs[i];
-    rc.workspace = st.workspace_bytes ? base + st.workspace_offset : nullptr;
-    rc.state = st.state.get();
-    rc.num_threads = options.num_threads;
-    status = st.kernel->run(rc);
-    if (options.observer) options.observer->on_step_end(plan, static_cast<int>(i), st.stream);
-    if (!status.ok()) {
-      status = status.with_context("node '" + st.name + "' (" + st.op + ")");
-      break;
-    }
+  if (options.observer) options.observer->on_run_begin(plan);
+  if (plan.num_streams == 1) {
+    rs.run_stream(0);
+  } else {
+    ctx.pool_->run(plan.num_streams, &RunState::run_stream_job, &rs);
   }
+  if (options.observer) options.observer->on_run_end(plan);
   omp_set_num_threads(saved_threads);
-  SL_RETURN_IF_ERROR(status);
+  SL_RETURN_IF_ERROR(rs.error);
   // Pass 4: hand the outputs back.
   if (outputs) {
     outputs->clear();
+    char* base = static_cast<char*>(b->arena_base);
     for (int slot : plan.output_slots) {
       const plan::TensorSlot& s = plan.slots[static_cast<size_t>(slot)];
       Tensor t;

@@ -2,14 +2,19 @@
 // The executor: runs an ExecutionPlan on an ExecutionContext. It only consumes the plan.
 //
 //   exec::ExecutionContext ctx;                          // one per concurrent run
-//   exec::RunOptions ro;  ro.num_threads = 2;
+//   exec::RunOptions ro;  ro.num_threads = 2;            // intra-op threads per stream
 //   std::vector<Tensor> outs;
 //   SL_RETURN_IF_ERROR(exec::run_plan(*plan, ctx, inputs, &outs, ro));
 //
-// An ExecutionContext owns the arena (grown to the largest plan it has run, never per run) and
-// per-plan bindings of step arguments to arena addresses. A context runs one plan at a time: it is
-// not thread-safe; use one context per thread. Plans and kernels are shared and read-only.
+// Single-stream plans run on the calling thread. Multi-stream plans run stream 0 on the calling
+// thread and the others on the context's CPU stream workers; a step waits for its plan events
+// before it starts and records its events when it ends (events are per-context atomics stamped
+// with the run's generation, so nothing is reset or allocated per run).
+// An ExecutionContext owns the arena (grown to the largest plan it has run, never per run), its
+// stream workers (made once) and per-plan bindings. It runs one plan at a time: use one context per
+// concurrent run. Plans and kernels are shared and read-only.
 
+#include <atomic>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -17,28 +22,37 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "exec/stream_pool.h"
 #include "plan/execution_plan.h"
 
 namespace streamline::exec {
 
-// Instrumentation hooks, called on the thread that runs the step. Implementations must be
-// thread-safe if one observer is shared by several contexts.
+// Instrumentation hooks, called on the thread that runs the step (one thread per stream).
+// Implementations must tolerate concurrent calls from different streams.
 class ExecObserver {
  public:
   virtual ~ExecObserver() = default;
+  virtual void on_run_begin(const plan::ExecutionPlan& plan) {}
   virtual void on_step_begin(const plan::ExecutionPlan& plan, int step, int stream) {}
   virtual void on_step_end(const plan::ExecutionPlan& plan, int step, int stream) {}
+  virtual void on_run_end(const plan::ExecutionPlan& plan) {}
 };
 
 struct RunOptions {
-  int num_threads = 1;                // intra-op threads for this run
+  int num_threads = 1;                // intra-op threads per stream for this run
   ExecObserver* observer = nullptr;   // optional hooks
   bool copy_outputs = true;           // false: outputs are views into the context, valid until its next run
+  bool safe = false;                  // poison dead buffers, check canaries after each step (needs guard_bytes)
+};
+
+struct ContextOptions {
+  // Cores for each stream's thread (stream 0 = the calling thread); empty = no pinning.
+  std::vector<std::vector<int>> stream_cores;
 };
 
 class ExecutionContext {
  public:
-  ExecutionContext() = default;
+  explicit ExecutionContext(ContextOptions options = {}) : options_(std::move(options)) {}
   ExecutionContext(const ExecutionContext&) = delete;
   ExecutionContext& operator=(const ExecutionContext&) = delete;
 
@@ -47,21 +61,31 @@ class ExecutionContext {
  private:
   friend Status run_plan(const plan::ExecutionPlan&, ExecutionContext&, std::span<const Tensor>,
                          std::vector<Tensor>*, const RunOptions&);
+  friend struct RunState;
   struct Binding {
     std::vector<std::vector<Tensor>> step_inputs;
     std::vector<std::vector<Tensor>> step_outputs;
     // (step, argument) pairs that read run inputs: patched with the caller's pointers each run.
     std::vector<std::pair<int, int>> input_uses;
+    // Safe mode: per step, arena ranges whose value is dead after it (poisoned).
+    std::vector<std::vector<std::pair<size_t, size_t>>> poison_after;
     void* arena_base = nullptr;
   };
   Status bind(const plan::ExecutionPlan& plan, Binding** out);
+  Status prepare_streams(const plan::ExecutionPlan& plan);
 
+  ContextOptions options_;
   std::shared_ptr<AlignedBuffer> arena_;
   std::unordered_map<uint64_t, Binding> bindings_;  // by plan id
+  std::unique_ptr<StreamPool> pool_;
+  std::unique_ptr<std::atomic<uint64_t>[]> events_;
+  size_t num_events_ = 0;
+  uint64_t generation_ = 0;
 };
 
 // Runs `plan` once. `inputs` follow plan.input_names; outputs follow plan.output_names.
-// Errors name the failing node and op.
+// Errors name the failing node and op; after an error on one stream the others stop starting
+// new steps and the run returns the first error.
 Status run_plan(const plan::ExecutionPlan& plan, ExecutionContext& ctx, std::span<const Tensor> inputs,
                 std::vector<Tensor>* outputs, const RunOptions& options);
 

@@ -70,6 +70,7 @@ struct ExecutionPlan {
   std::vector<int> output_slots;         // always plain layout
   size_t arena_bytes = 0;                // peak arena size after reuse
   size_t naive_bytes = 0;                // sum of all arena buffers without reuse
+  size_t guard_bytes = 0;                // safe mode: canary bytes after every arena buffer
   int num_streams = 1;
   std::vector<std::vector<int>> stream_steps;  // per stream: step indices in run order
   int num_events = 0;                    // events after pruning (ids 0..num_events-1)

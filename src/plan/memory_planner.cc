@@ -99,7 +99,7 @@ Status plan_memory(ExecutionPlan& plan, const HappensBefore& hb, bool reuse, boo
         }
       }
       Buffer b;
-      b.bytes = out.bytes;
+      b.bytes = out.bytes + plan.guard_bytes;
       b.writer = s;
       join(b, o);
       out.buffer = static_cast<int>(buffers.size());
@@ -113,7 +113,7 @@ Status plan_memory(ExecutionPlan& plan, const HappensBefore& hb, bool reuse, boo
     if (st.workspace_bytes == 0) continue;
     ws_buffer[static_cast<size_t>(s)] = static_cast<int>(buffers.size());
     Buffer b;
-    b.bytes = st.workspace_bytes;
+    b.bytes = st.workspace_bytes + plan.guard_bytes;
     b.writer = s;
     b.accesses = {s};
     buffers.push_back(std::move(b));

@@ -52,6 +52,7 @@ class Planner {
     SL_RETURN_IF_ERROR(bind_outputs());
     SL_RETURN_IF_ERROR(schedule());
     const HappensBefore hb(*plan_);
+    plan_->guard_bytes = opts_.guard_bytes;
     SL_RETURN_IF_ERROR(plan_memory(*plan_, hb, opts_.reuse_memory, opts_.inplace, inplace_hints_));
     if (opts_.verify) {
       SL_RETURN_IF_ERROR(verify_plan(*plan_).with_context("planning"));

@@ -33,6 +33,7 @@ struct PlannerOptions {
   int num_streams = 1;         // at most this many streams; 1 = single-stream plan
   std::map<std::string, int> pinned_streams;  // node name -> stream
   double event_cost = 1e5;     // cost units charged per cross-stream dependency
+  size_t guard_bytes = 0;      // safe mode: canary bytes after every buffer (checked at run time)
   bool verify = true;          // run the race verifier on every plan (fails planning on a race)
   // Registry used for planner-inserted kernels (layout changes); null = ops::default_cpu_registry().
   const ops::KernelRegistry* registry = nullptr;

@@ -63,30 +63,29 @@ Status assign_streams(ExecutionPlan& plan, const ScheduleOptions& options, std::
     const int s = ready.top();
     ready.pop();
     const Step& st = plan.steps[static_cast<size_t>(s)];
-    int choice = -1;
+    int pinned = -1;
     auto pin = options.pinned.find(st.name);
     if (pin != options.pinned.end()) {
       if (pin->second < 0 || pin->second >= streams)
         return invalid_argument("node '" + st.name + "' is pinned to stream " + std::to_string(pin->second) +
                                 " but the plan has " + std::to_string(streams) + " streams");
-      choice = pin->second;
+      pinned = pin->second;
     }
+    // Earliest finish; ties go to the lowest stream index.
+    int choice = -1;
     double best_finish = 0;
     for (int c = 0; c < streams; ++c) {
-      if (choice >= 0 && c != choice) continue;
+      if (pinned >= 0 && c != pinned) continue;
       double start = stream_free[static_cast<size_t>(c)];
       for (int p : preds[static_cast<size_t>(s)])
         start = std::max(start, finish[static_cast<size_t>(p)] +
                                     (stream_of[static_cast<size_t>(p)] != c ? options.event_cost : 0.0));
       const double f = start + st.cost;
-      if (choice < 0 || c == choice || f < best_finish - 1e-9) {
-        if (choice < 0 || f < best_finish - 1e-9 || c == choice) {
-          best_finish = f;
-          choice = c;
-        }
+      if (choice < 0 || f < best_finish - 1e-9) {
+        best_finish = f;
+        choice = c;
       }
     }
-    // The loop above picks the first stream with the minimal finish time.
     stream_of[static_cast<size_t>(s)] = choice;
     finish[static_cast<size_t>(s)] = best_finish;
     stream_free[static_cast<size_t>(choice)] = best_finish;

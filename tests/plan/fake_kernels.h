@@ -53,6 +53,21 @@ class BoomKernel final : public ops::Kernel {
   Status run(const ops::RunContext&) const override { return invalid_argument("boom"); }
 };
 
+// Writes one element past the end of its output (to test safe-mode canaries).
+class OverrunKernel final : public ops::Kernel {
+ public:
+  Result<ops::ReshapeResult> reshape(std::span<const ops::TensorInfo> in) const override {
+    ops::ReshapeResult r;
+    r.outputs.push_back({in[0].dtype, in[0].shape, in[0].layout});
+    return r;
+  }
+  Status run(const ops::RunContext& ctx) const override {
+    float* y = ctx.outputs[0].data<float>();
+    for (int64_t i = 0; i <= ctx.outputs[0].numel(); ++i) y[i] = 1.f;
+    return ok_status();
+  }
+};
+
 template <typename K>
 ops::KernelDef fake_def(const std::string& op) {
   ops::KernelDef d;
@@ -71,6 +86,7 @@ inline ops::KernelRegistry fake_registry() {
   (void)reg.add(fake_def<TwiceKernel>("Twice"));
   (void)reg.add(fake_def<Add2Kernel>("Add2"));
   (void)reg.add(fake_def<BoomKernel>("Boom"));
+  (void)reg.add(fake_def<OverrunKernel>("Overrun"));
   return reg;
 }
 
