@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/npy.h"
+#include "plan/schedule.h"
 
 namespace streamline::tools {
 namespace {
@@ -27,6 +28,33 @@ Result<int> input_index(const Model& model, const std::string& name, const char*
 }
 
 }  // namespace
+
+void add_model_flags(CLI::App* c, ModelFlags& f) {
+  c->add_option("model", f.path, "ONNX model file")->required();
+  c->add_option("--threads", f.threads, "Total threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  c->add_option("--streams", f.streams, "Streams per run (independent branches run concurrently)")
+      ->check(CLI::Range(1, 64));
+  c->add_option("--threads-per-stream", f.threads_per_stream, "Intra-op threads per stream (default: threads/streams)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--pin-streams", f.pin_streams, "JSON file {\"node name\": stream, ...} pinning nodes to streams");
+  c->add_flag("--pin-threads", f.pin_threads, "Pin each stream's threads to their own cores");
+  c->add_flag("--safe", f.safe, "Safe mode: canaries checked after every step, dead buffers poisoned");
+  c->add_flag("--no-optimize", f.no_optimize, "Turn graph passes off (debugging)");
+}
+
+Result<std::shared_ptr<Model>> load_model(const ModelFlags& f) {
+  ModelOptions mo;
+  mo.optimize = !f.no_optimize;
+  mo.num_threads = f.threads;
+  mo.num_streams = f.streams;
+  mo.threads_per_stream = f.threads_per_stream;
+  mo.pin_threads = f.pin_threads;
+  mo.safe = f.safe;
+  if (!f.pin_streams.empty()) {
+    SL_ASSIGN_OR_RETURN(mo.pinned_streams, plan::parse_pin_file(f.pin_streams));
+  }
+  return Model::load(f.path, mo);
+}
 
 Result<std::vector<Shape>> resolve_shapes(const Model& model, const InputFlags& flags) {
   SL_ASSIGN_OR_RETURN(std::vector<Shape> shapes, model.default_shapes(flags.batch > 0 ? flags.batch : 1));

@@ -2,6 +2,7 @@
 // Helpers shared by the streamline CLI commands: parsing --shape/--input flags, making seeded
 // random inputs, and formatting tables and JSON.
 
+#include <CLI/CLI.hpp>
 #include <map>
 #include <string>
 #include <vector>
@@ -16,6 +17,20 @@ struct InputFlags {
   int64_t batch = 0;                // 0 = not given
   uint32_t seed = 0;
 };
+
+// Flags that shape how a model is loaded and planned, shared by run, bench and plan.
+struct ModelFlags {
+  std::string path;
+  int threads = 0;             // total threads; 0 = all cores
+  int streams = 1;
+  int threads_per_stream = 0;  // 0 = threads / streams
+  std::string pin_streams;     // JSON file {"node": stream}
+  bool pin_threads = false;
+  bool safe = false;
+  bool no_optimize = false;
+};
+void add_model_flags(CLI::App* app, ModelFlags& f);
+Result<std::shared_ptr<Model>> load_model(const ModelFlags& f);
 
 // Shapes for every model input: --shape wins, then --input files' shapes, then the model's
 // declared dims with symbolic batch = --batch (default 1).

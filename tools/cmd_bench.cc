@@ -6,26 +6,23 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "exec/trace.h"
 
 namespace streamline::tools {
 namespace {
 
 struct BenchFlags {
-  std::string model;
+  ModelFlags model;
   InputFlags in;
-  int threads = 0;
+  std::string trace;
   double seconds = 10;
   double warmup = 2;
   int max_runs = 0;
   bool json = false;
-  bool no_optimize = false;
 };
 
 int bench(const BenchFlags& f) {
-  ModelOptions mo;
-  mo.optimize = !f.no_optimize;
-  mo.num_threads = f.threads;
-  auto model = Model::load(f.model, mo);
+  auto model = load_model(f.model);
   if (!model.ok()) {
     std::cerr << "error: " << model.status().to_string() << std::endl;
     return 2;
@@ -46,9 +43,11 @@ int bench(const BenchFlags& f) {
     return 2;
   }
   Session session(*model);
+  exec::TraceRecorder trace(20000);
+  RunOptions ro;
   using clock = std::chrono::steady_clock;
   auto run = [&]() -> bool {
-    auto r = session.run(*inputs);
+    auto r = session.run(*inputs, ro);
     if (!r.ok()) std::cerr << "error: " << r.status().to_string() << std::endl;
     return r.ok();
   };
@@ -57,6 +56,7 @@ int bench(const BenchFlags& f) {
   do {
     if (!run()) return 1;
   } while (std::chrono::duration<double>(clock::now() - w0).count() < f.warmup);
+  if (!f.trace.empty()) ro.observer = &trace;  // measured runs only
   std::vector<double> lat_ms;
   const auto t0 = clock::now();
   double elapsed = 0;
@@ -73,13 +73,22 @@ int bench(const BenchFlags& f) {
   double mean = 0;
   for (double x : lat_ms) mean += x;
   mean /= static_cast<double>(lat_ms.size());
-  const int threads = (*model)->default_threads();
+  if (!f.trace.empty()) {
+    const Status s = trace.write(f.trace);
+    if (!s.ok()) {
+      std::cerr << "error: " << s.to_string() << std::endl;
+      return 1;
+    }
+  }
+  const int threads = (*model)->threads_per_stream();
+  const int streams = (*plan)->num_streams;
   std::string shape_str;
   for (size_t i = 0; i < shapes->size(); ++i)
     shape_str += (i ? " " : "") + (*model)->inputs()[i].name + "=" + (*shapes)[i].to_string();
   if (f.json) {
     std::ostringstream o;
-    o << "{\"model\": \"" << json_escape(f.model) << "\", \"threads\": " << threads << ", \"batch\": " << batch
+    o << "{\"model\": \"" << json_escape(f.model.path) << "\", \"threads\": " << threads * streams
+      << ", \"streams\": " << streams << ", \"threads_per_stream\": " << threads << ", \"batch\": " << batch
       << ", \"shapes\": \"" << json_escape(shape_str) << "\", \"runs\": " << lat_ms.size()
       << ", \"seconds\": " << fmt(elapsed) << ", \"throughput\": " << fmt(throughput)
       << ", \"latency_ms\": {\"p50\": " << fmt(p50, 4) << ", \"p90\": " << fmt(p90, 4) << ", \"p99\": " << fmt(p99, 4)
@@ -88,7 +97,8 @@ int bench(const BenchFlags& f) {
     std::cout << o.str() << std::endl;
     return 0;
   }
-  std::cout << "model: " << f.model << "\ninputs: " << shape_str << "\nthreads: " << threads
+  std::cout << "model: " << f.model.path << "\ninputs: " << shape_str << "\nstreams: " << streams
+            << " x " << threads << " threads"
             << ", steps: " << (*plan)->steps.size() << ", arena: " << fmt((*plan)->arena_bytes / 1048576.0, 1)
             << " MiB\n\n";
   print_table({{"runs", "p50 ms", "p90 ms", "p99 ms", "mean ms", "throughput/s"},
@@ -101,16 +111,15 @@ int bench(const BenchFlags& f) {
 Runner add_bench_command(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
   CLI::App* c = app.add_subcommand("bench", "Run a model repeatedly and report latency and throughput");
-  c->add_option("model", f->model, "ONNX model file")->required();
+  add_model_flags(c, f->model);
   c->add_option("--input", f->in.inputs, "NAME=FILE.npy input (repeatable)");
   c->add_option("--shape", f->in.shapes, "NAME=d0,d1,... input shape (repeatable)");
   c->add_option("--batch", f->in.batch, "Batch size for symbolic first dimensions");
-  c->add_option("--threads", f->threads, "Intra-op threads (default: all cores)");
+  c->add_option("--trace", f->trace, "Write a Chrome trace-event JSON file of the measured runs");
   c->add_option("--seconds", f->seconds, "Measured time in seconds")->check(CLI::PositiveNumber);
   c->add_option("--warmup", f->warmup, "Warm-up time in seconds (at least one run)")->check(CLI::NonNegativeNumber);
   c->add_option("--max-runs", f->max_runs, "Stop after this many measured runs");
   c->add_flag("--json", f->json, "Print one JSON object");
-  c->add_flag("--no-optimize", f->no_optimize, "Turn graph passes off (debugging)");
   return [f] { return bench(*f); };
 }
 

@@ -9,17 +9,14 @@ namespace streamline::tools {
 namespace {
 
 struct PlanFlags {
-  std::string model;
+  ModelFlags model;
   InputFlags in;
   bool json = false;
   bool dot = false;
-  bool no_optimize = false;
 };
 
 int show_plan(const PlanFlags& f) {
-  ModelOptions mo;
-  mo.optimize = !f.no_optimize;
-  auto model = Model::load(f.model, mo);
+  auto model = load_model(f.model);
   if (!model.ok()) {
     std::cerr << "error: " << model.status().to_string() << std::endl;
     return 2;
@@ -55,7 +52,10 @@ int show_plan(const PlanFlags& f) {
     rows.push_back({std::to_string(i), st.name, st.op, st.provider, std::to_string(st.stream), out});
   }
   print_table(rows);
-  std::cout << "\nsteps: " << p.steps.size() << ", folded at plan time: " << p.folded_nodes
+  std::cout << "\nsteps: " << p.steps.size() << ", streams: " << p.num_streams << ", events: "
+            << p.events_inserted << " inserted, " << p.num_events << " after pruning"
+            << ", critical path: " << fmt(p.critical_path_cost / 1e6, 1) << " of " << fmt(p.total_cost / 1e6, 1)
+            << " Mcost, verified: " << (p.verified ? "yes" : "no") << "\nfolded at plan time: " << p.folded_nodes
             << ", arena: " << p.arena_bytes << " bytes (naive " << p.naive_bytes << ")\n"
             << "graph passes: " << (*model)->pass_report().to_string() << std::endl;
   return 0;
@@ -66,12 +66,11 @@ int show_plan(const PlanFlags& f) {
 Runner add_plan_command(CLI::App& app) {
   auto f = std::make_shared<PlanFlags>();
   CLI::App* c = app.add_subcommand("plan", "Show the execution plan for a model");
-  c->add_option("model", f->model, "ONNX model file")->required();
+  add_model_flags(c, f->model);
   c->add_option("--shape", f->in.shapes, "NAME=d0,d1,... input shape (repeatable)");
   c->add_option("--batch", f->in.batch, "Batch size for symbolic first dimensions");
   auto* j = c->add_flag("--json", f->json, "Print the plan as JSON");
   c->add_flag("--dot", f->dot, "Print the plan as Graphviz DOT")->excludes(j);
-  c->add_flag("--no-optimize", f->no_optimize, "Turn graph passes off (debugging)");
   return [f] { return show_plan(*f); };
 }
 

@@ -7,23 +7,20 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "core/npy.h"
+#include "exec/trace.h"
 
 namespace streamline::tools {
 namespace {
 
 struct RunFlags {
-  std::string model;
+  ModelFlags model;
   InputFlags in;
-  int threads = 0;
   std::string output_dir;
-  bool no_optimize = false;
+  std::string trace;
 };
 
 int run_once(const RunFlags& f) {
-  ModelOptions mo;
-  mo.optimize = !f.no_optimize;
-  mo.num_threads = f.threads;
-  auto model = Model::load(f.model, mo);
+  auto model = load_model(f.model);
   if (!model.ok()) {
     std::cerr << "error: " << model.status().to_string() << std::endl;
     return 2;
@@ -46,8 +43,11 @@ int run_once(const RunFlags& f) {
   }
   const double plan_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p0).count();
   Session session(*model);
+  exec::TraceRecorder trace;
+  RunOptions ro;
+  if (!f.trace.empty()) ro.observer = &trace;
   const auto t0 = std::chrono::steady_clock::now();
-  auto outs = session.run(*inputs);
+  auto outs = session.run(*inputs, ro);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!outs.ok()) {
     std::cerr << "error: " << outs.status().to_string() << std::endl;
@@ -78,6 +78,14 @@ int run_once(const RunFlags& f) {
     }
   }
   print_table(rows);
+  if (!f.trace.empty()) {
+    const Status s = trace.write(f.trace);
+    if (!s.ok()) {
+      std::cerr << "error: " << s.to_string() << std::endl;
+      return 1;
+    }
+    std::cout << "trace: " << f.trace << " (open in Perfetto or chrome://tracing)" << std::endl;
+  }
   std::cout << "plan: " << fmt(plan_ms) << " ms, run: " << fmt(ms) << " ms (first run)" << std::endl;
   return 0;
 }
@@ -87,14 +95,13 @@ int run_once(const RunFlags& f) {
 Runner add_run_command(CLI::App& app) {
   auto f = std::make_shared<RunFlags>();
   CLI::App* c = app.add_subcommand("run", "Run a model once and write its outputs");
-  c->add_option("model", f->model, "ONNX model file")->required();
+  add_model_flags(c, f->model);
   c->add_option("--input", f->in.inputs, "NAME=FILE.npy input (repeatable)");
   c->add_option("--shape", f->in.shapes, "NAME=d0,d1,... input shape (repeatable)");
   c->add_option("--batch", f->in.batch, "Batch size for symbolic first dimensions");
-  c->add_option("--threads", f->threads, "Intra-op threads (default: all cores)");
   c->add_option("--output-dir", f->output_dir, "Write each output as DIR/NAME.npy");
   c->add_option("--seed", f->in.seed, "Seed for random inputs");
-  c->add_flag("--no-optimize", f->no_optimize, "Turn graph passes off (debugging)");
+  c->add_option("--trace", f->trace, "Write a Chrome trace-event JSON file of the run");
   return [f] { return run_once(*f); };
 }
 

@@ -38,8 +38,19 @@ struct ModelOptions {
   bool optimize = true;
   // Keep convolution activations channels-last between layers. Takes effect at load.
   bool channels_last = true;
-  // Default intra-op threads per run; 0 = all hardware threads. Sessions may override per run.
+  // Total threads per run; 0 = all hardware threads. Sessions may override per run.
   int num_threads = 0;
+  // Streams per run: independent branches of the graph run concurrently on CPU stream threads.
+  // Takes effect when plans are made.
+  int num_streams = 1;
+  // Intra-op threads per stream; 0 = max(1, num_threads / num_streams).
+  int threads_per_stream = 0;
+  // Node name -> stream, overriding the planner's choice.
+  std::map<std::string, int> pinned_streams;
+  // Pin each stream's thread(s) to its own cores (stream s gets cores [s*T, (s+1)*T)).
+  bool pin_threads = false;
+  // Safe mode: canaries after every buffer checked after each step, dead buffers poisoned.
+  bool safe = false;
 };
 
 // An input or output as the model declares it; dims are -1 where symbolic or unknown.
@@ -69,6 +80,8 @@ class Model {
   // Default shapes: symbolic dims take `batch` for the first dim and 1 elsewhere; unknown dims fail.
   Result<std::vector<Shape>> default_shapes(int64_t batch = 1) const;
   int default_threads() const;
+  // Intra-op threads each stream uses.
+  int threads_per_stream() const;
 
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -85,13 +98,13 @@ class Model {
 };
 
 struct RunOptions {
-  int num_threads = 0;                      // 0 = the model's default
+  int num_threads = 0;                      // intra-op threads per stream; 0 = the model's default
   exec::ExecObserver* observer = nullptr;   // per-step hooks (tracing)
 };
 
 class Session {
  public:
-  explicit Session(std::shared_ptr<const Model> model) : model_(std::move(model)) {}
+  explicit Session(std::shared_ptr<const Model> model);
 
   // Inputs in the model's input order; returns owned outputs in the model's output order.
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& options = {});

@@ -50,7 +50,9 @@ std::string ExecutionPlan::to_json() const {
   std::ostringstream o;
   o << "{\n  \"streams_used\": " << num_streams << ",\n  \"events_inserted\": " << events_inserted
     << ",\n  \"events_after_pruning\": " << num_events << ",\n  \"arena_bytes\": " << arena_bytes
-    << ",\n  \"naive_bytes\": " << naive_bytes << ",\n  \"folded_nodes\": " << folded_nodes << ",\n  \"inputs\": [";
+    << ",\n  \"naive_bytes\": " << naive_bytes << ",\n  \"critical_path_cost\": " << static_cast<int64_t>(critical_path_cost)
+    << ",\n  \"total_cost\": " << static_cast<int64_t>(total_cost) << ",\n  \"verified\": " << (verified ? "true" : "false")
+    << ",\n  \"folded_nodes\": " << folded_nodes << ",\n  \"inputs\": [";
   for (size_t i = 0; i < input_names.size(); ++i)
     o << (i ? ", " : "") << "{\"name\": " << q(input_names[i]) << ", \"shape\": " << q(input_shapes[i].to_string()) << "}";
   o << "],\n  \"outputs\": [";

@@ -1,4 +1,5 @@
 #include <dnnl.hpp>
+#include <algorithm>
 #include <thread>
 
 #include "core/logging.h"
@@ -100,6 +101,11 @@ Result<std::vector<Shape>> Model::default_shapes(int64_t batch) const {
   return shapes;
 }
 
+int Model::threads_per_stream() const {
+  if (options_.threads_per_stream > 0) return options_.threads_per_stream;
+  return std::max(1, default_threads() / std::max(1, options_.num_streams));
+}
+
 Result<std::shared_ptr<const plan::ExecutionPlan>> Model::plan_for(const std::vector<Shape>& shapes) const {
   const std::string key = shapes_key(shapes);
   std::lock_guard<std::mutex> lock(plans_mu_);
@@ -112,18 +118,41 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Model::plan_for(const std::ve
   for (size_t i = 0; i < shapes.size(); ++i) in.emplace_back(inputs_[i].name, shapes[i]);
   plan::PlannerOptions po;
   po.channels_last = options_.channels_last;
+  po.num_streams = std::max(1, options_.num_streams);
+  po.pinned_streams = options_.pinned_streams;
+  po.guard_bytes = options_.safe ? 64 : 0;
   SL_ASSIGN_OR_RETURN(auto p, plan::make_plan(graph_, kernels_, in, po));
   plans_.emplace(key, p);
   return p;
 }
+
+namespace {
+
+exec::ContextOptions context_options(const Model& m) {
+  exec::ContextOptions co;
+  if (!m.options().pin_threads) return co;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int t = m.threads_per_stream();
+  for (int s = 0; s < std::max(1, m.options().num_streams); ++s) {
+    std::vector<int> set;
+    for (int i = 0; i < t; ++i) set.push_back((s * t + i) % cores);
+    co.stream_cores.push_back(set);
+  }
+  return co;
+}
+
+}  // namespace
+
+Session::Session(std::shared_ptr<const Model> model) : model_(std::move(model)), ctx_(context_options(*model_)) {}
 
 Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, const RunOptions& options) {
   std::vector<Shape> shapes;
   for (const auto& t : inputs) shapes.push_back(t.shape());
   SL_ASSIGN_OR_RETURN(auto plan, model_->plan_for(shapes));
   exec::RunOptions ro;
-  ro.num_threads = options.num_threads > 0 ? options.num_threads : model_->default_threads();
+  ro.num_threads = options.num_threads > 0 ? options.num_threads : model_->threads_per_stream();
   ro.observer = options.observer;
+  ro.safe = model_->options().safe;
   std::vector<Tensor> outs;
   SL_RETURN_IF_ERROR(exec::run_plan(*plan, ctx_, inputs, &outs, ro));
   return outs;
