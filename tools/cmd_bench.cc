@@ -1,6 +1,9 @@
 // `streamline bench`: repeated inference; latency percentiles and throughput.
 
+#include <atomic>
 #include <chrono>
+#include <mutex>
+#include <thread>
 #include <iostream>
 #include <sstream>
 
@@ -19,6 +22,7 @@ struct BenchFlags {
   double warmup = 2;
   int max_runs = 0;
   bool json = false;
+  int concurrency = 1;
 };
 
 int bench(const BenchFlags& f) {
@@ -42,31 +46,54 @@ int bench(const BenchFlags& f) {
     std::cerr << "error: " << plan.status().to_string() << std::endl;
     return 2;
   }
-  Session session(*model);
+  // Each of `concurrency` clients owns a Session (its own arena and streams) on its own thread,
+  // all sharing the model; closed loop: a client sends its next request when the last returns.
+  const int clients = std::max(1, f.concurrency);
   exec::TraceRecorder trace(20000);
-  RunOptions ro;
   using clock = std::chrono::steady_clock;
-  auto run = [&]() -> bool {
-    auto r = session.run(*inputs, ro);
-    if (!r.ok()) std::cerr << "error: " << r.status().to_string() << std::endl;
-    return r.ok();
+  std::vector<std::vector<double>> per_client(static_cast<size_t>(clients));
+  std::atomic<bool> failed{false};
+  std::mutex err_mu;
+  std::string first_error;
+  auto client = [&](int c, clock::time_point start_at, clock::time_point stop_at) {
+    Session session(*model);
+    RunOptions ro;
+    auto run = [&]() -> bool {
+      auto r = session.run(*inputs, ro);
+      if (!r.ok()) {
+        std::lock_guard<std::mutex> lock(err_mu);
+        if (first_error.empty()) first_error = r.status().to_string();
+        failed = true;
+      }
+      return r.ok();
+    };
+    do {  // warm-up: at least one run
+      if (!run()) return;
+    } while (clock::now() < start_at);
+    if (!f.trace.empty() && c == 0) ro.observer = &trace;  // client 0's measured runs
+    auto& lat = per_client[static_cast<size_t>(c)];
+    for (;;) {
+      const auto a = clock::now();
+      if (!run()) return;
+      const auto b = clock::now();
+      lat.push_back(std::chrono::duration<double, std::milli>(b - a).count());
+      if ((b >= stop_at && lat.size() >= 3) || (f.max_runs > 0 && static_cast<int>(lat.size()) >= f.max_runs) || failed)
+        return;
+    }
   };
-  // Warm-up: at least one run.
-  const auto w0 = clock::now();
-  do {
-    if (!run()) return 1;
-  } while (std::chrono::duration<double>(clock::now() - w0).count() < f.warmup);
-  if (!f.trace.empty()) ro.observer = &trace;  // measured runs only
+  const auto t_start = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(f.warmup));
+  const auto t_stop = t_start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(f.seconds));
+  std::vector<std::thread> workers;
+  for (int c = 1; c < clients; ++c) workers.emplace_back(client, c, t_start, t_stop);
+  client(0, t_start, t_stop);
+  for (auto& t : workers) t.join();
+  if (failed) {
+    std::cerr << "error: " << first_error << std::endl;
+    return 1;
+  }
+  const double elapsed = std::max(1e-9, std::chrono::duration<double>(clock::now() - t_start).count());
   std::vector<double> lat_ms;
-  const auto t0 = clock::now();
-  double elapsed = 0;
-  do {
-    const auto a = clock::now();
-    if (!run()) return 1;
-    const auto b = clock::now();
-    lat_ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
-    elapsed = std::chrono::duration<double>(b - t0).count();
-  } while ((elapsed < f.seconds || lat_ms.size() < 3) && (f.max_runs <= 0 || static_cast<int>(lat_ms.size()) < f.max_runs));
+  for (const auto& v : per_client) lat_ms.insert(lat_ms.end(), v.begin(), v.end());
   const int64_t batch = (*shapes).empty() || (*shapes)[0].rank() == 0 ? 1 : (*shapes)[0][0];
   const double throughput = static_cast<double>(lat_ms.size()) * static_cast<double>(batch) / elapsed;
   const double p50 = percentile(lat_ms, 50), p90 = percentile(lat_ms, 90), p99 = percentile(lat_ms, 99);
@@ -88,7 +115,8 @@ int bench(const BenchFlags& f) {
   if (f.json) {
     std::ostringstream o;
     o << "{\"model\": \"" << json_escape(f.model.path) << "\", \"threads\": " << threads * streams
-      << ", \"streams\": " << streams << ", \"threads_per_stream\": " << threads << ", \"batch\": " << batch
+      << ", \"streams\": " << streams << ", \"threads_per_stream\": " << threads << ", \"concurrency\": " << clients
+      << ", \"batch\": " << batch
       << ", \"shapes\": \"" << json_escape(shape_str) << "\", \"runs\": " << lat_ms.size()
       << ", \"seconds\": " << fmt(elapsed) << ", \"throughput\": " << fmt(throughput)
       << ", \"latency_ms\": {\"p50\": " << fmt(p50, 4) << ", \"p90\": " << fmt(p90, 4) << ", \"p99\": " << fmt(p99, 4)
@@ -98,7 +126,7 @@ int bench(const BenchFlags& f) {
     return 0;
   }
   std::cout << "model: " << f.model.path << "\ninputs: " << shape_str << "\nstreams: " << streams
-            << " x " << threads << " threads"
+            << " x " << threads << " threads, concurrency: " << clients
             << ", steps: " << (*plan)->steps.size() << ", arena: " << fmt((*plan)->arena_bytes / 1048576.0, 1)
             << " MiB\n\n";
   print_table({{"runs", "p50 ms", "p90 ms", "p99 ms", "mean ms", "throughput/s"},
@@ -119,6 +147,8 @@ Runner add_bench_command(CLI::App& app) {
   c->add_option("--seconds", f->seconds, "Measured time in seconds")->check(CLI::PositiveNumber);
   c->add_option("--warmup", f->warmup, "Warm-up time in seconds (at least one run)")->check(CLI::NonNegativeNumber);
   c->add_option("--max-runs", f->max_runs, "Stop after this many measured runs");
+  c->add_option("--concurrency", f->concurrency, "Concurrent clients, each with its own execution context")
+      ->check(CLI::Range(1, 1024));
   c->add_flag("--json", f->json, "Print one JSON object");
   return [f] { return bench(*f); };
 }

@@ -1,7 +1,426 @@
+// Conv, streamline.FusedConv and ConvTranspose on oneDNN.
+//
+// FusedConv computes Y = act(conv(X, W) + B + Z): B becomes the primitive's bias, Z a sum post-op
+// (Y is filled with Z first, or already holds it when the plan gives Y the buffer of Z), the
+// activation an eltwise post-op. Constant weights are reordered once into the layout oneDNN prefers:
+// at create when the graph declares the input's spatial size, else per shape at reshape.
+
+#include <algorithm>
+#include <climits>
+
+#include "core/layout_convert.h"
 #include "ops/cpu/families.h"
+#include "ops/cpu/onednn_common.h"
 
 namespace streamline::ops::cpu {
+namespace {
 
-Status register_conv(KernelRegistry& reg) { return ok_status(); }
+using dnnl::memory;
+
+enum class AutoPad { kNotSet, kSameUpper, kSameLower, kValid };
+
+struct ConvAttrs {
+  bool transposed = false;
+  AutoPad auto_pad = AutoPad::kNotSet;
+  int64_t group = 1;
+  std::vector<int64_t> kernel_shape, strides, dilations, pads, output_padding, output_shape;
+  Activation act;
+};
+
+// Geometry of one convolution for concrete input shapes.
+struct ConvGeom {
+  int64_t n = 0, c = 0, m = 0, group = 1;
+  std::vector<int64_t> in, k, out, strides, dil, pad_l, pad_r;
+  Shape y_shape;
+};
+
+Result<ConvAttrs> parse_conv_attrs(const graph::Node& node, bool transposed) {
+  ConvAttrs a;
+  a.transposed = transposed;
+  const std::string ap = node.attr_string("auto_pad", "NOTSET");
+  if (ap == "NOTSET" || ap.empty())
+    a.auto_pad = AutoPad::kNotSet;
+  else if (ap == "SAME_UPPER")
+    a.auto_pad = AutoPad::kSameUpper;
+  else if (ap == "SAME_LOWER")
+    a.auto_pad = AutoPad::kSameLower;
+  else if (ap == "VALID")
+    a.auto_pad = AutoPad::kValid;
+  else
+    return invalid_argument(node.describe() + ": unknown auto_pad '" + ap + "'");
+  a.group = node.attr_int("group", 1);
+  if (a.group < 1) return invalid_argument(node.describe() + ": group must be >= 1");
+  a.kernel_shape = node.attr_ints("kernel_shape");
+  a.strides = node.attr_ints("strides");
+  a.dilations = node.attr_ints("dilations");
+  a.pads = node.attr_ints("pads");
+  a.output_padding = node.attr_ints("output_padding");
+  a.output_shape = node.attr_ints("output_shape");
+  for (int64_t v : a.strides)
+    if (v < 1) return invalid_argument(node.describe() + ": strides must be >= 1");
+  for (int64_t v : a.dilations)
+    if (v < 1) return invalid_argument(node.describe() + ": dilations must be >= 1");
+  for (int64_t v : a.pads)
+    if (v < 0) return invalid_argument(node.describe() + ": pads must be >= 0");
+  SL_ASSIGN_OR_RETURN(a.act, parse_activation(node));
+  return a;
+}
+
+// Resolves kernel size, padding and output size per the ONNX Conv / ConvTranspose rules.
+Result<ConvGeom> conv_geometry(const std::string& who, const ConvAttrs& a, const Shape& x, const Shape& w) {
+  if (x.rank() < 3 || x.rank() > 5)
+    return unsupported(who + ": input must be rank 3 to 5 (1-D to 3-D convolution), got " + x.to_string());
+  if (w.rank() != x.rank())
+    return invalid_argument(who + ": weight rank " + std::to_string(w.rank()) + " does not match input rank " +
+                            std::to_string(x.rank()));
+  const size_t nsp = x.rank() - 2;
+  ConvGeom g;
+  g.n = x[0];
+  g.c = x[1];
+  g.group = a.group;
+  if (g.c % a.group != 0)
+    return invalid_argument(who + ": group " + std::to_string(a.group) + " does not divide input channels " +
+                            std::to_string(g.c));
+  if (!a.transposed) {
+    g.m = w[0];
+    if (w[1] * a.group != g.c)
+      return invalid_argument(who + ": weight " + w.to_string() + " expects " + std::to_string(w[1] * a.group) +
+                              " input channels, input has " + std::to_string(g.c));
+    if (g.m % a.group != 0)
+      return invalid_argument(who + ": group " + std::to_string(a.group) + " does not divide output channels " +
+                              std::to_string(g.m));
+  } else {
+    if (w[0] != g.c)
+      return invalid_argument(who + ": weight " + w.to_string() + " expects " + std::to_string(w[0]) +
+                              " input channels, input has " + std::to_string(g.c));
+    g.m = w[1] * a.group;
+  }
+  auto sized = [&](const std::vector<int64_t>& v, size_t n, int64_t def, const char* name,
+                   std::vector<int64_t>* out) -> Status {
+    if (v.empty()) {
+      out->assign(n, def);
+      return ok_status();
+    }
+    if (v.size() != n)
+      return invalid_argument(who + ": " + name + " has " + std::to_string(v.size()) + " values, expected " +
+                              std::to_string(n));
+    *out = v;
+    return ok_status();
+  };
+  std::vector<int64_t> pads, out_pad;
+  SL_RETURN_IF_ERROR(sized(a.strides, nsp, 1, "strides", &g.strides));
+  SL_RETURN_IF_ERROR(sized(a.dilations, nsp, 1, "dilations", &g.dil));
+  SL_RETURN_IF_ERROR(sized(a.pads, 2 * nsp, 0, "pads", &pads));
+  SL_RETURN_IF_ERROR(sized(a.output_padding, nsp, 0, "output_padding", &out_pad));
+  g.k.assign(w.begin() + 2, w.end());
+  if (!a.kernel_shape.empty() && a.kernel_shape != g.k)
+    return invalid_argument(who + ": kernel_shape does not match weight " + w.to_string());
+  std::vector<int64_t> out_shape = a.output_shape;
+  if (!out_shape.empty() && out_shape.size() == nsp + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+  if (!out_shape.empty() && out_shape.size() != nsp)
+    return invalid_argument(who + ": output_shape must have one value per spatial axis");
+  g.y_shape = Shape{g.n, g.m};
+  for (size_t i = 0; i < nsp; ++i) {
+    const int64_t in = x[i + 2], s = g.strides[i], dk = (g.k[i] - 1) * g.dil[i] + 1;
+    int64_t pl = pads[i], pr = pads[i + nsp], out = 0;
+    if (!a.transposed) {
+      if (a.auto_pad == AutoPad::kValid) {
+        pl = pr = 0;
+      } else if (a.auto_pad != AutoPad::kNotSet) {
+        const int64_t o = (in + s - 1) / s;
+        const int64_t total = std::max<int64_t>(0, (o - 1) * s + dk - in);
+        pl = a.auto_pad == AutoPad::kSameUpper ? total / 2 : total - total / 2;
+        pr = total - pl;
+      }
+      if (in + pl + pr < dk)
+        return invalid_argument(who + ": kernel extent " + std::to_string(dk) + " exceeds padded input " +
+                                std::to_string(in + pl + pr));
+      out = (in + pl + pr - dk) / s + 1;
+    } else {
+      const int64_t full = s * (in - 1) + out_pad[i] + dk;
+      if (!out_shape.empty() || a.auto_pad == AutoPad::kSameUpper || a.auto_pad == AutoPad::kSameLower) {
+        out = out_shape.empty() ? in * s : out_shape[i];
+        const int64_t total = full - out;
+        pl = a.auto_pad == AutoPad::kSameUpper ? total / 2 : total - total / 2;
+        pr = total - pl;
+      } else {
+        if (a.auto_pad == AutoPad::kValid) pl = pr = 0;
+        out = full - pl - pr;
+      }
+    }
+    if (out < 1)
+      return invalid_argument(who + ": output size " + std::to_string(out) + " along axis " + std::to_string(i + 2) +
+                              " is not positive");
+    g.in.push_back(in);
+    g.out.push_back(out);
+    g.pad_l.push_back(pl);
+    g.pad_r.push_back(pr);
+    g.y_shape.push_back(out);
+  }
+  return g;
+}
+
+// Per-shape state: descriptors and the primitives built for them.
+struct ConvState {
+  ConvGeom geom;
+  memory::desc src_md, dst_md, bias_md, user_w_md, any_w_md;
+  bool has_bias = false;
+  bool has_z = false;
+  size_t scratch_budget = 0;  // workspace bytes for the scratchpad
+  size_t w_offset = 0;        // workspace offset of run-time reordered weights
+  size_t w_bytes = 0;
+  PrimitiveCache cache;
+};
+
+memory::desc activation_md(const ConvGeom& g, bool channels_last, bool is_src) {
+  memory::dims d{g.n, is_src ? g.c : g.m};
+  for (size_t i = 0; i < g.in.size(); ++i) d.push_back(is_src ? g.in[i] : g.out[i]);
+  if (channels_last) return permuted_md(d, {0, 2, 3, 1});
+  return plain_md(d);
+}
+
+// Weights as ONNX stores them, in oneDNN's logical (groups, out, in, spatial) order.
+// `channels_last`: rank-4 Conv weights stored [M, kh, kw, C/group] (a non-constant W the planner
+// converted along with the activations).
+memory::desc user_weights_md(const ConvGeom& g, bool transposed, bool channels_last = false) {
+  memory::dims d;
+  if (g.group > 1) d.push_back(g.group);
+  d.push_back(g.m / g.group);
+  d.push_back(g.c / g.group);
+  for (int64_t k : g.k) d.push_back(k);
+  if (channels_last) return g.group > 1 ? permuted_md(d, {0, 1, 3, 4, 2}) : permuted_md(d, {0, 2, 3, 1});
+  if (!transposed) return plain_md(d);
+  // ONNX ConvTranspose weights are [in, out/group, k...]: swap the out and in axes physically.
+  std::vector<int> order(d.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  const size_t o = g.group > 1 ? 1 : 0;
+  std::swap(order[o], order[o + 1]);
+  return permuted_md(d, order);
+}
+
+class ConvKernel final : public Kernel {
+ public:
+  static Result<std::unique_ptr<Kernel>> create(const KernelCreateArgs& args, bool transposed) {
+    auto k = std::make_unique<ConvKernel>();
+    k->who_ = args.node.describe();
+    k->fused_ = args.node.domain == "streamline";
+    SL_ASSIGN_OR_RETURN(k->attrs_, parse_conv_attrs(args.node, transposed));
+    if (!k->fused_) k->attrs_.act = Activation{};
+    if (args.node.inputs.size() < 2) return invalid_argument(k->who_ + ": needs inputs X and W");
+    const size_t max_inputs = k->fused_ ? 4 : 3;
+    if (args.node.inputs.size() > max_inputs)
+      return invalid_argument(k->who_ + ": at most " + std::to_string(max_inputs) + " inputs");
+    k->weights_const_ = args.constants.size() > 1 && args.constants[1] != nullptr;
+    if (k->weights_const_) SL_RETURN_IF_ERROR(k->prepack(args));
+    return std::unique_ptr<Kernel>(std::move(k));
+  }
+
+  LayoutSupport layout_support() const override {
+    return attrs_.transposed ? LayoutSupport::kPlainOnly : LayoutSupport::kPreferChannelsLast;
+  }
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const override {
+    if (inputs.size() < 2 || !inputs[0].present() || !inputs[1].present())
+      return invalid_argument(who_ + ": needs inputs X and W");
+    for (const auto& in : inputs)
+      if (in.present() && in.dtype != DType::kFloat32)
+        return unsupported(who_ + ": only float32 is supported, got " + dtype_name(in.dtype));
+    const TensorInfo& x = inputs[0];
+    const TensorInfo& w = inputs[1];
+    const bool w_cl = w.layout == Layout::kChannelsLast;
+    if (w_cl && (w.shape.rank() != 4 || attrs_.transposed))
+      return invalid_argument(who_ + ": channels-last weights must be rank 4");
+    auto st = std::make_shared<ConvState>();
+    SL_ASSIGN_OR_RETURN(st->geom, conv_geometry(who_, attrs_, x.shape, w.shape));
+    const ConvGeom& g = st->geom;
+    const bool cl = x.layout == Layout::kChannelsLast;
+    if (cl && (x.shape.rank() != 4 || attrs_.transposed))
+      return invalid_argument(who_ + ": channels-last input must be rank 4");
+    st->has_bias = inputs.size() > 2 && inputs[2].present();
+    if (st->has_bias && (inputs[2].shape.rank() != 1 || inputs[2].shape[0] != g.m))
+      return invalid_argument(who_ + ": bias " + inputs[2].shape.to_string() + " must be [" + std::to_string(g.m) +
+                              "]");
+    st->has_z = inputs.size() > 3 && inputs[3].present();
+    if (st->has_z && inputs[3].shape != g.y_shape)
+      return invalid_argument(who_ + ": residual Z " + inputs[3].shape.to_string() + " must match output " +
+                              g.y_shape.to_string());
+    if (attrs_.transposed)
+      for (size_t i = 0; i < g.in.size(); ++i)
+        if (g.pad_l[i] < 0)
+          return unsupported(who_ + ": output_shape larger than the natural output (negative leading padding)");
+    st->src_md = activation_md(g, cl, true);
+    st->dst_md = activation_md(g, cl, false);
+    st->bias_md = st->has_bias ? plain_md({g.m}) : memory::desc();
+    st->user_w_md = user_weights_md(g, attrs_.transposed, w_cl);
+    st->any_w_md = memory::desc(st->user_w_md.dims(), memory::data_type::f32, memory::format_tag::any);
+
+    const int nthr = current_omp_threads();
+    const void* plain_w = w.value ? w.value->raw() : nullptr;
+    SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p,
+                        st->cache.get(nthr, [&] { return build(*st, nthr, SIZE_MAX, plain_w); }));
+    st->scratch_budget = p->scratchpad_bytes;
+    if (!weights_const_) {
+      st->w_offset = align_up(st->scratch_budget);
+      st->w_bytes = std::max(p->weights_md.get_size(), st->user_w_md.get_size());
+    }
+
+    ReshapeResult r;
+    r.outputs.push_back(OutputInfo{DType::kFloat32, g.y_shape, cl ? Layout::kChannelsLast : Layout::kPlain});
+    r.workspace_bytes = weights_const_ ? st->scratch_budget : st->w_offset + st->w_bytes;
+    if (st->has_z && inputs[3].layout == r.outputs[0].layout) r.inplace = {3};
+    r.state = std::move(st);
+    return r;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    const auto* st = static_cast<const ConvState*>(ctx.state);
+    if (!st) return internal_error(who_ + ": run without reshape state");
+    const int nthr = std::max(1, ctx.num_threads);
+    ensure_omp_threads(nthr);
+    const Tensor& x = ctx.inputs[0];
+    const Tensor& w = ctx.inputs[1];
+    Tensor& y = ctx.outputs[0];
+    SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p,
+                        st->cache.get(nthr, [&] { return build(*st, nthr, st->scratch_budget, w.raw()); }));
+    auto* ws = static_cast<uint8_t*>(ctx.workspace);
+    SL_ASSIGN_OR_RETURN(const void* wptr,
+                        run_weights(*p, st->user_w_md, w.raw(), packed_, ws + st->w_offset, st->w_bytes, who_));
+    if (st->has_z) {
+      const Tensor& z = ctx.inputs[3];
+      if (z.raw() != y.raw()) SL_RETURN_IF_ERROR(convert_layout(z, y, nthr).with_context(who_ + ": residual"));
+    }
+    std::unordered_map<int, memory> args;
+    try {
+      args.emplace(DNNL_ARG_SRC, wrap(st->src_md, x.raw()));
+      args.emplace(DNNL_ARG_WEIGHTS, wrap(p->weights_md, wptr));
+      if (st->has_bias) args.emplace(DNNL_ARG_BIAS, wrap(st->bias_md, ctx.inputs[2].raw()));
+      args.emplace(DNNL_ARG_DST, wrap(st->dst_md, y.raw()));
+    } catch (const dnnl::error& e) {
+      return dnnl_error_status(e, who_);
+    }
+    return execute(*p, args, ws).with_context(who_);
+  }
+
+ private:
+  // Creates the primitive descriptor for `st` (weights in any layout) with `attr`.
+  dnnl::primitive_desc make_pd(const ConvState& st, const dnnl::primitive_attr& attr) const {
+    const ConvGeom& g = st.geom;
+    memory::dims strides(g.strides.begin(), g.strides.end());
+    memory::dims dil;
+    for (int64_t d : g.dil) dil.push_back(d - 1);
+    memory::dims pl(g.pad_l.begin(), g.pad_l.end());
+    memory::dims pr;
+    if (!attrs_.transposed) {
+      pr.assign(g.pad_r.begin(), g.pad_r.end());
+    } else {
+      // oneDNN derives the output size from its right padding; output_padding shrinks it.
+      for (size_t i = 0; i < g.in.size(); ++i)
+        pr.push_back((g.in[i] - 1) * g.strides[i] + (g.k[i] - 1) * g.dil[i] + 1 - g.pad_l[i] - g.out[i]);
+    }
+    const auto& eng = cpu_engine();
+    const auto prop = dnnl::prop_kind::forward_inference;
+    if (!attrs_.transposed) {
+      using Conv = dnnl::convolution_forward;
+      const auto alg = dnnl::algorithm::convolution_direct;
+      Conv::desc d = st.has_bias
+                         ? Conv::desc(prop, alg, st.src_md, st.any_w_md, st.bias_md, st.dst_md, strides, dil, pl, pr)
+                         : Conv::desc(prop, alg, st.src_md, st.any_w_md, st.dst_md, strides, dil, pl, pr);
+      return Conv::primitive_desc(d, attr, eng);
+    }
+    using Deconv = dnnl::deconvolution_forward;
+    const auto alg = dnnl::algorithm::deconvolution_direct;
+    Deconv::desc d = st.has_bias
+                         ? Deconv::desc(prop, alg, st.src_md, st.any_w_md, st.bias_md, st.dst_md, strides, dil, pl, pr)
+                         : Deconv::desc(prop, alg, st.src_md, st.any_w_md, st.dst_md, strides, dil, pl, pr);
+    return Deconv::primitive_desc(d, attr, eng);
+  }
+
+  // Builds the primitive for `nthr` threads and decides where its weights come from. `plain_w`
+  // holds the constant weights in ONNX layout when they are not prepacked yet.
+  Result<std::unique_ptr<BuiltPrimitive>> build(const ConvState& st, int nthr, size_t budget,
+                                                const void* plain_w) const {
+    dnnl::primitive_attr attr;
+    dnnl::post_ops po;
+    if (st.has_z) po.append_sum(1.f);
+    append_activation(po, attrs_.act);
+    attr.set_post_ops(po);
+    SL_ASSIGN_OR_RETURN(std::unique_ptr<BuiltPrimitive> p,
+                        build_primitive(
+                            nthr, budget, attr, [&](const dnnl::primitive_attr& a) { return make_pd(st, a); }, who_));
+    SL_RETURN_IF_ERROR(resolve_weights(*p, nthr, st.user_w_md, weights_const_, packed_, plain_w, who_));
+    return p;
+  }
+
+  // Reorders constant weights into oneDNN's preferred layout for the input size the graph
+  // declares (unknown batch counts as 1). Skipped when a spatial size is unknown.
+  Status prepack(const KernelCreateArgs& args) {
+    const Tensor& w = *args.constants[1];
+    if (w.dtype() != DType::kFloat32) return ok_status();
+    const graph::Value& xv = args.graph.value(args.node.inputs[0]);
+    if (!xv.dims || xv.dims->size() != w.shape().rank()) return ok_status();
+    Shape xs;
+    for (size_t i = 0; i < xv.dims->size(); ++i) {
+      const graph::Dim& d = (*xv.dims)[i];
+      if (i == 0)
+        xs.push_back(d.fixed() && d.value > 0 ? d.value : 1);
+      else if (!d.fixed())
+        return ok_status();
+      else
+        xs.push_back(d.value);
+    }
+    auto geom = conv_geometry(who_, attrs_, xs, w.shape());
+    if (!geom.ok()) return ok_status();  // reshape reports the error with the real shapes
+    ConvState st;
+    st.geom = *geom;
+    const bool cl = xs.rank() == 4 && !attrs_.transposed && args.options.allow_channels_last;
+    st.has_bias = args.node.inputs.size() > 2 && args.node.inputs[2] != graph::kNoValue;
+    st.has_z = args.node.inputs.size() > 3 && args.node.inputs[3] != graph::kNoValue;
+    st.src_md = activation_md(st.geom, cl, true);
+    st.dst_md = activation_md(st.geom, cl, false);
+    st.bias_md = st.has_bias ? plain_md({st.geom.m}) : memory::desc();
+    st.user_w_md = user_weights_md(st.geom, attrs_.transposed);
+    st.any_w_md = memory::desc(st.user_w_md.dims(), memory::data_type::f32, memory::format_tag::any);
+    dnnl::primitive_desc pd;
+    try {
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      pd = make_pd(st, attr);
+    } catch (const dnnl::error&) {
+      return ok_status();  // reshape builds for the real shape and reports what oneDNN says
+    }
+    const memory::desc want = pd.weights_desc();
+    if (want == st.user_w_md) return ok_status();
+    SL_ASSIGN_OR_RETURN(packed_.buf, reorder_to_buffer(st.user_w_md, w.raw(), want));
+    packed_.md = want;
+    return ok_status();
+  }
+
+  std::string who_;
+  bool fused_ = false;
+  ConvAttrs attrs_;
+  bool weights_const_ = false;
+  PackedWeights packed_;  // constant weights reordered at create, if any
+};
+
+KernelDef conv_def(std::string op, std::string domain, bool transposed) {
+  KernelDef d;
+  d.op = std::move(op);
+  d.domain = std::move(domain);
+  d.since_version = 1;
+  d.device = Device::kCpu;
+  d.dtype = DType::kFloat32;
+  d.provider = "onednn";
+  d.create = [transposed](const KernelCreateArgs& args) { return ConvKernel::create(args, transposed); };
+  return d;
+}
+
+}  // namespace
+
+Status register_conv(KernelRegistry& reg) {
+  SL_RETURN_IF_ERROR(reg.add(conv_def("Conv", "", false)));
+  SL_RETURN_IF_ERROR(reg.add(conv_def("FusedConv", "streamline", false)));
+  SL_RETURN_IF_ERROR(reg.add(conv_def("ConvTranspose", "", true)));
+  return ok_status();
+}
 
 }  // namespace streamline::ops::cpu

@@ -1,7 +1,339 @@
+// Gemm, MatMul, streamline.FusedGemm and streamline.FusedMatMul on oneDNN's matmul primitive.
+//
+// Gemm: Y = act(alpha * A' * B' + beta * C). Transposes are strides on the descriptors. A C that is
+// a row vector (or a scalar) becomes the primitive's bias, pre-divided by alpha because oneDNN
+// scales the bias with the output scale; any other C is broadcast into Y and added by a sum
+// post-op scaled by beta. MatMul follows NumPy: a B without batch dims runs as one 2-D product
+// over all rows of A; otherwise oneDNN broadcasts the batch dims. Constant B is prepacked.
+
+#include <algorithm>
+#include <climits>
+
 #include "ops/cpu/families.h"
+#include "ops/cpu/onednn_common.h"
 
 namespace streamline::ops::cpu {
+namespace {
 
-Status register_matmul(KernelRegistry& reg) { return ok_status(); }
+using dnnl::memory;
+
+enum class CMode { kNone, kBias, kSum };
+
+// Per-shape state.
+struct MatmulState {
+  memory::desc a_md, b_user_md, b_md, bias_md, y_md;
+  Shape y_shape;
+  int64_t m = 0, n = 0;
+  bool has_bias = false;         // the primitive takes a bias
+  bool bias_from_input = false;  // FusedMatMul: bias is input 2 as given
+  CMode c_mode = CMode::kNone;   // Gemm's C
+  Shape c_shape;
+  float bias_scale = 1.f;                     // Gemm bias = bias_scale * C
+  std::shared_ptr<AlignedBuffer> const_bias;  // Gemm bias computed at reshape from a constant C
+  size_t scratch_budget = 0;
+  size_t bias_offset = 0;  // workspace offset of a run-time Gemm bias
+  size_t w_offset = 0, w_bytes = 0;
+  PrimitiveCache cache;
+};
+
+// Fills the [m, n] row-major `y` with `c` (shape cs: rank <= 2) broadcast, times `scale`.
+void broadcast_c(const float* c, const Shape& cs, int64_t m, int64_t n, float scale, float* y) {
+  const int64_t cm = cs.rank() == 2 ? cs[0] : 1;
+  const int64_t cn = cs.rank() >= 1 ? cs[cs.rank() - 1] : 1;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) y[i * n + j] = scale * c[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
+}
+
+class MatmulKernel final : public Kernel {
+ public:
+  static Result<std::unique_ptr<Kernel>> create(const KernelCreateArgs& args, bool gemm) {
+    auto k = std::make_unique<MatmulKernel>();
+    const graph::Node& node = args.node;
+    k->who_ = node.describe();
+    k->gemm_ = gemm;
+    const bool fused = node.domain == "streamline";
+    if (fused) {
+      SL_ASSIGN_OR_RETURN(k->act_, parse_activation(node));
+    }
+    if (gemm) {
+      k->alpha_ = node.attr_float("alpha", 1.f);
+      k->beta_ = node.attr_float("beta", 1.f);
+      k->trans_a_ = node.attr_int("transA", 0) != 0;
+      k->trans_b_ = node.attr_int("transB", 0) != 0;
+    }
+    const size_t max_inputs = gemm || fused ? 3 : 2;
+    if (node.inputs.size() < 2 || node.inputs.size() > max_inputs)
+      return invalid_argument(k->who_ + ": expects 2" + (max_inputs > 2 ? " or 3" : "") + " inputs");
+    k->b_const_ = args.constants.size() > 1 && args.constants[1] != nullptr;
+    if (k->b_const_) SL_RETURN_IF_ERROR(k->prepack(args));
+    return std::unique_ptr<Kernel>(std::move(k));
+  }
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const override {
+    if (inputs.size() < 2 || !inputs[0].present() || !inputs[1].present())
+      return invalid_argument(who_ + ": needs inputs A and B");
+    for (const auto& in : inputs) {
+      if (in.present() && in.dtype != DType::kFloat32)
+        return unsupported(who_ + ": only float32 is supported, got " + dtype_name(in.dtype));
+      if (in.present() && in.layout != Layout::kPlain) return invalid_argument(who_ + ": inputs must be plain");
+    }
+    auto st = std::make_shared<MatmulState>();
+    const TensorInfo* c = inputs.size() > 2 && inputs[2].present() ? &inputs[2] : nullptr;
+    SL_RETURN_IF_ERROR(gemm_ ? describe_gemm(inputs[0].shape, inputs[1].shape, c, *st)
+                             : describe_matmul(inputs[0].shape, inputs[1].shape, c, *st));
+    ReshapeResult r;
+    r.outputs.push_back(OutputInfo{DType::kFloat32, st->y_shape, Layout::kPlain});
+    if (st->y_shape.numel() == 0) return r;
+
+    const int nthr = current_omp_threads();
+    const void* plain_b = inputs[1].value ? inputs[1].value->raw() : nullptr;
+    SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p,
+                        st->cache.get(nthr, [&] { return build(*st, nthr, SIZE_MAX, plain_b); }));
+    st->scratch_budget = p->scratchpad_bytes;
+    size_t end = st->scratch_budget;
+    if (st->has_bias && !st->bias_from_input) {
+      if (c->value) {
+        auto buf = AlignedBuffer::allocate(static_cast<size_t>(st->n) * sizeof(float));
+        if (!buf) return resource_exhausted(who_ + ": out of memory for the bias");
+        broadcast_c(c->value->data<float>(), c->shape, 1, st->n, st->bias_scale, buf->as<float>());
+        st->const_bias = std::move(buf);
+      } else {
+        st->bias_offset = align_up(end);
+        end = st->bias_offset + static_cast<size_t>(st->n) * sizeof(float);
+      }
+    }
+    if (!b_const_) {
+      st->w_offset = align_up(end);
+      st->w_bytes = std::max(p->weights_md.get_size(), st->b_user_md.get_size());
+      end = st->w_offset + st->w_bytes;
+    }
+    r.workspace_bytes = end;
+    if (st->c_mode == CMode::kSum && c->shape == st->y_shape) r.inplace = {2};
+    r.state = std::move(st);
+    return r;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    const auto* st = static_cast<const MatmulState*>(ctx.state);
+    if (!st) return internal_error(who_ + ": run without reshape state");
+    Tensor& y = ctx.outputs[0];
+    if (y.numel() == 0) return ok_status();
+    const int nthr = std::max(1, ctx.num_threads);
+    ensure_omp_threads(nthr);
+    const Tensor& a = ctx.inputs[0];
+    const Tensor& b = ctx.inputs[1];
+    SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p,
+                        st->cache.get(nthr, [&] { return build(*st, nthr, st->scratch_budget, b.raw()); }));
+    auto* ws = static_cast<uint8_t*>(ctx.workspace);
+    SL_ASSIGN_OR_RETURN(const void* bptr,
+                        run_weights(*p, st->b_user_md, b.raw(), packed_, ws + st->w_offset, st->w_bytes, who_));
+    const void* bias = nullptr;
+    if (st->has_bias) {
+      if (st->bias_from_input) {
+        bias = ctx.inputs[2].raw();
+      } else if (st->const_bias) {
+        bias = st->const_bias->data();
+      } else {
+        auto* bb = reinterpret_cast<float*>(ws + st->bias_offset);
+        broadcast_c(ctx.inputs[2].data<float>(), st->c_shape, 1, st->n, st->bias_scale, bb);
+        bias = bb;
+      }
+    }
+    if (st->c_mode == CMode::kSum && ctx.inputs[2].raw() != y.raw())
+      broadcast_c(ctx.inputs[2].data<float>(), st->c_shape, st->m, st->n, 1.f, y.data<float>());
+    std::unordered_map<int, memory> args;
+    try {
+      args.emplace(DNNL_ARG_SRC, wrap(st->a_md, a.raw()));
+      args.emplace(DNNL_ARG_WEIGHTS, wrap(p->weights_md, bptr));
+      if (bias) args.emplace(DNNL_ARG_BIAS, wrap(st->bias_md, bias));
+      args.emplace(DNNL_ARG_DST, wrap(st->y_md, y.raw()));
+    } catch (const dnnl::error& e) {
+      return dnnl_error_status(e, who_);
+    }
+    return execute(*p, args, ws).with_context(who_);
+  }
+
+ private:
+  // Gemm descriptors: A [M,K] (or [K,M] with transA), B [K,N] (or [N,K]), C broadcast to [M,N].
+  Status describe_gemm(const Shape& as, const Shape& bs, const TensorInfo* c, MatmulState& st) const {
+    if (as.rank() != 2 || bs.rank() != 2)
+      return invalid_argument(who_ + ": A and B must be 2-D, got " + as.to_string() + " and " + bs.to_string());
+    const int64_t m = trans_a_ ? as[1] : as[0], k = trans_a_ ? as[0] : as[1];
+    const int64_t kb = trans_b_ ? bs[1] : bs[0], n = trans_b_ ? bs[0] : bs[1];
+    if (k != kb)
+      return invalid_argument(who_ + ": inner dimensions differ: A " + as.to_string() + ", B " + bs.to_string());
+    st.m = m;
+    st.n = n;
+    st.y_shape = Shape{m, n};
+    st.a_md = trans_a_ ? permuted_md({m, k}, {1, 0}) : plain_md({m, k});
+    st.b_user_md = trans_b_ ? permuted_md({k, n}, {1, 0}) : plain_md({k, n});
+    st.b_md = b_const_ ? memory::desc({k, n}, memory::data_type::f32, memory::format_tag::any) : st.b_user_md;
+    st.y_md = plain_md({m, n});
+    if (c && beta_ != 0.f) {
+      const Shape& cs = c->shape;
+      Shape bcast;
+      if (cs.rank() > 2 || !broadcast_shapes(cs, st.y_shape, &bcast) || bcast != st.y_shape)
+        return invalid_argument(who_ + ": C " + cs.to_string() + " does not broadcast to " + st.y_shape.to_string());
+      st.c_shape = cs;
+      const bool row = cs.numel() == 1 || (cs.rank() == 1) || (cs.rank() == 2 && cs[0] == 1);
+      if (row && alpha_ != 0.f) {
+        st.c_mode = CMode::kBias;
+        st.has_bias = true;
+        st.bias_scale = beta_ / alpha_;
+        st.bias_md = plain_md({1, n});
+      } else {
+        st.c_mode = CMode::kSum;
+      }
+    }
+    return ok_status();
+  }
+
+  // MatMul descriptors with NumPy semantics; `bias` (FusedMatMul) is [N].
+  Status describe_matmul(const Shape& as, const Shape& bs, const TensorInfo* bias, MatmulState& st) const {
+    if (as.rank() < 1 || bs.rank() < 1) return invalid_argument(who_ + ": MatMul inputs must have rank >= 1");
+    const int64_t m = as.rank() >= 2 ? as[as.rank() - 2] : 1, k = as[as.rank() - 1];
+    const int64_t kb = bs.rank() >= 2 ? bs[bs.rank() - 2] : bs[0], n = bs.rank() >= 2 ? bs[bs.rank() - 1] : 1;
+    if (k != kb)
+      return invalid_argument(who_ + ": inner dimensions differ: A " + as.to_string() + ", B " + bs.to_string());
+    const Shape a_batch(std::span<const int64_t>(as.data(), as.rank() >= 2 ? as.rank() - 2 : 0));
+    const Shape b_batch(std::span<const int64_t>(bs.data(), bs.rank() >= 2 ? bs.rank() - 2 : 0));
+    Shape batch;
+    if (!broadcast_shapes(a_batch, b_batch, &batch))
+      return invalid_argument(who_ + ": batch dims of " + as.to_string() + " and " + bs.to_string() +
+                              " do not broadcast");
+    st.y_shape = batch;
+    if (as.rank() >= 2) st.y_shape.push_back(m);
+    if (bs.rank() >= 2) st.y_shape.push_back(n);
+    if (k == 0) return unsupported(who_ + ": MatMul with an empty inner dimension");
+    if (bias) {
+      if (bias->shape.numel() != n || bias->shape.rank() != 1)
+        return invalid_argument(who_ + ": bias " + bias->shape.to_string() + " must be [" + std::to_string(n) + "]");
+      st.has_bias = true;
+      st.bias_from_input = true;
+    }
+    const bool b_flat = b_batch.numel() == 1;
+    memory::dims ad, bd, yd;
+    if (b_flat) {
+      // One 2-D product over every row of A (B is shared by the whole batch).
+      const int64_t rows = a_batch.numel() * m;
+      ad = {rows, k};
+      bd = {k, n};
+      yd = {rows, n};
+    } else {
+      for (size_t i = 0; i < batch.rank(); ++i) {
+        const size_t pa = batch.rank() - a_batch.rank(), pb = batch.rank() - b_batch.rank();
+        ad.push_back(i < pa ? 1 : a_batch[i - pa]);
+        bd.push_back(i < pb ? 1 : b_batch[i - pb]);
+        yd.push_back(batch[i]);
+      }
+      ad.insert(ad.end(), {m, k});
+      bd.insert(bd.end(), {k, n});
+      yd.insert(yd.end(), {m, n});
+    }
+    st.m = yd[yd.size() - 2];
+    st.n = n;
+    st.a_md = plain_md(ad);
+    st.b_user_md = plain_md(bd);
+    st.b_md = b_const_ ? memory::desc(bd, memory::data_type::f32, memory::format_tag::any) : st.b_user_md;
+    st.y_md = plain_md(yd);
+    if (st.has_bias) {
+      memory::dims biasd(yd.size(), 1);
+      biasd.back() = n;
+      st.bias_md = plain_md(biasd);
+    }
+    return ok_status();
+  }
+
+  dnnl::primitive_desc make_pd(const MatmulState& st, const dnnl::primitive_attr& attr) const {
+    dnnl::matmul::desc d = st.has_bias ? dnnl::matmul::desc(st.a_md, st.b_md, st.bias_md, st.y_md)
+                                       : dnnl::matmul::desc(st.a_md, st.b_md, st.y_md);
+    return dnnl::matmul::primitive_desc(d, attr, cpu_engine());
+  }
+
+  Result<std::unique_ptr<BuiltPrimitive>> build(const MatmulState& st, int nthr, size_t budget,
+                                                const void* plain_b) const {
+    dnnl::primitive_attr attr;
+    if (gemm_ && alpha_ != 1.f) attr.set_output_scales(0, {alpha_});
+    dnnl::post_ops po;
+    if (st.c_mode == CMode::kSum) po.append_sum(beta_);
+    append_activation(po, act_);
+    attr.set_post_ops(po);
+    SL_ASSIGN_OR_RETURN(std::unique_ptr<BuiltPrimitive> p,
+                        build_primitive(
+                            nthr, budget, attr, [&](const dnnl::primitive_attr& a) { return make_pd(st, a); }, who_));
+    SL_RETURN_IF_ERROR(resolve_weights(*p, nthr, st.b_user_md, b_const_, packed_, plain_b, who_));
+    return p;
+  }
+
+  // Prepacks a constant B that is 2-D in effect, guessing M from A's declared shape (1 if unknown).
+  Status prepack(const KernelCreateArgs& args) {
+    const Tensor& b = *args.constants[1];
+    if (b.dtype() != DType::kFloat32) return ok_status();
+    const Shape& bs = b.shape();
+    if (gemm_ ? bs.rank() != 2
+              : (bs.rank() > 2 && Shape(std::span<const int64_t>(bs.data(), bs.rank() - 2)).numel() != 1))
+      return ok_status();
+    int64_t m = 1;
+    const graph::Value& av = args.graph.value(args.node.inputs[0]);
+    if (av.dims && av.dims->size() >= 2) {
+      const graph::Dim& d = (*av.dims)[gemm_ && trans_a_ ? 1 : av.dims->size() - 2];
+      if (d.fixed() && d.value > 0) m = d.value;
+    }
+    MatmulState st;
+    std::optional<TensorInfo> bias;
+    if (!gemm_ && args.node.inputs.size() > 2 && args.node.inputs[2] != graph::kNoValue) {
+      bias.emplace();
+      bias->dtype = DType::kFloat32;
+      bias->shape = Shape{bs.rank() >= 2 ? bs[bs.rank() - 1] : 1};
+    }
+    const int64_t k = gemm_ ? (trans_b_ ? bs[1] : bs[0]) : (bs.rank() >= 2 ? bs[bs.rank() - 2] : bs[0]);
+    const Shape as = gemm_ ? (trans_a_ ? Shape{k, m} : Shape{m, k}) : Shape{m, k};
+    const Status s = gemm_ ? describe_gemm(as, bs, nullptr, st) : describe_matmul(as, bs, bias ? &*bias : nullptr, st);
+    if (!s.ok() || st.y_shape.numel() == 0) return ok_status();  // reshape reports errors with real shapes
+    dnnl::primitive_desc pd;
+    try {
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      pd = make_pd(st, attr);
+    } catch (const dnnl::error&) {
+      return ok_status();
+    }
+    const memory::desc want = pd.weights_desc();
+    if (want == st.b_user_md) return ok_status();
+    SL_ASSIGN_OR_RETURN(packed_.buf, reorder_to_buffer(st.b_user_md, b.raw(), want));
+    packed_.md = want;
+    return ok_status();
+  }
+
+  std::string who_;
+  bool gemm_ = false;
+  float alpha_ = 1.f, beta_ = 1.f;
+  bool trans_a_ = false, trans_b_ = false;
+  Activation act_;
+  bool b_const_ = false;
+  PackedWeights packed_;
+};
+
+KernelDef matmul_def(std::string op, std::string domain, int since, bool gemm) {
+  KernelDef d;
+  d.op = std::move(op);
+  d.domain = std::move(domain);
+  d.since_version = since;
+  d.device = Device::kCpu;
+  d.dtype = DType::kFloat32;
+  d.provider = "onednn";
+  d.create = [gemm](const KernelCreateArgs& args) { return MatmulKernel::create(args, gemm); };
+  return d;
+}
+
+}  // namespace
+
+Status register_matmul(KernelRegistry& reg) {
+  SL_RETURN_IF_ERROR(reg.add(matmul_def("Gemm", "", 7, true)));
+  SL_RETURN_IF_ERROR(reg.add(matmul_def("FusedGemm", "streamline", 1, true)));
+  SL_RETURN_IF_ERROR(reg.add(matmul_def("MatMul", "", 1, false)));
+  SL_RETURN_IF_ERROR(reg.add(matmul_def("FusedMatMul", "streamline", 1, false)));
+  return ok_status();
+}
 
 }  // namespace streamline::ops::cpu

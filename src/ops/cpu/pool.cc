@@ -1,7 +1,280 @@
+// MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool on oneDNN's pooling primitive.
+//
+// Output sizes follow the ONNX specs, including ceil_mode (a window that would start in the end
+// padding is dropped). oneDNN derives the output size from the end padding, so in ceil mode the
+// end padding handed to it is widened to cover the last window. For AveragePool with
+// count_include_pad, oneDNN divides by the full kernel size while ONNX counts only the taps inside
+// the padded input, so outputs whose window reaches past the end padding are rescaled after the
+// primitive runs.
+
+#include <algorithm>
+#include <climits>
+
 #include "ops/cpu/families.h"
+#include "ops/cpu/onednn_common.h"
 
 namespace streamline::ops::cpu {
+namespace {
 
-Status register_pool(KernelRegistry& reg) { return ok_status(); }
+using dnnl::memory;
+
+enum class PoolKind { kMax, kAvg, kGlobalMax, kGlobalAvg };
+
+struct PoolGeom {
+  int64_t n = 0, c = 0;
+  std::vector<int64_t> in, k, out, s, d, pl, pr;  // pr: the end padding given to oneDNN
+  Shape y;
+};
+
+struct PoolState {
+  PoolGeom g;
+  memory::desc src_md, dst_md;
+  bool channels_last = false;
+  // Per output spatial position (row-major), the factor correcting oneDNN's include-padding
+  // average; empty when no output needs one.
+  std::vector<float> fix;
+  size_t scratch_budget = 0;
+  PrimitiveCache cache;
+};
+
+class PoolKernel final : public Kernel {
+ public:
+  static Result<std::unique_ptr<Kernel>> create(const KernelCreateArgs& args, PoolKind kind) {
+    auto k = std::make_unique<PoolKernel>();
+    const graph::Node& node = args.node;
+    k->who_ = node.describe();
+    k->kind_ = kind;
+    if (node.outputs.size() > 1 && node.outputs[1] != graph::kNoValue)
+      return unsupported(k->who_ + ": the Indices output of MaxPool is not supported");
+    if (node.inputs.size() != 1) return invalid_argument(k->who_ + ": expects one input");
+    const std::string ap = node.attr_string("auto_pad", "NOTSET");
+    if (ap != "NOTSET" && ap != "SAME_UPPER" && ap != "SAME_LOWER" && ap != "VALID" && !ap.empty())
+      return invalid_argument(k->who_ + ": unknown auto_pad '" + ap + "'");
+    k->auto_pad_ = ap.empty() ? "NOTSET" : ap;
+    k->ceil_mode_ = node.attr_int("ceil_mode", 0) != 0;
+    k->count_include_pad_ = node.attr_int("count_include_pad", 0) != 0;
+    k->kernel_shape_ = node.attr_ints("kernel_shape");
+    k->strides_ = node.attr_ints("strides");
+    k->dilations_ = node.attr_ints("dilations");
+    k->pads_ = node.attr_ints("pads");
+    if (!k->global() && k->kernel_shape_.empty()) return invalid_argument(k->who_ + ": kernel_shape is required");
+    for (int64_t v : k->kernel_shape_)
+      if (v < 1) return invalid_argument(k->who_ + ": kernel_shape values must be >= 1");
+    for (int64_t v : k->strides_)
+      if (v < 1) return invalid_argument(k->who_ + ": strides must be >= 1");
+    for (int64_t v : k->dilations_)
+      if (v < 1) return invalid_argument(k->who_ + ": dilations must be >= 1");
+    for (int64_t v : k->pads_)
+      if (v < 0) return invalid_argument(k->who_ + ": pads must be >= 0");
+    return std::unique_ptr<Kernel>(std::move(k));
+  }
+
+  LayoutSupport layout_support() const override { return LayoutSupport::kPreferChannelsLast; }
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const override {
+    if (inputs.empty() || !inputs[0].present()) return invalid_argument(who_ + ": needs input X");
+    const TensorInfo& x = inputs[0];
+    if (x.dtype != DType::kFloat32) return unsupported(who_ + ": only float32 is supported");
+    auto st = std::make_shared<PoolState>();
+    SL_ASSIGN_OR_RETURN(st->g, geometry(x.shape));
+    const PoolGeom& g = st->g;
+    st->channels_last = x.layout == Layout::kChannelsLast;
+    if (st->channels_last && x.shape.rank() != 4)
+      return invalid_argument(who_ + ": channels-last input must be rank 4");
+    memory::dims sd{g.n, g.c}, dd{g.n, g.c};
+    sd.insert(sd.end(), g.in.begin(), g.in.end());
+    dd.insert(dd.end(), g.out.begin(), g.out.end());
+    st->src_md = st->channels_last ? permuted_md(sd, {0, 2, 3, 1}) : plain_md(sd);
+    st->dst_md = st->channels_last ? permuted_md(dd, {0, 2, 3, 1}) : plain_md(dd);
+    if (kind_ == PoolKind::kAvg && count_include_pad_) compute_fix(*st);
+
+    const int nthr = current_omp_threads();
+    SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p, st->cache.get(nthr, [&] { return build(*st, nthr, SIZE_MAX); }));
+    st->scratch_budget = p->scratchpad_bytes;
+    ReshapeResult r;
+    // A global pool's [N, C, 1, 1] output has the same bytes in both layouts: call it plain.
+    const bool out_cl = st->channels_last && !global();
+    r.outputs.push_back(OutputInfo{DType::kFloat32, g.y, out_cl ? Layout::kChannelsLast : Layout::kPlain});
+    r.workspace_bytes = st->scratch_budget;
+    r.state = std::move(st);
+    return r;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    const auto* st = static_cast<const PoolState*>(ctx.state);
+    if (!st) return internal_error(who_ + ": run without reshape state");
+    const int nthr = std::max(1, ctx.num_threads);
+    ensure_omp_threads(nthr);
+    SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p,
+                        st->cache.get(nthr, [&] { return build(*st, nthr, st->scratch_budget); }));
+    Tensor& y = ctx.outputs[0];
+    std::unordered_map<int, memory> args;
+    try {
+      args.emplace(DNNL_ARG_SRC, wrap(st->src_md, ctx.inputs[0].raw()));
+      args.emplace(DNNL_ARG_DST, wrap(st->dst_md, y.raw()));
+    } catch (const dnnl::error& e) {
+      return dnnl_error_status(e, who_);
+    }
+    SL_RETURN_IF_ERROR(execute(*p, args, ctx.workspace).with_context(who_));
+    if (!st->fix.empty()) apply_fix(*st, y.data<float>());
+    return ok_status();
+  }
+
+ private:
+  bool global() const { return kind_ == PoolKind::kGlobalAvg || kind_ == PoolKind::kGlobalMax; }
+
+  Result<PoolGeom> geometry(const Shape& x) const {
+    if (x.rank() < 3 || x.rank() > 5) return unsupported(who_ + ": input must be rank 3 to 5, got " + x.to_string());
+    const size_t nsp = x.rank() - 2;
+    PoolGeom g;
+    g.n = x[0];
+    g.c = x[1];
+    g.y = Shape{g.n, g.c};
+    if (!global()) {
+      auto check = [&](const std::vector<int64_t>& v, size_t n, const char* name) -> Status {
+        if (!v.empty() && v.size() != n)
+          return invalid_argument(who_ + ": " + name + " has " + std::to_string(v.size()) + " values, expected " +
+                                  std::to_string(n));
+        return ok_status();
+      };
+      SL_RETURN_IF_ERROR(check(kernel_shape_, nsp, "kernel_shape"));
+      SL_RETURN_IF_ERROR(check(strides_, nsp, "strides"));
+      SL_RETURN_IF_ERROR(check(dilations_, nsp, "dilations"));
+      SL_RETURN_IF_ERROR(check(pads_, 2 * nsp, "pads"));
+    }
+    for (size_t i = 0; i < nsp; ++i) {
+      const int64_t in = x[i + 2];
+      int64_t k = in, s = 1, d = 1, pl = 0, pr = 0, out = 1;
+      if (!global()) {
+        k = kernel_shape_[i];
+        s = strides_.empty() ? 1 : strides_[i];
+        d = dilations_.empty() ? 1 : dilations_[i];
+        const int64_t dk = (k - 1) * d + 1;
+        if (auto_pad_ == "SAME_UPPER" || auto_pad_ == "SAME_LOWER") {
+          out = (in + s - 1) / s;
+          const int64_t total = std::max<int64_t>(0, (out - 1) * s + dk - in);
+          pl = auto_pad_ == "SAME_UPPER" ? total / 2 : total - total / 2;
+          pr = total - pl;
+        } else {
+          if (auto_pad_ == "NOTSET" && !pads_.empty()) {
+            pl = pads_[i];
+            pr = pads_[i + nsp];
+          }
+          const int64_t span = in + pl + pr - dk;
+          if (span < 0)
+            return invalid_argument(who_ + ": kernel extent " + std::to_string(dk) + " exceeds padded input " +
+                                    std::to_string(in + pl + pr));
+          out = ceil_mode_ ? (span + s - 1) / s + 1 : span / s + 1;
+          // A window that would start in the end padding is dropped.
+          if (ceil_mode_ && (out - 1) * s >= in + pl) --out;
+          // oneDNN wants the end padding that yields exactly `out` windows.
+          if (ceil_mode_) pr = (out - 1) * s + dk - in - pl;
+        }
+      }
+      if (out < 1) return invalid_argument(who_ + ": non-positive output size along axis " + std::to_string(i + 2));
+      g.in.push_back(in);
+      g.k.push_back(k);
+      g.s.push_back(s);
+      g.d.push_back(d);
+      g.pl.push_back(pl);
+      g.pr.push_back(pr);
+      g.out.push_back(out);
+      g.y.push_back(out);
+    }
+    return g;
+  }
+
+  // For count_include_pad: ONNX counts the taps inside [-pad_begin, in + pad_end); oneDNN divides
+  // by the kernel size. Differs only where ceil_mode widened the end padding.
+  void compute_fix(PoolState& st) const {
+    const PoolGeom& g = st.g;
+    const size_t nsp = g.in.size();
+    std::vector<std::vector<float>> per_axis(nsp);
+    bool any = false;
+    for (size_t i = 0; i < nsp; ++i) {
+      const int64_t limit = g.in[i] + (pads_.empty() || auto_pad_ != "NOTSET" ? 0 : pads_[i + nsp]);
+      for (int64_t o = 0; o < g.out[i]; ++o) {
+        int64_t count = 0;
+        for (int64_t t = 0; t < g.k[i]; ++t)
+          if (o * g.s[i] - g.pl[i] + t * g.d[i] < limit) ++count;
+        per_axis[i].push_back(count > 0 ? static_cast<float>(g.k[i]) / static_cast<float>(count) : 1.f);
+        if (count != g.k[i]) any = true;
+      }
+    }
+    if (!any || auto_pad_ == "SAME_UPPER" || auto_pad_ == "SAME_LOWER") return;
+    int64_t total = 1;
+    for (int64_t o : g.out) total *= o;
+    st.fix.assign(static_cast<size_t>(total), 1.f);
+    for (int64_t p = 0; p < total; ++p) {
+      int64_t rem = p;
+      float f = 1.f;
+      for (size_t i = nsp; i-- > 0;) {
+        f *= per_axis[i][static_cast<size_t>(rem % g.out[i])];
+        rem /= g.out[i];
+      }
+      st.fix[static_cast<size_t>(p)] = f;
+    }
+  }
+
+  static void apply_fix(const PoolState& st, float* y) {
+    const int64_t sp = static_cast<int64_t>(st.fix.size()), n = st.g.n, c = st.g.c;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t p = 0; p < sp; ++p) {
+        const float f = st.fix[static_cast<size_t>(p)];
+        if (f == 1.f) continue;
+        if (st.channels_last) {
+          for (int64_t ch = 0; ch < c; ++ch) y[(b * sp + p) * c + ch] *= f;
+        } else {
+          for (int64_t ch = 0; ch < c; ++ch) y[(b * c + ch) * sp + p] *= f;
+        }
+      }
+  }
+
+  Result<std::unique_ptr<BuiltPrimitive>> build(const PoolState& st, int nthr, size_t budget) const {
+    const PoolGeom& g = st.g;
+    dnnl::algorithm alg = dnnl::algorithm::pooling_max;
+    if (kind_ == PoolKind::kGlobalAvg || (kind_ == PoolKind::kAvg && !count_include_pad_))
+      alg = dnnl::algorithm::pooling_avg_exclude_padding;
+    else if (kind_ == PoolKind::kAvg)
+      alg = dnnl::algorithm::pooling_avg_include_padding;
+    memory::dims strides(g.s.begin(), g.s.end()), kernel(g.k.begin(), g.k.end());
+    memory::dims pl(g.pl.begin(), g.pl.end()), pr(g.pr.begin(), g.pr.end()), dil;
+    for (int64_t d : g.d) dil.push_back(d - 1);
+    auto make_pd = [&](const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
+      dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, st.src_md, st.dst_md, strides, kernel,
+                                       dil, pl, pr);
+      return dnnl::pooling_v2_forward::primitive_desc(d, attr, cpu_engine());
+    };
+    return build_primitive(nthr, budget, dnnl::primitive_attr(), make_pd, who_);
+  }
+
+  std::string who_;
+  PoolKind kind_ = PoolKind::kMax;
+  std::string auto_pad_ = "NOTSET";
+  bool ceil_mode_ = false;
+  bool count_include_pad_ = false;
+  std::vector<int64_t> kernel_shape_, strides_, dilations_, pads_;
+};
+
+KernelDef pool_def(std::string op, PoolKind kind) {
+  KernelDef d;
+  d.op = std::move(op);
+  d.since_version = 1;
+  d.device = Device::kCpu;
+  d.dtype = DType::kFloat32;
+  d.provider = "onednn";
+  d.create = [kind](const KernelCreateArgs& args) { return PoolKernel::create(args, kind); };
+  return d;
+}
+
+}  // namespace
+
+Status register_pool(KernelRegistry& reg) {
+  SL_RETURN_IF_ERROR(reg.add(pool_def("MaxPool", PoolKind::kMax)));
+  SL_RETURN_IF_ERROR(reg.add(pool_def("AveragePool", PoolKind::kAvg)));
+  SL_RETURN_IF_ERROR(reg.add(pool_def("GlobalMaxPool", PoolKind::kGlobalMax)));
+  SL_RETURN_IF_ERROR(reg.add(pool_def("GlobalAveragePool", PoolKind::kGlobalAvg)));
+  return ok_status();
+}
 
 }  // namespace streamline::ops::cpu

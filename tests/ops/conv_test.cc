@@ -1,0 +1,309 @@
+// Conv, FusedConv and ConvTranspose: the oneDNN kernels against the reference kernels on random
+// shapes (fixed seed), plus error paths and the in-place residual path.
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "ops/op_test_util.h"
+
+namespace streamline::ops {
+namespace {
+
+using namespace test_util;
+
+// ---- Conv / FusedConv -------------------------------------------------------------------------
+
+TEST(ConvOp, RandomShapesMatchReference) {
+  std::mt19937 rng(1234);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int iter = 0; iter < 40; ++iter) {
+    const int kind = iter % 4;  // 0 dense, 1 grouped, 2 depthwise, 3 dense strided+dilated
+    const int64_t group = kind == 1 ? pick(2, 3) : 1;
+    int64_t c = group * pick(1, 4), m = group * pick(1, 5);
+    int64_t gr = group;
+    if (kind == 2) {
+      c = pick(2, 8);
+      m = c;
+      gr = c;
+    }
+    const int64_t kh = pick(1, 3), kw = pick(1, 3);
+    const int64_t sh = kind == 3 ? 2 : pick(1, 2), sw = pick(1, 2);
+    const int64_t dh = kind == 3 ? 2 : 1, dw = pick(1, 2);
+    const int64_t h = pick(6, 12), w = pick(6, 12), n = pick(1, 2);
+    std::vector<int64_t> pads{pick(0, 2), pick(0, 2), pick(0, 2), pick(0, 2)};
+    Tensor x = random_tensor({n, c, h, w}, rng);
+    Tensor wt = random_tensor({m, c / gr, kh, kw}, rng);
+    Tensor b = random_tensor({m}, rng);
+    std::map<std::string, graph::Attribute> attrs{
+        {"group", one_int(gr)}, {"strides", ints({sh, sw})}, {"dilations", ints({dh, dw})}, {"pads", ints(pads)}};
+    RunOpts o;
+    o.channels_last = iter % 2 == 1;
+    o.const_weights = iter % 3 != 2;
+    o.threads = 1 + iter % 2;
+    SCOPED_TRACE("iter " + std::to_string(iter));
+    compare("Conv", "", {x, wt, iter % 5 == 4 ? Tensor() : b}, attrs, o);
+  }
+}
+
+TEST(ConvOp, AutoPadModes) {
+  std::mt19937 rng(7);
+  for (const char* mode : {"SAME_UPPER", "SAME_LOWER", "VALID"}) {
+    for (int64_t stride : {1, 2}) {
+      Tensor x = random_tensor({1, 3, 9, 8}, rng);
+      Tensor w = random_tensor({4, 3, 4, 3}, rng);
+      SCOPED_TRACE(std::string(mode) + " stride " + std::to_string(stride));
+      compare("Conv", "", {x, w}, {{"auto_pad", str(mode)}, {"strides", ints({stride, stride})}});
+      RunOpts cl;
+      cl.channels_last = true;
+      compare("Conv", "", {x, w}, {{"auto_pad", str(mode)}, {"strides", ints({stride, stride})}}, cl);
+    }
+  }
+}
+
+TEST(ConvOp, OneAndThreeDimensional) {
+  std::mt19937 rng(11);
+  compare("Conv", "", {random_tensor({2, 4, 17}, rng), random_tensor({6, 2, 3}, rng), random_tensor({6}, rng)},
+          {{"group", one_int(2)}, {"pads", ints({1, 2})}, {"strides", ints({2})}, {"dilations", ints({2})}});
+  compare("Conv", "", {random_tensor({1, 3, 5, 6, 7}, rng), random_tensor({4, 3, 2, 3, 2}, rng)},
+          {{"pads", ints({1, 0, 1, 0, 1, 1})}, {"strides", ints({1, 2, 1})}});
+}
+
+TEST(ConvOp, FusedActivationsBiasAndResidual) {
+  std::mt19937 rng(99);
+  const std::vector<std::pair<std::string, std::vector<float>>> acts{{"", {}},
+                                                                     {"Relu", {}},
+                                                                     {"Clip", {-0.3f, 0.4f}},
+                                                                     {"LeakyRelu", {0.2f}},
+                                                                     {"Sigmoid", {}},
+                                                                     {"HardSigmoid", {0.3f, 0.4f}},
+                                                                     {"Tanh", {}}};
+  for (const auto& [act, params] : acts) {
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool with_z = variant >= 2;
+      RunOpts o;
+      o.channels_last = variant % 2 == 1;
+      o.threads = 2;
+      Tensor x = random_tensor({2, 8, 7, 6}, rng);
+      Tensor w = random_tensor({16, 8, 3, 3}, rng);
+      Tensor b = random_tensor({16}, rng);
+      std::vector<Tensor> in{x, w, b};
+      if (with_z) in.push_back(random_tensor({2, 16, 7, 6}, rng));
+      std::map<std::string, graph::Attribute> attrs{{"pads", ints({1, 1, 1, 1})}, {"activation", str(act)}};
+      if (!params.empty()) attrs["activation_params"] = floats(params);
+      SCOPED_TRACE(act + " variant " + std::to_string(variant));
+      compare("FusedConv", "streamline", in, attrs, o);
+    }
+  }
+}
+
+TEST(ConvOp, PrepackWithSymbolicOrUnknownInputShape) {
+  std::mt19937 rng(5);
+  Tensor x = random_tensor({3, 16, 10, 10}, rng);
+  Tensor w = random_tensor({32, 16, 3, 3}, rng);
+  Tensor b = random_tensor({32}, rng);
+  std::map<std::string, graph::Attribute> attrs{{"pads", ints({1, 1, 1, 1})}, {"strides", ints({2, 2})}};
+  for (bool cl : {false, true}) {
+    RunOpts sym;
+    sym.symbolic_x = true;
+    sym.channels_last = cl;
+    compare("Conv", "", {x, w, b}, attrs, sym);
+    RunOpts unk;
+    unk.unknown_x = true;
+    unk.channels_last = cl;
+    compare("Conv", "", {x, w, b}, attrs, unk);
+  }
+}
+
+// A residual that shares the output's buffer (the planner's in-place choice) and a kernel run with
+// several thread counts from one reshape.
+TEST(ConvOp, InPlaceResidualAndThreadCounts) {
+  std::mt19937 rng(3);
+  Tensor x = random_tensor({1, 8, 9, 9}, rng);
+  Tensor w = random_tensor({8, 8, 3, 3}, rng);
+  Tensor b = random_tensor({8}, rng);
+  Tensor z = random_tensor({1, 8, 9, 9}, rng);
+  std::map<std::string, graph::Attribute> attrs{{"pads", ints({1, 1, 1, 1})}, {"activation", str("Relu")}};
+  auto n = make_node("FusedConv", "streamline", {x, w, b, z}, attrs);
+  auto want = evaluate_node(ref_reg(), n->g, n->node(), std::vector<Tensor>{x, w, b, z});
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+
+  auto def = cpu_reg().find("FusedConv", "streamline", 1, Device::kCpu, DType::kFloat32);
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ((*def)->provider, "onednn");
+  KernelCreateArgs args{n->g, n->node(), {nullptr, &w, &b, nullptr}, std::vector<DType>(4, DType::kFloat32), {}};
+  auto kernel = (*def)->create(args);
+  ASSERT_TRUE(kernel.ok()) << kernel.status().to_string();
+  std::vector<TensorInfo> infos(4);
+  const Tensor* ts[] = {&x, &w, &b, &z};
+  for (int i = 0; i < 4; ++i) {
+    infos[i].dtype = DType::kFloat32;
+    infos[i].shape = ts[i]->shape();
+    infos[i].value = (i == 1 || i == 2) ? ts[i] : nullptr;
+  }
+  auto rr = (*kernel)->reshape(infos);
+  ASSERT_TRUE(rr.ok()) << rr.status().to_string();
+  ASSERT_EQ(rr->inplace.size(), 1u);
+  EXPECT_EQ(rr->inplace[0], 3);
+  auto ws = AlignedBuffer::allocate(rr->workspace_bytes);
+  for (int threads : {1, 2, 1, 3}) {
+    Tensor zy = z.clone();
+    std::vector<Tensor> ins{x, w, b, zy};
+    std::vector<Tensor> outs{zy};
+    RunContext rc{ins, outs, ws ? ws->data() : nullptr, rr->state.get(), threads};
+    ASSERT_TRUE((*kernel)->run(rc).ok());
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    expect_close(zy, (*want)[0]);
+  }
+}
+
+// One kernel and one reshape state shared by concurrent runs with different thread counts (the
+// per-thread-count primitives are built on first use while other runs are in flight).
+TEST(ConvOp, ConcurrentRunsShareOneState) {
+  std::mt19937 rng(13);
+  Tensor x = random_tensor({1, 16, 12, 12}, rng);
+  Tensor w = random_tensor({24, 16, 3, 3}, rng);
+  Tensor b = random_tensor({24}, rng);
+  std::map<std::string, graph::Attribute> attrs{{"pads", ints({1, 1, 1, 1})}, {"activation", str("Relu")}};
+  auto n = make_node("FusedConv", "streamline", {x, w, b}, attrs);
+  auto want = evaluate_node(ref_reg(), n->g, n->node(), std::vector<Tensor>{x, w, b});
+  ASSERT_TRUE(want.ok());
+  auto def = cpu_reg().find("FusedConv", "streamline", 1, Device::kCpu, DType::kFloat32);
+  ASSERT_TRUE(def.ok());
+  KernelCreateArgs args{n->g, n->node(), {nullptr, &w, &b}, std::vector<DType>(3, DType::kFloat32), {}};
+  auto kernel = (*def)->create(args);
+  ASSERT_TRUE(kernel.ok());
+  std::vector<TensorInfo> infos(3);
+  const Tensor* ts[] = {&x, &w, &b};
+  for (int i = 0; i < 3; ++i) {
+    infos[i].dtype = DType::kFloat32;
+    infos[i].shape = ts[i]->shape();
+    infos[i].value = i > 0 ? ts[i] : nullptr;
+  }
+  auto rr = (*kernel)->reshape(infos);
+  ASSERT_TRUE(rr.ok());
+  constexpr int kThreads = 4;
+  std::vector<Tensor> outs;
+  for (int t = 0; t < kThreads; ++t) outs.push_back(Tensor::empty(DType::kFloat32, (*want)[0].shape()));
+  std::vector<int> failures(kThreads, 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < kThreads; ++t) {
+    pool.emplace_back([&, t] {
+      auto ws = AlignedBuffer::allocate(rr->workspace_bytes);
+      std::vector<Tensor> ins{x, w, b};
+      std::vector<Tensor> o{outs[static_cast<size_t>(t)]};
+      for (int rep = 0; rep < 5; ++rep) {
+        RunContext rc{ins, o, ws ? ws->data() : nullptr, rr->state.get(), 1 + (t + rep) % 3};
+        if (!(*kernel)->run(rc).ok()) ++failures[static_cast<size_t>(t)];
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(failures[static_cast<size_t>(t)], 0);
+    expect_close(outs[static_cast<size_t>(t)], (*want)[0]);
+  }
+}
+
+TEST(ConvOp, BadShapesAreErrorsNotCrashes) {
+  std::mt19937 rng(1);
+  Tensor x = random_tensor({1, 6, 8, 8}, rng);
+  auto status_of = [&](const std::vector<Tensor>& in, std::map<std::string, graph::Attribute> attrs) {
+    auto n = make_node("Conv", "", in, std::move(attrs));
+    auto r = evaluate_node(cpu_reg(), n->g, n->node(), in);
+    return r.ok() ? ok_status() : r.status();
+  };
+  Status wrong_rank = status_of({x, random_tensor({4, 6, 3}, rng)}, {});
+  EXPECT_EQ(wrong_rank.code(), StatusCode::kInvalidArgument) << wrong_rank.to_string();
+  Status bad_group = status_of({x, random_tensor({4, 1, 3, 3}, rng)}, {{"group", one_int(4)}});
+  EXPECT_EQ(bad_group.code(), StatusCode::kInvalidArgument) << bad_group.to_string();
+  EXPECT_NE(bad_group.message().find("group"), std::string::npos);
+  Status bad_bias = status_of({x, random_tensor({4, 6, 3, 3}, rng), random_tensor({5}, rng)}, {});
+  EXPECT_EQ(bad_bias.code(), StatusCode::kInvalidArgument) << bad_bias.to_string();
+  Status too_big = status_of({x, random_tensor({4, 6, 11, 11}, rng)}, {});
+  EXPECT_EQ(too_big.code(), StatusCode::kInvalidArgument) << too_big.to_string();
+  Status bad_pad = status_of({x, random_tensor({4, 6, 3, 3}, rng)}, {{"auto_pad", str("SAME_MIDDLE")}});
+  EXPECT_EQ(bad_pad.code(), StatusCode::kInvalidArgument) << bad_pad.to_string();
+  Status bad_act = [&] {
+    auto n =
+        make_node("FusedConv", "streamline", {x, random_tensor({4, 6, 3, 3}, rng)}, {{"activation", str("Swishy")}});
+    auto r = evaluate_node(cpu_reg(), n->g, n->node(), std::vector<Tensor>{x, random_tensor({4, 6, 3, 3}, rng)});
+    return r.ok() ? ok_status() : r.status();
+  }();
+  EXPECT_EQ(bad_act.code(), StatusCode::kInvalidArgument) << bad_act.to_string();
+}
+
+TEST(ConvOp, EmptyBatch) {
+  std::mt19937 rng(19);
+  Tensor x = Tensor::empty(DType::kFloat32, Shape{0, 3, 5, 5});
+  Tensor w = random_tensor({4, 3, 3, 3}, rng);
+  auto n = make_node("Conv", "", {x, w}, {{"pads", ints({1, 1, 1, 1})}});
+  for (bool cl : {false, true}) {
+    EvalOptions eo;
+    eo.input_layout = cl ? Layout::kChannelsLast : Layout::kPlain;
+    auto y = evaluate_node(cpu_reg(), n->g, n->node(), std::vector<Tensor>{x, w}, eo);
+    ASSERT_TRUE(y.ok()) << y.status().to_string();
+    EXPECT_EQ((*y)[0].shape(), (Shape{0, 4, 5, 5}));
+  }
+  auto p = make_node("MaxPool", "", {x}, {{"kernel_shape", ints({2, 2})}});
+  auto py = evaluate_node(cpu_reg(), p->g, p->node(), std::vector<Tensor>{x});
+  ASSERT_TRUE(py.ok()) << py.status().to_string();
+  EXPECT_EQ((*py)[0].shape(), (Shape{0, 3, 4, 4}));
+}
+
+// ---- ConvTranspose ----------------------------------------------------------------------------
+
+TEST(ConvTransposeOp, RandomShapesMatchReference) {
+  std::mt19937 rng(42);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int iter = 0; iter < 20; ++iter) {
+    const int64_t group = iter % 3 == 1 ? 2 : 1;
+    const int64_t c = group * pick(1, 4), mg = pick(1, 4);
+    const int64_t k = pick(1, 4), s = pick(1, 3), d = iter % 4 == 3 ? 2 : 1;
+    const int64_t p0 = pick(0, (k - 1) * d / 2), p1 = pick(0, (k - 1) * d / 2);
+    const int64_t op = s > 1 ? pick(0, s - 1) : 0;
+    Tensor x = random_tensor({pick(1, 2), c, pick(3, 7), pick(3, 7)}, rng);
+    Tensor w = random_tensor({c, mg, k, k}, rng);
+    Tensor b = random_tensor({mg * group}, rng);
+    std::map<std::string, graph::Attribute> attrs{{"group", one_int(group)},
+                                                  {"strides", ints({s, s})},
+                                                  {"dilations", ints({d, d})},
+                                                  {"pads", ints({p0, p1, p1, p0})},
+                                                  {"output_padding", ints({op, 0})}};
+    RunOpts o;
+    o.const_weights = iter % 2 == 0;
+    o.threads = 1 + iter % 2;
+    SCOPED_TRACE("iter " + std::to_string(iter));
+    compare("ConvTranspose", "", {x, w, iter % 3 == 2 ? Tensor() : b}, attrs, o);
+  }
+}
+
+TEST(ConvTransposeOp, OutputShapeAndAutoPad) {
+  std::mt19937 rng(8);
+  Tensor x = random_tensor({1, 4, 5, 6}, rng);
+  Tensor w = random_tensor({4, 3, 3, 3}, rng);
+  compare("ConvTranspose", "", {x, w}, {{"strides", ints({2, 2})}, {"output_shape", ints({10, 12})}});
+  compare("ConvTranspose", "", {x, w}, {{"strides", ints({2, 2})}, {"output_shape", ints({1, 3, 9, 11})}});
+  compare("ConvTranspose", "", {x, w}, {{"strides", ints({2, 2})}, {"auto_pad", str("SAME_UPPER")}});
+  compare("ConvTranspose", "", {x, w}, {{"strides", ints({2, 2})}, {"auto_pad", str("SAME_LOWER")}});
+  // output_padding beyond the end padding: the last rows/columns hold only the bias.
+  compare("ConvTranspose", "", {x, w, random_tensor({3}, rng)},
+          {{"strides", ints({2, 3})}, {"output_padding", ints({1, 2})}});
+  compare("ConvTranspose", "", {random_tensor({2, 3, 9}, rng), random_tensor({3, 2, 4}, rng)},
+          {{"strides", ints({3})}, {"pads", ints({1, 2})}});
+}
+
+TEST(ConvTransposeOp, ShapeFollowsSpec) {
+  std::mt19937 rng(2);
+  Tensor x = random_tensor({1, 2, 3, 3}, rng);
+  Tensor w = random_tensor({2, 5, 3, 3}, rng);
+  auto n = make_node("ConvTranspose", "", {x, w},
+                     {{"strides", ints({3, 2})}, {"pads", ints({1, 0, 1, 0})}, {"output_padding", ints({1, 1})}});
+  auto y = evaluate_node(cpu_reg(), n->g, n->node(), std::vector<Tensor>{x, w});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  // out = s * (in - 1) + output_padding + k - pads: 3*2+1+3-2 = 8, 2*2+1+3-0 = 8.
+  EXPECT_EQ((*y)[0].shape(), (Shape{1, 5, 8, 8}));
+}
+
+}  // namespace
+}  // namespace streamline::ops

@@ -1,0 +1,67 @@
+// streamline.LayoutConvert: plain <-> channels-last round trips and its error paths.
+
+#include "core/layout_convert.h"
+#include "ops/op_test_util.h"
+
+namespace streamline::ops {
+namespace {
+
+using namespace test_util;
+
+// Runs LayoutConvert directly (evaluate_node would turn the output back to plain).
+Result<Tensor> convert(const Tensor& x, const std::string& to, int threads) {
+  auto n = make_node("LayoutConvert", "streamline", {x}, {{"to", str(to)}});
+  SL_ASSIGN_OR_RETURN(const KernelDef* def, cpu_reg().find("LayoutConvert", "streamline", 1, Device::kCpu, x.dtype()));
+  KernelCreateArgs args{n->g, n->node(), {nullptr}, {x.dtype()}, {}};
+  SL_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> k, def->create(args));
+  TensorInfo info;
+  info.dtype = x.dtype();
+  info.shape = x.shape();
+  info.layout = x.layout();
+  SL_ASSIGN_OR_RETURN(ReshapeResult rr, k->reshape(std::span<const TensorInfo>(&info, 1)));
+  std::vector<Tensor> outs{Tensor::empty(rr.outputs[0].dtype, rr.outputs[0].shape, rr.outputs[0].layout)};
+  std::vector<Tensor> ins{x};
+  RunContext rc{ins, outs, nullptr, rr.state.get(), threads};
+  SL_RETURN_IF_ERROR(k->run(rc));
+  return outs[0];
+}
+
+TEST(LayoutConvertOp, RoundTrip) {
+  std::mt19937 rng(71);
+  for (int threads : {1, 2}) {
+    Tensor x = random_tensor({2, 5, 7, 3}, rng);
+    auto cl = convert(x, "channels_last", threads);
+    ASSERT_TRUE(cl.ok()) << cl.status().to_string();
+    EXPECT_EQ(cl->layout(), Layout::kChannelsLast);
+    EXPECT_EQ(cl->shape(), x.shape());
+    // Element (n, c, h, w) sits at ((n * H + h) * W + w) * C + c.
+    EXPECT_EQ(cl->data<float>()[((1 * 7 + 4) * 3 + 2) * 5 + 3], x.data<float>()[((1 * 5 + 3) * 7 + 4) * 3 + 2]);
+    auto back = convert(*cl, "plain", threads);
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(back->layout(), Layout::kPlain);
+    for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(back->data<float>()[i], x.data<float>()[i]);
+  }
+}
+
+TEST(LayoutConvertOp, OtherDtypesAndSameLayoutCopy) {
+  Tensor x = Tensor::from_vector<int64_t>(Shape{1, 2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  auto cl = convert(x, "channels_last", 1);
+  ASSERT_TRUE(cl.ok()) << cl.status().to_string();
+  EXPECT_EQ(cl->data<int64_t>()[1], 5);
+  auto same = convert(x, "plain", 1);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->data<int64_t>()[7], 8);
+}
+
+TEST(LayoutConvertOp, Errors) {
+  std::mt19937 rng(73);
+  auto bad_rank = convert(random_tensor({2, 3, 4}, rng), "channels_last", 1);
+  ASSERT_FALSE(bad_rank.ok());
+  EXPECT_EQ(bad_rank.status().code(), StatusCode::kInvalidArgument);
+  auto bad_to = convert(random_tensor({1, 1, 1, 1}, rng), "nhwc", 1);
+  ASSERT_FALSE(bad_to.ok());
+  EXPECT_EQ(bad_to.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace streamline::ops
