@@ -1,5 +1,7 @@
 #include "plan/planner.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <map>
 
@@ -45,6 +47,16 @@ class Planner {
         reg_(o.registry ? *o.registry : ops::default_cpu_registry()) {}
 
   Result<std::shared_ptr<const ExecutionPlan>> run(const InputShapes& inputs) {
+    // Kernels that size their work split from the OpenMP thread count (oneDNN) see the run's count.
+    const int saved_threads = omp_get_max_threads();
+    omp_set_num_threads(std::max(1, opts_.num_threads));
+    auto r = run_passes(inputs);
+    omp_set_num_threads(saved_threads);
+    return r;
+  }
+
+ private:
+  Result<std::shared_ptr<const ExecutionPlan>> run_passes(const InputShapes& inputs) {
     value_slot_.assign(g_.num_values(), -1);
     SL_RETURN_IF_ERROR(bind_inputs(inputs));
     SL_ASSIGN_OR_RETURN(std::vector<graph::NodeId> order, g_.topological_order());
@@ -61,7 +73,6 @@ class Planner {
     return std::shared_ptr<const ExecutionPlan>(plan_);
   }
 
- private:
   // Pass 4: streams and events. Steps get reordered, so in-place hints move with them.
   Status schedule() {
     ScheduleOptions so;
@@ -180,8 +191,15 @@ class Planner {
   Result<const ops::Kernel*> layout_kernel(Layout layout) {
     auto& slot = layout_kernels_[static_cast<int>(layout)];
     if (slot) return slot;
-    static graph::Graph dummy;
+    static const graph::Graph dummy = [] {
+      graph::Graph g;
+      g.add_value("x", DType::kFloat32);
+      g.add_value("y", DType::kFloat32);
+      return g;
+    }();
     graph::Node node;
+    node.inputs = {0};
+    node.outputs = {1};
     node.op_type = "LayoutConvert";
     node.domain = "streamline";
     node.opset = 1;

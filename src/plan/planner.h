@@ -31,6 +31,7 @@ struct PlannerOptions {
   bool inplace = true;         // let kernels write outputs over inputs that die at them
   bool reuse_memory = true;    // false gives every buffer its own arena range (debugging)
   int num_streams = 1;         // at most this many streams; 1 = single-stream plan
+  int num_threads = 1;         // intra-op threads per stream at run time (kernels size work splits for it)
   std::map<std::string, int> pinned_streams;  // node name -> stream
   double event_cost = 1e5;     // cost units charged per cross-stream dependency
   size_t guard_bytes = 0;      // safe mode: canary bytes after every buffer (checked at run time)

@@ -119,6 +119,7 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Model::plan_for(const std::ve
   plan::PlannerOptions po;
   po.channels_last = options_.channels_last;
   po.num_streams = std::max(1, options_.num_streams);
+  po.num_threads = threads_per_stream();
   po.pinned_streams = options_.pinned_streams;
   po.guard_bytes = options_.safe ? 64 : 0;
   SL_ASSIGN_OR_RETURN(auto p, plan::make_plan(graph_, kernels_, in, po));
