@@ -8,6 +8,8 @@ Metric (every comparison): max|ours - torch| <= 1e-4 * max(1, max|torch|), i.e. 
 tolerance of 1e-4 for outputs up to 1 in magnitude and a relative one above that.
 """
 
+import json
+
 import numpy as np
 import pytest
 
@@ -90,3 +92,26 @@ def test_cli_bad_model_is_exit_2(streamline_binary, tmp_path):
     r = run_cli(["run", junk], timeout=60)
     assert r.returncode == 2, f"exit code {r.returncode}, stderr: {r.stderr!r}"
     assert r.stderr.startswith("error: "), f"stderr: {r.stderr!r}"
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_model_streams_match_single_stream(name, streamline_binary, exported, tmp_path):
+    """Multi-stream plans (S = 2, 4, 8, one thread per stream, safe mode on: canaries checked and
+    dead buffers poisoned) give the S=1 outputs within 1e-5 absolute. Every plan is also proven
+    race-free by the planner's verifier (planning fails otherwise); `plan --json` reports it."""
+    p = exported(name)
+    run_cli_ok(["run", p["onnx"], "--input", f"input={p['input']}", "--output-dir", tmp_path / "s1",
+                "--threads", 1, "--safe"])
+    base = np.load(tmp_path / "s1" / "output.npy")
+    for streams in (2, 4, 8):
+        out_dir = tmp_path / f"s{streams}"
+        run_cli_ok(["run", p["onnx"], "--input", f"input={p['input']}", "--output-dir", out_dir,
+                    "--streams", streams, "--threads-per-stream", 1, "--safe"])
+        ours = np.load(out_dir / "output.npy")
+        err = float(np.abs(ours.astype(np.float64) - base).max())
+        assert err <= 1e-5, f"{name}: S={streams} differs from S=1 by {err:.3e} (bound 1e-5)"
+        plan = json.loads(run_cli_ok(["plan", p["onnx"], "--streams", streams, "--json"]).stdout)
+        assert plan["verified"] is True, f"{name}: S={streams} plan not verified"
+        assert plan["streams_used"] <= streams
+        assert plan["events_after_pruning"] <= plan["events_inserted"]
+        assert plan["arena_bytes"] <= plan["naive_bytes"]
