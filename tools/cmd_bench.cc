@@ -1,15 +1,25 @@
 // `streamline bench`: repeated inference; latency percentiles and throughput.
+//
+// Two paths. Direct (default): each of --concurrency clients owns a Session and runs it in a
+// closed loop. Serving (any of --instances, --max-batch, --max-queue-delay-us, --request-rate):
+// requests go through a ServingModel (instances sharing the weights, dynamic batching), from
+// --concurrency closed-loop clients or, with --request-rate R, from an open-loop generator with
+// Poisson arrivals at R requests/s. Both report latency percentiles over requests, throughput,
+// the batch-size histogram and the requests rejected.
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
-#include <thread>
+#include <condition_variable>
 #include <iostream>
+#include <mutex>
+#include <random>
 #include <sstream>
+#include <thread>
 
 #include "cli_common.h"
 #include "commands.h"
 #include "exec/trace.h"
+#include "streamline/serving.h"
 
 namespace streamline::tools {
 namespace {
@@ -23,7 +33,32 @@ struct BenchFlags {
   int max_runs = 0;
   bool json = false;
   int concurrency = 1;
+  // Serving path; unset values keep the direct path.
+  int instances = 0;             // 0 = not given
+  int max_batch = 0;             // 0 = not given
+  int64_t max_queue_delay_us = -1;
+  double request_rate = 0;       // requests/s, Poisson arrivals; 0 = closed loop
+  int threads_per_instance = 0;  // 0 = --threads / instances
+  int max_queue_size = 0;
+  int64_t timeout_us = 0;
+
+  bool serving() const { return instances > 0 || max_batch > 0 || max_queue_delay_us >= 0 || request_rate > 0; }
 };
+
+std::string hist_json(const std::map<int, uint64_t>& h) {
+  std::string o = "{";
+  for (const auto& [size, n] : h) o += (o.size() > 1 ? ", " : "") + ("\"" + std::to_string(size) + "\": ") + std::to_string(n);
+  return o + "}";
+}
+
+std::string hist_text(const std::map<int, uint64_t>& h) {
+  std::string o;
+  for (const auto& [size, n] : h) o += (o.empty() ? "" : " ") + std::to_string(size) + ":" + std::to_string(n);
+  return o.empty() ? "-" : o;
+}
+
+int bench_serving(const BenchFlags& f, std::shared_ptr<Model> model, const std::vector<Shape>& shapes,
+                  const std::vector<Tensor>& inputs);
 
 int bench(const BenchFlags& f) {
   auto model = load_model(f.model);
@@ -41,6 +76,7 @@ int bench(const BenchFlags& f) {
     std::cerr << "error: " << inputs.status().to_string() << std::endl;
     return 2;
   }
+  if (f.serving()) return bench_serving(f, *model, *shapes, *inputs);
   auto plan = (*model)->plan_for(*shapes);
   if (!plan.ok()) {
     std::cerr << "error: " << plan.status().to_string() << std::endl;
@@ -121,6 +157,7 @@ int bench(const BenchFlags& f) {
       << ", \"seconds\": " << fmt(elapsed) << ", \"throughput\": " << fmt(throughput)
       << ", \"latency_ms\": {\"p50\": " << fmt(p50, 4) << ", \"p90\": " << fmt(p90, 4) << ", \"p99\": " << fmt(p99, 4)
       << ", \"mean\": " << fmt(mean, 4) << ", \"min\": " << fmt(percentile(lat_ms, 0), 4) << "}"
+      << ", \"batch_size_hist\": " << hist_json({{static_cast<int>(batch), lat_ms.size()}}) << ", \"rejected\": 0"
       << ", \"arena_bytes\": " << (*plan)->arena_bytes << ", \"steps\": " << (*plan)->steps.size() << "}";
     std::cout << o.str() << std::endl;
     return 0;
@@ -129,8 +166,192 @@ int bench(const BenchFlags& f) {
             << " x " << threads << " threads, concurrency: " << clients
             << ", steps: " << (*plan)->steps.size() << ", arena: " << fmt((*plan)->arena_bytes / 1048576.0, 1)
             << " MiB\n\n";
-  print_table({{"runs", "p50 ms", "p90 ms", "p99 ms", "mean ms", "throughput/s"},
-               {std::to_string(lat_ms.size()), fmt(p50), fmt(p90), fmt(p99), fmt(mean), fmt(throughput, 1)}});
+  print_table({{"runs", "rejected", "p50 ms", "p90 ms", "p99 ms", "mean ms", "throughput/s"},
+               {std::to_string(lat_ms.size()), "0", fmt(p50), fmt(p90), fmt(p99), fmt(mean), fmt(throughput, 1)}});
+  std::cout << "\nbatch sizes (size:runs): " << hist_text({{static_cast<int>(batch), lat_ms.size()}}) << "\n";
+  return 0;
+}
+
+
+// Samples of one measured phase, filled from client threads or response callbacks.
+struct Samples {
+  std::mutex mu;
+  std::vector<double> lat_ms;
+  uint64_t ok = 0, rejected = 0;
+  std::map<StatusCode, uint64_t> failures;
+  std::string first_error;
+  std::chrono::steady_clock::time_point last_done{};
+
+  void add(const InferResponse& r, double ms, std::chrono::steady_clock::time_point done) {
+    std::lock_guard<std::mutex> lock(mu);
+    last_done = std::max(last_done, done);
+    if (r.status.ok()) {
+      ++ok;
+      lat_ms.push_back(ms);
+      return;
+    }
+    ++rejected;
+    ++failures[r.status.code()];
+    if (first_error.empty()) first_error = r.status.to_string();
+  }
+};
+
+std::map<int, uint64_t> hist_diff(const std::map<int, uint64_t>& after, const std::map<int, uint64_t>& before) {
+  std::map<int, uint64_t> d;
+  for (const auto& [size, n] : after) {
+    auto it = before.find(size);
+    const uint64_t delta = n - (it == before.end() ? 0 : it->second);
+    if (delta) d[size] = delta;
+  }
+  return d;
+}
+
+int bench_serving(const BenchFlags& f, std::shared_ptr<Model> model, const std::vector<Shape>& shapes,
+                  const std::vector<Tensor>& inputs) {
+  using clock = std::chrono::steady_clock;
+  ServingOptions so;
+  so.instances = std::max(1, f.instances);
+  so.batching.max_batch_size = std::max(1, f.max_batch);
+  so.batching.max_queue_delay_us = std::max<int64_t>(0, f.max_queue_delay_us);
+  so.batching.queue.max_queue_size = f.max_queue_size;
+  so.batching.queue.default_timeout_us = f.timeout_us;
+  so.threads_per_instance = f.threads_per_instance > 0 ? f.threads_per_instance
+                            : f.model.threads > 0  ? std::max(1, f.model.threads / so.instances)
+                                                   : 0;
+  so.pin = f.model.pin_threads;
+  auto served = ServingModel::create(model, so);
+  if (!served.ok()) {
+    std::cerr << "error: " << served.status().to_string() << std::endl;
+    return 2;
+  }
+  ServingModel& m = **served;
+  InferRequest proto;
+  for (size_t i = 0; i < inputs.size(); ++i) proto.inputs[model->inputs()[i].name] = inputs[i];
+  const int64_t rows = shapes.empty() || shapes[0].rank() == 0 ? 1 : shapes[0][0];
+  const auto secs = [](double s) { return std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(s)); };
+  const auto t_begin = clock::now();
+  const auto t_start = t_begin + secs(f.warmup);
+  const auto t_stop = t_start + secs(f.seconds);
+  Samples samples;
+  ServingStats before;
+  bool have_before = false;
+  const bool open_loop = f.request_rate > 0;
+  const int clients = std::max(1, f.concurrency);
+  if (open_loop) {
+    // Open loop: Poisson arrivals at the given rate, whatever the runtime's pace. Latency counts
+    // from the intended arrival, so a late generator cannot hide queueing.
+    std::mt19937_64 rng(f.in.seed + 17);
+    std::exponential_distribution<double> gap(f.request_rate);
+    std::atomic<int64_t> outstanding{0};
+    std::mutex done_mu;
+    std::condition_variable done_cv;
+    auto t = t_begin;
+    int sent = 0;
+    for (;;) {
+      t += secs(gap(rng));
+      if (t >= t_stop || (f.max_runs > 0 && sent >= f.max_runs)) break;
+      std::this_thread::sleep_until(t);
+      if (!have_before && t >= t_start) {
+        before = m.stats();
+        have_before = true;
+      }
+      const bool measured = t >= t_start;
+      sent += measured ? 1 : 0;
+      outstanding.fetch_add(1);
+      m.submit(proto, [&, t, measured](InferResponse r) {
+        const auto now = clock::now();
+        if (measured) samples.add(r, std::chrono::duration<double, std::milli>(now - t).count(), now);
+        if (outstanding.fetch_sub(1) == 1) {
+          std::lock_guard<std::mutex> lock(done_mu);
+          done_cv.notify_all();
+        }
+      });
+    }
+    std::unique_lock<std::mutex> lock(done_mu);
+    done_cv.wait(lock, [&] { return outstanding.load() == 0; });
+  } else {
+    // Closed loop: each client sends its next request when its last one is answered.
+    std::atomic<int> measured_runs{0};
+    auto client = [&] {
+      for (;;) {
+        const auto a = clock::now();
+        InferResponse r = m.infer(proto);
+        const auto b = clock::now();
+        if (a >= t_start) {
+          samples.add(r, std::chrono::duration<double, std::milli>(b - a).count(), b);
+          if (f.max_runs > 0 && measured_runs.fetch_add(1) + 1 >= f.max_runs) return;
+        }
+        if (b >= t_stop) return;
+      }
+    };
+    std::vector<std::thread> workers;
+    for (int c = 0; c < clients; ++c) workers.emplace_back(client);
+    std::this_thread::sleep_until(t_start);
+    before = m.stats();
+    have_before = true;
+    for (auto& w : workers) w.join();
+  }
+  const ServingStats after = m.stats();
+  m.shutdown(ShutdownMode::kDrain);
+  if (!have_before) before = ServingStats{};
+  const std::map<int, uint64_t> hist = hist_diff(after.batch_size_hist, before.batch_size_hist);
+  if (samples.ok == 0) {
+    std::cerr << "error: no request succeeded" << (samples.first_error.empty() ? "" : ": " + samples.first_error)
+              << std::endl;
+    return 1;
+  }
+  const auto end = std::max(samples.last_done, t_start + std::chrono::milliseconds(1));
+  const double elapsed = std::chrono::duration<double>(end - t_start).count();
+  const std::vector<double>& lat = samples.lat_ms;
+  const double throughput = static_cast<double>(samples.ok) * static_cast<double>(rows) / elapsed;
+  const double p50 = percentile(lat, 50), p90 = percentile(lat, 90), p99 = percentile(lat, 99);
+  double mean = 0;
+  for (double x : lat) mean += x;
+  mean /= static_cast<double>(lat.size());
+  const double mean_batch = [&] {
+    uint64_t n = 0, total = 0;
+    for (const auto& [size, c] : hist) n += c, total += static_cast<uint64_t>(size) * c;
+    return n ? static_cast<double>(total) / static_cast<double>(n) : 0.0;
+  }();
+  std::string shape_str;
+  for (size_t i = 0; i < shapes.size(); ++i) shape_str += (i ? " " : "") + model->inputs()[i].name + "=" + shapes[i].to_string();
+  if (f.json) {
+    std::ostringstream o;
+    o << "{\"model\": \"" << json_escape(f.model.path) << "\", \"mode\": \"serving\", \"instances\": " << so.instances
+      << ", \"threads_per_instance\": " << m.threads_per_instance() << ", \"max_batch\": " << so.batching.max_batch_size
+      << ", \"max_queue_delay_us\": " << so.batching.max_queue_delay_us << ", \"load\": \""
+      << (open_loop ? "open" : "closed") << "\", \"request_rate\": " << fmt(f.request_rate)
+      << ", \"concurrency\": " << (open_loop ? 0 : clients) << ", \"batch\": " << rows << ", \"shapes\": \""
+      << json_escape(shape_str) << "\", \"requests\": " << samples.ok + samples.rejected << ", \"runs\": " << samples.ok
+      << ", \"rejected\": " << samples.rejected << ", \"seconds\": " << fmt(elapsed)
+      << ", \"throughput\": " << fmt(throughput) << ", \"latency_ms\": {\"p50\": " << fmt(p50, 4)
+      << ", \"p90\": " << fmt(p90, 4) << ", \"p99\": " << fmt(p99, 4) << ", \"mean\": " << fmt(mean, 4)
+      << ", \"min\": " << fmt(percentile(lat, 0), 4) << "}"
+      << ", \"queue_ms\": {\"p50\": " << fmt(after.queue.p50_us / 1000, 4) << ", \"p99\": " << fmt(after.queue.p99_us / 1000, 4)
+      << "}, \"compute_ms\": {\"p50\": " << fmt(after.compute.p50_us / 1000, 4)
+      << ", \"p99\": " << fmt(after.compute.p99_us / 1000, 4) << "}"
+      << ", \"batch_size_hist\": " << hist_json(hist) << ", \"mean_batch\": " << fmt(mean_batch) << ", \"failures\": {";
+    bool first = true;
+    for (const auto& [code, n] : samples.failures) {
+      o << (first ? "" : ", ") << "\"" << status_code_name(code) << "\": " << n;
+      first = false;
+    }
+    o << "}}";
+    std::cout << o.str() << std::endl;
+    return 0;
+  }
+  std::cout << "model: " << f.model.path << "\ninputs: " << shape_str << "\nserving: " << so.instances << " instances x "
+            << m.threads_per_instance() << " threads, max batch " << so.batching.max_batch_size << ", queue delay "
+            << so.batching.max_queue_delay_us << " us, "
+            << (open_loop ? "open loop at " + fmt(f.request_rate, 1) + " req/s" : "closed loop, concurrency " + std::to_string(clients))
+            << "\n\n";
+  print_table({{"requests", "rejected", "p50 ms", "p90 ms", "p99 ms", "mean ms", "throughput/s", "mean batch"},
+               {std::to_string(samples.ok + samples.rejected), std::to_string(samples.rejected), fmt(p50), fmt(p90),
+                fmt(p99), fmt(mean), fmt(throughput, 1), fmt(mean_batch, 2)}});
+  std::cout << "\nbatch sizes (size:runs): " << hist_text(hist) << "\nqueue p50/p99 ms: " << fmt(after.queue.p50_us / 1000)
+            << " / " << fmt(after.queue.p99_us / 1000) << ", compute p50/p99 ms: " << fmt(after.compute.p50_us / 1000)
+            << " / " << fmt(after.compute.p99_us / 1000) << "\n";
+  if (samples.rejected) std::cout << "first rejection: " << samples.first_error << "\n";
   return 0;
 }
 
@@ -149,6 +370,19 @@ Runner add_bench_command(CLI::App& app) {
   c->add_option("--max-runs", f->max_runs, "Stop after this many measured runs");
   c->add_option("--concurrency", f->concurrency, "Concurrent clients, each with its own execution context")
       ->check(CLI::Range(1, 1024));
+  c->add_option("--instances", f->instances, "Serve through N instances sharing the weights")->check(CLI::Range(1, 1024));
+  c->add_option("--max-batch", f->max_batch, "Serving: merge requests into batches of up to B rows (1 = no batching)")
+      ->check(CLI::Range(1, 4096));
+  c->add_option("--max-queue-delay-us", f->max_queue_delay_us, "Serving: longest wait for a batch to fill (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--request-rate", f->request_rate, "Serving: open loop, Poisson arrivals at R requests/s")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--threads-per-instance", f->threads_per_instance, "Serving: intra-op threads per instance")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--max-queue-size", f->max_queue_size, "Serving: queue bound; beyond it requests are rejected")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--timeout-us", f->timeout_us, "Serving: queueing budget per request; late ones are rejected")
+      ->check(CLI::NonNegativeNumber);
   c->add_flag("--json", f->json, "Print one JSON object");
   return [f] { return bench(*f); };
 }

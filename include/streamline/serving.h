@@ -1,0 +1,204 @@
+#pragma once
+// streamline serving: many requests in flight, merged into batches under a latency budget, run on
+// several instances that share one copy of the weights.
+//
+//   #include "streamline/serving.h"
+//   using namespace streamline;
+//
+//   ServingOptions so;
+//   so.instances = 2;                                  // two execution contexts, weights once
+//   so.batching.max_batch_size = 8;                    // merge up to 8 rows per run
+//   so.batching.max_queue_delay_us = 2000;             // wait at most 2 ms for a batch to fill
+//   auto served = ServingModel::load("resnet50.onnx", so);   // Result<std::unique_ptr<ServingModel>>
+//   if (!served.ok()) { std::cerr << served.status().to_string(); return 1; }
+//
+//   InferRequest req;
+//   req.id = 42;
+//   req.inputs["input"] = Tensor::empty(DType::kFloat32, Shape{1, 3, 224, 224});
+//   InferResponse r = (*served)->infer(req);                    // blocks until answered
+//   if (r.status.ok()) use(r.outputs.at("output"));            // [1, 1000]
+//
+//   (*served)->submit(std::move(req), [](InferResponse r) { /* on an instance thread */ });
+//   std::future<InferResponse> f = (*served)->submit(InferRequest{...});
+//
+// Every request handed to infer() or submit() gets exactly one response, also when it is refused:
+// queue full -> ResourceExhausted, waited past its timeout -> DeadlineExceeded (timeout_action
+// kReject), bad inputs -> InvalidArgument, submitted after shutdown began -> Unavailable, still
+// queued when shutdown(kCancel) runs -> Cancelled. Every outcome is counted in stats().
+
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "streamline/streamline.h"
+
+namespace streamline {
+
+// One inference request. Tensors are shared (cheap copies), and the runtime only reads them.
+struct InferRequest {
+  uint64_t id = 0;                               // echoed in the response; not interpreted
+  std::map<std::string, Tensor> inputs;          // every model input, by name; first dim = rows
+  std::vector<std::string> requested_outputs;    // empty = all model outputs
+  int priority = -1;                             // 0 = highest; -1 = the policy's default_priority
+  int64_t timeout_us = 0;                        // queueing budget; 0 = the queue policy's default
+};
+
+struct InferResponse {
+  uint64_t id = 0;                               // the request's id
+  Status status;                                 // ok, or why the request was refused or failed
+  std::map<std::string, Tensor> outputs;         // owned; this request's rows only
+  int64_t queue_us = 0;                          // enqueue -> its batch started
+  int64_t compute_us = 0;                        // its batch's run, including concat and split
+  int batch_size = 0;                            // rows in the batch it ran in (0 if it never ran)
+};
+
+using InferCallback = std::function<void(InferResponse)>;
+
+enum class TimeoutAction {
+  kReject,  // a request still queued at its deadline is answered DeadlineExceeded
+  kDelay,   // it stays queued, behind every request of every priority that has not timed out
+};
+const char* timeout_action_name(TimeoutAction a);
+
+struct QueuePolicy {
+  // Queued (not yet running) requests at most; a submit beyond gets ResourceExhausted. 0 = no limit.
+  int max_queue_size = 0;
+  // Queueing budget of a request that gives none; 0 = none.
+  int64_t default_timeout_us = 0;
+  TimeoutAction timeout_action = TimeoutAction::kReject;
+  // Whether a request's own timeout_us replaces default_timeout_us.
+  bool allow_timeout_override = true;
+};
+
+// How requests are merged into batches. Read once, when the ServingModel is made.
+struct BatchPolicy {
+  // Rows per run at most; 1 turns batching off (each request runs alone, at its own batch size).
+  int max_batch_size = 1;
+  // Batch sizes to prefer (each in [1, max_batch_size]); a batch that reaches the largest one
+  // launches at once, and at the queue delay the batch is cut to the largest one it holds.
+  std::vector<int> preferred_batch_sizes;
+  // How long the oldest request of a batch may wait for the batch to fill; 0 = launch at once.
+  int64_t max_queue_delay_us = 0;
+  // Priority levels 0 (highest) .. priority_levels - 1; requests outside are clamped.
+  int priority_levels = 1;
+  // Priority of requests that give none (-1).
+  int default_priority = 0;
+  QueuePolicy queue;
+  // Responses are delivered in submission order (a finished request waits for earlier ones).
+  bool preserve_ordering = false;
+};
+
+enum class ShutdownMode {
+  kDrain,   // run every queued request, then stop
+  kCancel,  // answer every queued request Cancelled; batches already running finish
+};
+
+struct ServingOptions {
+  // Execution contexts; each has its own worker thread and arena, all share the Model's weights.
+  int instances = 1;
+  BatchPolicy batching;
+  // Intra-op threads per instance; 0 = max(1, hardware threads / instances).
+  int threads_per_instance = 0;
+  // Pin instance i to cores [i*T, (i+1)*T) mod cores, T = threads_per_instance.
+  bool pin = false;
+  // Run the largest planned batch once per instance at load, so arenas reach full size before
+  // the first request (and serving never grows them).
+  bool warmup = true;
+  // Samples per latency window (percentiles in stats() cover the last this many requests).
+  int stats_window = 4096;
+  // Time source for queue delays, deadlines and timings; not owned, must outlive the model.
+  const Clock* clock = &SteadyClock::instance();
+};
+
+struct LatencySummary {
+  uint64_t count = 0;      // all samples since load
+  double sum_us = 0;       // all samples since load
+  double p50_us = 0, p90_us = 0, p99_us = 0;  // over the sliding window
+};
+
+// A consistent snapshot of one model's counters.
+struct ServingStats {
+  uint64_t accepted = 0;                    // entered the queue
+  uint64_t succeeded = 0;                   // answered with outputs
+  uint64_t failed = 0;                      // answered with an error (includes refusals at submit)
+  std::map<StatusCode, uint64_t> failures;  // failed, by status code
+  LatencySummary queue, compute, total;     // total = queue + compute, per successful request
+  std::map<int, uint64_t> batch_size_hist;  // rows per run -> runs
+  uint64_t batches = 0;
+  int64_t in_flight = 0;                    // accepted and not yet answered (queued or running)
+  int64_t queued = 0;                       // waiting in the queue now
+};
+
+namespace runtime {
+class Scheduler;
+class InstancePool;
+}  // namespace runtime
+
+class ServingModel {
+ public:
+  // Loads `path` and serves it. Errors as Model::load, plus InvalidArgument for inconsistent
+  // options or a model that cannot be batched when max_batch_size > 1.
+  [[nodiscard]] static Result<std::unique_ptr<ServingModel>> load(const std::string& path,
+                                                                  const ServingOptions& options,
+                                                                  const ModelOptions& model_options = {});
+  // Serves an already loaded model; the ServingModel shares it (weights are not copied). Makes the
+  // plans for the configured batch sizes and starts the instance threads before returning.
+  [[nodiscard]] static Result<std::unique_ptr<ServingModel>> create(std::shared_ptr<const Model> model,
+                                                                    const ServingOptions& options);
+
+  // Drains (ShutdownMode::kDrain) and joins the instance threads.
+  ~ServingModel();
+  ServingModel(const ServingModel&) = delete;
+  ServingModel& operator=(const ServingModel&) = delete;
+
+  // Asynchronous. The runtime owns `request` from the call on. `done` is called exactly once:
+  // on the calling thread before submit returns when the request is refused at once (invalid,
+  // queue full, shutting down), else on an instance thread. It must not block long (it holds up
+  // that instance) and must not call infer(). Thread-safe.
+  void submit(InferRequest request, InferCallback done);
+  // Same; the future becomes ready when the response exists. Thread-safe.
+  std::future<InferResponse> submit(InferRequest request);
+  // Synchronous: submit and wait. Thread-safe; never call it from a callback.
+  InferResponse infer(InferRequest request);
+
+  // Stops taking requests (later submits get Unavailable), then drains or cancels the queue and
+  // joins the instance threads. Every accepted request has its response when this returns.
+  // Idempotent; thread-safe, but not from a callback.
+  void shutdown(ShutdownMode mode = ShutdownMode::kDrain);
+
+  // Counters since load. Thread-safe; cheap enough to poll while serving.
+  ServingStats stats() const;
+
+  const Model& model() const { return *model_; }
+  const ServingOptions& options() const { return options_; }
+  int threads_per_instance() const { return threads_per_instance_; }
+  // Batch sizes whose plans were made at load.
+  const std::vector<int>& planned_batch_sizes() const { return planned_; }
+  // Arena bytes per instance (after warm-up: the largest planned batch). Thread-safe.
+  std::vector<size_t> arena_bytes() const;
+
+ private:
+  ServingModel() = default;
+  // Validates a request; fills its rows (first dimension) and batching key.
+  Status check_request(const InferRequest& r, int* rows, uint32_t* key);
+
+  std::shared_ptr<const Model> model_;
+  ServingOptions options_;
+  int threads_per_instance_ = 1;
+  std::vector<int> planned_;
+  std::unique_ptr<runtime::InstancePool> pool_;
+  std::unique_ptr<runtime::Scheduler> scheduler_;
+  bool free_shape_ = false;  // some non-batch input dim is free: requests need batching keys
+  std::mutex keys_mu_;
+  std::map<std::string, uint32_t> keys_;  // non-batch shape signature -> batching key
+};
+
+}  // namespace streamline

@@ -1,0 +1,518 @@
+// Indexing kernels: Slice, Gather, GatherElements, GatherND, ScatterND, ScatterElements (with the
+// add/mul/max/min reductions) and the deprecated Scatter. Indices are int32 or int64; negative indices
+// count from the end; an index out of range is an InvalidArgument from run().
+
+#include <algorithm>
+
+#include "ops/cpu/data_common.h"
+#include "ops/cpu/data_kernels.h"
+
+namespace streamline::ops::cpu {
+namespace {
+
+// Copies n bytes where n is usually one small element.
+inline void copy_elem(uint8_t* dst, const uint8_t* src, int64_t n) {
+  switch (n) {
+    case 4:
+      std::memcpy(dst, src, 4);
+      return;
+    case 8:
+      std::memcpy(dst, src, 8);
+      return;
+    case 2:
+      std::memcpy(dst, src, 2);
+      return;
+    case 1:
+      *dst = *src;
+      return;
+    default:
+      std::memcpy(dst, src, static_cast<size_t>(n));
+  }
+}
+
+inline int64_t index_at(const Tensor& t, int64_t i) {
+  return t.dtype() == DType::kInt32 ? t.data<int32_t>()[i] : t.data<int64_t>()[i];
+}
+
+Status check_index_dtype(DType t, const char* what, const std::string& desc) {
+  if (t != DType::kInt32 && t != DType::kInt64)
+    return invalid_argument(desc + ": '" + what + "' must be int32 or int64, got " + dtype_name(t));
+  return ok_status();
+}
+
+enum class Reduction { kNone, kAdd, kMul, kMax, kMin };
+
+// The scatter `reduction` attribute: add/mul from opset 16, max/min from opset 18.
+bool parse_reduction(const graph::Node& n, Reduction* r) {
+  const std::string s = n.attr_string("reduction", "none");
+  if (s == "none")
+    *r = Reduction::kNone;
+  else if (s == "add" && n.opset >= 16)
+    *r = Reduction::kAdd;
+  else if (s == "mul" && n.opset >= 16)
+    *r = Reduction::kMul;
+  else if (s == "max" && n.opset >= 18)
+    *r = Reduction::kMax;
+  else if (s == "min" && n.opset >= 18)
+    *r = Reduction::kMin;
+  else
+    return false;
+  return true;
+}
+
+template <typename T>
+T combine(Reduction r, T a, T b) {
+  switch (r) {
+    case Reduction::kAdd:
+      return static_cast<T>(a + b);
+    case Reduction::kMul:
+      return static_cast<T>(a * b);
+    case Reduction::kMax:
+      return std::max(a, b);
+    case Reduction::kMin:
+      return std::min(a, b);
+    case Reduction::kNone:
+      break;
+  }
+  return b;
+}
+
+template <typename T>
+void combine_n(Reduction r, uint8_t* dst, const uint8_t* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    T a, b;
+    std::memcpy(&a, dst + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+    std::memcpy(&b, src + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+    a = combine(r, a, b);
+    std::memcpy(dst + i * static_cast<int64_t>(sizeof(T)), &a, sizeof(T));
+  }
+}
+
+template <float (*kToFloat)(uint16_t), uint16_t (*kFromFloat)(float)>
+void combine_half(Reduction r, uint8_t* dst, const uint8_t* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t a, b;
+    std::memcpy(&a, dst + 2 * i, 2);
+    std::memcpy(&b, src + 2 * i, 2);
+    a = kFromFloat(combine(r, kToFloat(a), kToFloat(b)));
+    std::memcpy(dst + 2 * i, &a, 2);
+  }
+}
+
+// dst[i] = reduction(dst[i], src[i]) for n elements of dtype t (plain copy for kNone).
+void scatter_write(DType t, Reduction r, uint8_t* dst, const uint8_t* src, int64_t n) {
+  if (r == Reduction::kNone) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * dtype_size(t));
+    return;
+  }
+  switch (t) {
+    case DType::kFloat32:
+      combine_n<float>(r, dst, src, n);
+      return;
+    case DType::kFloat64:
+      combine_n<double>(r, dst, src, n);
+      return;
+    case DType::kInt64:
+      combine_n<int64_t>(r, dst, src, n);
+      return;
+    case DType::kInt32:
+      combine_n<int32_t>(r, dst, src, n);
+      return;
+    case DType::kInt16:
+      combine_n<int16_t>(r, dst, src, n);
+      return;
+    case DType::kInt8:
+      combine_n<int8_t>(r, dst, src, n);
+      return;
+    case DType::kUInt64:
+      combine_n<uint64_t>(r, dst, src, n);
+      return;
+    case DType::kUInt32:
+      combine_n<uint32_t>(r, dst, src, n);
+      return;
+    case DType::kUInt16:
+      combine_n<uint16_t>(r, dst, src, n);
+      return;
+    case DType::kUInt8:
+      combine_n<uint8_t>(r, dst, src, n);
+      return;
+    case DType::kFloat16:
+      combine_half<half_to_float, float_to_half>(r, dst, src, n);
+      return;
+    case DType::kBFloat16:
+      combine_half<bfloat16_to_float, float_to_bfloat16>(r, dst, src, n);
+      return;
+    case DType::kBool:
+      for (int64_t i = 0; i < n; ++i) {
+        const bool a = dst[i] != 0, b = src[i] != 0;
+        dst[i] = (r == Reduction::kAdd || r == Reduction::kMax) ? (a || b) : (a && b);
+      }
+      return;
+    default:
+      return;
+  }
+}
+
+Status index_error(int64_t v, int64_t dim) {
+  return invalid_argument("index " + std::to_string(v) + " is out of range [" + std::to_string(-dim) + ", " +
+                          std::to_string(dim - 1) + "]");
+}
+
+class SliceKernel final : public DataKernel {
+ public:
+  using DataKernel::DataKernel;
+  static KernelPtr create(const KernelCreateArgs& a) {
+    auto k = std::make_unique<SliceKernel>(a.node);
+    if (a.node.opset < 10) {
+      if (!a.node.has_attr("starts") || !a.node.has_attr("ends")) return k->invalid("missing 'starts' or 'ends'");
+      k->starts_ = a.node.attr_ints("starts");
+      k->ends_ = a.node.attr_ints("ends");
+      k->has_axes_ = a.node.has_attr("axes");
+      k->axes_ = a.node.attr_ints("axes");
+    }
+    return std::unique_ptr<Kernel>(std::move(k));
+  }
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    if (in.empty() || !in[0].present()) return invalid("missing input 'data'");
+    SL_RETURN_IF_ERROR(check_movable(in[0].dtype, desc_));
+    const Shape& s = in[0].shape;
+    SL_RETURN_IF_ERROR(check_rank(s.rank()));
+    const int64_t rank = static_cast<int64_t>(s.rank());
+    std::vector<int64_t> starts = starts_, ends = ends_, axes = axes_, steps;
+    bool has_axes = has_axes_;
+    if (opset_ >= 10) {
+      if (in.size() < 3 || !in[1].present() || !in[2].present()) return invalid("missing input 'starts' or 'ends'");
+      SL_ASSIGN_OR_RETURN(starts, constant_ints(in[1], "starts", desc_));
+      SL_ASSIGN_OR_RETURN(ends, constant_ints(in[2], "ends", desc_));
+      if (in.size() > 3 && in[3].present()) {
+        SL_ASSIGN_OR_RETURN(axes, constant_ints(in[3], "axes", desc_));
+        has_axes = true;
+      }
+      if (in.size() > 4 && in[4].present()) {
+        SL_ASSIGN_OR_RETURN(steps, constant_ints(in[4], "steps", desc_));
+      }
+    }
+    if (starts.size() != ends.size()) return invalid("'starts' and 'ends' differ in length");
+    if (!has_axes) {
+      axes.resize(starts.size());
+      for (size_t i = 0; i < axes.size(); ++i) axes[i] = static_cast<int64_t>(i);
+    }
+    if (steps.empty()) steps.assign(starts.size(), 1);
+    if (axes.size() != starts.size() || steps.size() != starts.size())
+      return invalid("'starts', 'ends', 'axes' and 'steps' differ in length");
+
+    std::vector<int64_t> begin(s.rank(), 0), step(s.rank(), 1);
+    Shape out = s;
+    std::vector<bool> seen(s.rank(), false);
+    for (size_t i = 0; i < starts.size(); ++i) {
+      int64_t ax = 0;
+      if (!normalize_axis(axes[i], rank, &ax))
+        return invalid("axis " + std::to_string(axes[i]) + " is out of range for rank " + std::to_string(rank));
+      if (seen[static_cast<size_t>(ax)]) return invalid("axis " + std::to_string(axes[i]) + " is repeated");
+      seen[static_cast<size_t>(ax)] = true;
+      const int64_t dim = s[static_cast<size_t>(ax)];
+      const int64_t st = steps[i];
+      if (st == 0) return invalid("step is zero");
+      int64_t b = starts[i], e = ends[i];
+      if (b < 0) b += dim;
+      if (e < 0) e += dim;
+      int64_t len = 0;
+      if (st > 0) {
+        b = std::clamp<int64_t>(b, 0, dim);
+        e = std::clamp<int64_t>(e, 0, dim);
+        if (e > b) len = (e - b - 1) / st + 1;
+      } else if (dim > 0) {
+        b = std::clamp<int64_t>(b, 0, dim - 1);
+        e = std::clamp<int64_t>(e, -1, dim - 1);
+        if (b > e) len = (b - e - 1) / (-st) + 1;
+      }
+      begin[static_cast<size_t>(ax)] = len > 0 ? b : 0;
+      step[static_cast<size_t>(ax)] = st;
+      out[static_cast<size_t>(ax)] = len;
+    }
+    const std::vector<int64_t> in_strides = dense_strides(s.dims());
+    std::vector<int64_t> strides(s.rank());
+    int64_t offset = 0;
+    for (size_t d = 0; d < s.rank(); ++d) {
+      strides[d] = in_strides[d] * step[d];
+      offset += begin[d] * in_strides[d];
+    }
+    ReshapeResult r;
+    r.outputs.push_back({in[0].dtype, out, Layout::kPlain});
+    r.state = std::make_shared<CopyPlan>(make_copy_plan(dtype_size(in[0].dtype), out.dims(), strides, offset));
+    return r;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    run_copy_plan(*static_cast<const CopyPlan*>(ctx.state), ctx.inputs[0].raw(), ctx.outputs[0].raw(), ctx.num_threads);
+    return ok_status();
+  }
+
+ private:
+  std::vector<int64_t> starts_, ends_, axes_;
+  bool has_axes_ = false;
+};
+
+class GatherKernel final : public DataKernel {
+ public:
+  using DataKernel::DataKernel;
+  static KernelPtr create(const KernelCreateArgs& a) {
+    auto k = std::make_unique<GatherKernel>(a.node);
+    k->axis_ = a.node.attr_int("axis", 0);
+    return std::unique_ptr<Kernel>(std::move(k));
+  }
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    if (in.size() < 2 || !in[0].present() || !in[1].present()) return invalid("needs inputs 'data' and 'indices'");
+    SL_RETURN_IF_ERROR(check_movable(in[0].dtype, desc_));
+    SL_RETURN_IF_ERROR(check_index_dtype(in[1].dtype, "indices", desc_));
+    const Shape& s = in[0].shape;
+    int64_t axis = 0;
+    if (!normalize_axis(axis_, static_cast<int64_t>(s.rank()), &axis))
+      return invalid("axis " + std::to_string(axis_) + " is out of range for rank " + std::to_string(s.rank()));
+    Shape out;
+    for (int64_t i = 0; i < axis; ++i) out.push_back(s[static_cast<size_t>(i)]);
+    for (int64_t d : in[1].shape) out.push_back(d);
+    for (size_t i = static_cast<size_t>(axis) + 1; i < s.rank(); ++i) out.push_back(s[i]);
+    ReshapeResult r;
+    r.outputs.push_back({in[0].dtype, out, Layout::kPlain});
+    return r;
+  }
+  Status run(const RunContext& ctx) const override {
+    const Tensor& data = ctx.inputs[0];
+    const Tensor& idx = ctx.inputs[1];
+    const Shape& s = data.shape();
+    int64_t axis = 0;
+    if (!normalize_axis(axis_, static_cast<int64_t>(s.rank()), &axis)) return invalid("axis out of range");
+    const int64_t dim = s[static_cast<size_t>(axis)];
+    int64_t outer = 1, inner = static_cast<int64_t>(dtype_size(data.dtype()));
+    for (int64_t i = 0; i < axis; ++i) outer *= s[static_cast<size_t>(i)];
+    for (size_t i = static_cast<size_t>(axis) + 1; i < s.rank(); ++i) inner *= s[i];
+    const int64_t n = idx.numel();
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t v = index_at(idx, j);
+      if (v < -dim || v >= dim) return index_error(v, dim);
+    }
+    const auto* src = data.data<uint8_t>();
+    auto* dst = ctx.outputs[0].data<uint8_t>();
+    const int64_t work = outer * n;
+    const bool big = ctx.num_threads > 1 && work * inner >= kParallelBytes;
+#pragma omp parallel for num_threads(omp_threads(ctx.num_threads)) if (big) schedule(static)
+    for (int64_t w = 0; w < work; ++w) {
+      const int64_t o = w / n;
+      int64_t v = index_at(idx, w % n);
+      if (v < 0) v += dim;
+      copy_elem(dst + w * inner, src + (o * dim + v) * inner, inner);
+    }
+    return ok_status();
+  }
+
+ private:
+  int64_t axis_ = 0;
+};
+
+// GatherElements and ScatterElements (and Scatter): one index per element along `axis`.
+class ElementsKernel final : public DataKernel {
+ public:
+  using DataKernel::DataKernel;
+  static KernelPtr create(const KernelCreateArgs& a, bool scatter) {
+    auto k = std::make_unique<ElementsKernel>(a.node);
+    k->scatter_ = scatter;
+    k->axis_ = a.node.attr_int("axis", 0);
+    if (scatter && !parse_reduction(a.node, &k->reduction_))
+      return k->invalid("unknown reduction '" + a.node.attr_string("reduction", "") + "'");
+    return std::unique_ptr<Kernel>(std::move(k));
+  }
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    const size_t need = scatter_ ? 3 : 2;
+    if (in.size() < need) return invalid("missing inputs");
+    for (size_t i = 0; i < need; ++i)
+      if (!in[i].present()) return invalid("input " + std::to_string(i) + " is missing");
+    SL_RETURN_IF_ERROR(check_movable(in[0].dtype, desc_));
+    SL_RETURN_IF_ERROR(check_index_dtype(in[1].dtype, "indices", desc_));
+    const Shape& s = in[0].shape;
+    const Shape& is = in[1].shape;
+    SL_RETURN_IF_ERROR(check_rank(s.rank()));
+    if (is.rank() != s.rank()) return invalid("'indices' rank differs from 'data' rank");
+    int64_t axis = 0;
+    if (!normalize_axis(axis_, static_cast<int64_t>(s.rank()), &axis))
+      return invalid("axis " + std::to_string(axis_) + " is out of range for rank " + std::to_string(s.rank()));
+    for (size_t d = 0; d < s.rank(); ++d)
+      if (static_cast<int64_t>(d) != axis && is[d] > s[d])
+        return invalid("'indices' shape " + is.to_string() + " exceeds 'data' shape " + s.to_string());
+    if (scatter_ && (in[2].shape != is || in[2].dtype != in[0].dtype))
+      return invalid("'updates' must match 'indices' in shape and 'data' in dtype");
+    ReshapeResult r;
+    r.outputs.push_back({in[0].dtype, scatter_ ? s : is, Layout::kPlain});
+    if (scatter_) r.inplace = {0};
+    return r;
+  }
+  Status run(const RunContext& ctx) const override {
+    const Tensor& data = ctx.inputs[0];
+    const Tensor& idx = ctx.inputs[1];
+    Tensor& out = ctx.outputs[0];
+    const Shape& s = data.shape();
+    const Shape& is = idx.shape();
+    const int rank = static_cast<int>(s.rank());
+    int64_t axis = 0;
+    if (!normalize_axis(axis_, rank, &axis)) return invalid("axis out of range");
+    const int64_t esz = static_cast<int64_t>(dtype_size(data.dtype()));
+    int64_t dstride[kMaxDataRank];
+    int64_t acc = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      dstride[d] = acc;
+      acc *= s[static_cast<size_t>(d)];
+    }
+    const int64_t dim = s[static_cast<size_t>(axis)];
+    const uint8_t* upd = scatter_ ? ctx.inputs[2].data<uint8_t>() : nullptr;
+    if (scatter_) copy_bytes(out.raw(), data.raw(), data.nbytes(), ctx.num_threads);
+    int64_t pos[kMaxDataRank] = {};
+    int64_t base = 0;  // data offset of pos without the axis term
+    const int64_t n = idx.numel();
+    for (int64_t p = 0; p < n; ++p) {
+      int64_t v = index_at(idx, p);
+      if (v < -dim || v >= dim) return index_error(v, dim);
+      if (v < 0) v += dim;
+      const int64_t off = (base + v * dstride[axis]) * esz;
+      if (scatter_ && reduction_ != Reduction::kNone)
+        scatter_write(data.dtype(), reduction_, out.data<uint8_t>() + off, upd + p * esz, 1);
+      else if (scatter_)
+        copy_elem(out.data<uint8_t>() + off, upd + p * esz, esz);
+      else
+        copy_elem(out.data<uint8_t>() + p * esz, data.data<uint8_t>() + off, esz);
+      for (int d = rank - 1; d >= 0; --d) {
+        const int64_t stride = d == axis ? 0 : dstride[d];
+        base += stride;
+        if (++pos[d] < is[static_cast<size_t>(d)]) break;
+        base -= pos[d] * stride;
+        pos[d] = 0;
+      }
+    }
+    return ok_status();
+  }
+
+ private:
+  bool scatter_ = false;
+  Reduction reduction_ = Reduction::kNone;
+  int64_t axis_ = 0;
+};
+
+// GatherND (batch_dims from opset 12) and ScatterND: index tuples address slices of `data`.
+class NdKernel final : public DataKernel {
+ public:
+  using DataKernel::DataKernel;
+  static KernelPtr create(const KernelCreateArgs& a, bool scatter) {
+    auto k = std::make_unique<NdKernel>(a.node);
+    k->scatter_ = scatter;
+    k->batch_dims_ = scatter ? 0 : a.node.attr_int("batch_dims", 0);
+    if (scatter && !parse_reduction(a.node, &k->reduction_))
+      return k->invalid("unknown reduction '" + a.node.attr_string("reduction", "") + "'");
+    return std::unique_ptr<Kernel>(std::move(k));
+  }
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    const size_t need = scatter_ ? 3 : 2;
+    if (in.size() < need) return invalid("missing inputs");
+    for (size_t i = 0; i < need; ++i)
+      if (!in[i].present()) return invalid("input " + std::to_string(i) + " is missing");
+    SL_RETURN_IF_ERROR(check_movable(in[0].dtype, desc_));
+    if (in[1].dtype != DType::kInt64 && (scatter_ || in[1].dtype != DType::kInt32))
+      return invalid(std::string("'indices' must be int64, got ") + dtype_name(in[1].dtype));
+    const Shape& s = in[0].shape;
+    const Shape& is = in[1].shape;
+    const int64_t r = static_cast<int64_t>(s.rank()), q = static_cast<int64_t>(is.rank()), b = batch_dims_;
+    if (r < 1 || q < 1) return invalid("'data' and 'indices' must have rank >= 1");
+    if (b < 0 || b >= std::min(r, q)) return invalid("batch_dims " + std::to_string(b) + " is out of range");
+    const int64_t k = is[is.rank() - 1];
+    if (k < 1 || k > r - b) return invalid("last dim of 'indices' (" + std::to_string(k) + ") is out of range");
+    for (int64_t i = 0; i < b; ++i)
+      if (s[static_cast<size_t>(i)] != is[static_cast<size_t>(i)])
+        return invalid("batch dims of 'data' and 'indices' differ");
+    Shape slice_shape;
+    for (int64_t i = 0; i < q - 1; ++i) slice_shape.push_back(is[static_cast<size_t>(i)]);
+    for (int64_t i = b + k; i < r; ++i) slice_shape.push_back(s[static_cast<size_t>(i)]);
+    ReshapeResult res;
+    if (scatter_) {
+      if (in[2].shape != slice_shape || in[2].dtype != in[0].dtype)
+        return invalid("'updates' shape " + in[2].shape.to_string() + " must be " + slice_shape.to_string());
+      res.outputs.push_back({in[0].dtype, s, Layout::kPlain});
+      res.inplace = {0};
+    } else {
+      res.outputs.push_back({in[0].dtype, slice_shape, Layout::kPlain});
+    }
+    return res;
+  }
+  Status run(const RunContext& ctx) const override {
+    const Tensor& data = ctx.inputs[0];
+    const Tensor& idx = ctx.inputs[1];
+    const Shape& s = data.shape();
+    const Shape& is = idx.shape();
+    const int64_t r = static_cast<int64_t>(s.rank()), q = static_cast<int64_t>(is.rank()), b = batch_dims_;
+    const int64_t k = is[is.rank() - 1];
+    const int64_t esz = static_cast<int64_t>(dtype_size(data.dtype()));
+    int64_t slice = esz;  // bytes per addressed slice
+    for (int64_t i = b + k; i < r; ++i) slice *= s[static_cast<size_t>(i)];
+    int64_t batch_elems = 1;  // data elements per batch entry
+    for (int64_t i = b; i < r; ++i) batch_elems *= s[static_cast<size_t>(i)];
+    int64_t tuples_per_batch = 1;
+    for (int64_t i = b; i < q - 1; ++i) tuples_per_batch *= is[static_cast<size_t>(i)];
+    const int64_t tuples = idx.numel() / k;
+    uint8_t* out = ctx.outputs[0].data<uint8_t>();
+    const uint8_t* src = data.data<uint8_t>();
+    if (scatter_) copy_bytes(out, src, data.nbytes(), ctx.num_threads);
+    const uint8_t* upd = scatter_ ? ctx.inputs[2].data<uint8_t>() : nullptr;
+    for (int64_t t = 0; t < tuples; ++t) {
+      int64_t off = (t / tuples_per_batch) * batch_elems;
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t dim = s[static_cast<size_t>(b + j)];
+        int64_t v = index_at(idx, t * k + j);
+        if (v < -dim || v >= dim) return index_error(v, dim);
+        if (v < 0) v += dim;
+        off += v * s.stride(static_cast<size_t>(b + j));
+      }
+      if (scatter_)
+        scatter_write(data.dtype(), reduction_, out + off * esz, upd + t * slice, slice / esz);
+      else
+        std::memcpy(out + t * slice, src + off * esz, static_cast<size_t>(slice));
+    }
+    return ok_status();
+  }
+
+ private:
+  bool scatter_ = false;
+  Reduction reduction_ = Reduction::kNone;
+  int64_t batch_dims_ = 0;
+};
+
+template <bool kScatter>
+KernelPtr make_elements(const KernelCreateArgs& a) {
+  return ElementsKernel::create(a, kScatter);
+}
+template <bool kScatter>
+KernelPtr make_nd(const KernelCreateArgs& a) {
+  return NdKernel::create(a, kScatter);
+}
+
+Status add_def(KernelRegistry& reg, const char* op, int since, int end, KernelFactory f) {
+  KernelDef def;
+  def.op = op;
+  def.since_version = since;
+  def.end_version = end;
+  def.provider = "cpu";
+  def.create = std::move(f);
+  return reg.add(std::move(def));
+}
+
+}  // namespace
+
+Status register_index_ops(KernelRegistry& reg) {
+  SL_RETURN_IF_ERROR(add_data_kernel<SliceKernel>(reg, "Slice", 1));
+  SL_RETURN_IF_ERROR(add_data_kernel<GatherKernel>(reg, "Gather", 1));
+  SL_RETURN_IF_ERROR(add_def(reg, "GatherElements", 11, INT_MAX, make_elements<false>));
+  SL_RETURN_IF_ERROR(add_def(reg, "ScatterElements", 11, INT_MAX, make_elements<true>));
+  SL_RETURN_IF_ERROR(add_def(reg, "Scatter", 9, 10, make_elements<true>));
+  SL_RETURN_IF_ERROR(add_def(reg, "GatherND", 11, INT_MAX, make_nd<false>));
+  SL_RETURN_IF_ERROR(add_def(reg, "ScatterND", 11, INT_MAX, make_nd<true>));
+  return ok_status();
+}
+
+}  // namespace streamline::ops::cpu

@@ -1,0 +1,181 @@
+#include "runtime/instance_pool.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "core/logging.h"
+#include "exec/stream_pool.h"
+
+namespace streamline::runtime {
+namespace {
+
+int hardware_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+bool wanted(const InferRequest& r, const std::string& name) {
+  return r.requested_outputs.empty() ||
+         std::find(r.requested_outputs.begin(), r.requested_outputs.end(), name) != r.requested_outputs.end();
+}
+
+int64_t rows_of(const Tensor& t) { return t.shape().rank() == 0 ? 1 : t.shape()[0]; }
+
+}  // namespace
+
+InstancePool::InstancePool(std::shared_ptr<const Model> model, InstancePoolOptions options)
+    : model_(std::move(model)), options_(options) {
+  options_.instances = std::max(1, options_.instances);
+  options_.threads_per_instance = std::max(1, options_.threads_per_instance);
+  const int streams = std::max(1, model_->options().num_streams);
+  threads_per_stream_ = std::max(1, options_.threads_per_instance / streams);
+  for (int i = 0; i < options_.instances; ++i) {
+    exec::ContextOptions co;
+    if (options_.pin) {
+      // Stream s of instance i takes its share of the instance's cores.
+      const std::vector<int> cores = cores_of(i);
+      for (int s = 0; s < streams; ++s) {
+        std::vector<int> set;
+        for (int k = 0; k < threads_per_stream_; ++k)
+          set.push_back(cores[static_cast<size_t>((s * threads_per_stream_ + k) % static_cast<int>(cores.size()))]);
+        co.stream_cores.push_back(std::move(set));
+      }
+    }
+    auto in = std::make_unique<Instance>(std::move(co));
+    in->staging.resize(model_->inputs().size());
+    instances_.push_back(std::move(in));
+  }
+}
+
+std::vector<int> InstancePool::cores_of(int instance) const {
+  if (!options_.pin) return {};
+  const int cores = hardware_cores();
+  const int t = options_.threads_per_instance;
+  std::vector<int> set;
+  for (int k = 0; k < t; ++k) set.push_back((instance * t + k) % cores);
+  return set;
+}
+
+Status InstancePool::start_instance(int instance, const std::vector<Shape>* warm_shapes) {
+  if (instance < 0 || instance >= size()) return internal_error("no instance " + std::to_string(instance));
+  Instance& in = *instances_[static_cast<size_t>(instance)];
+  if (options_.pin && !exec::pin_current_thread(cores_of(instance))) {
+    SL_LOG(kWarning) << "could not pin instance " << instance << "; it runs unpinned";
+  }
+  if (!warm_shapes) return ok_status();
+  const auto& descs = model_->inputs();
+  if (warm_shapes->size() != descs.size())
+    return internal_error("warm-up shapes do not match the model's inputs");
+  std::vector<Tensor> zeros;
+  for (size_t k = 0; k < descs.size(); ++k) zeros.push_back(Tensor::empty(descs[k].dtype, (*warm_shapes)[k]));
+  SL_ASSIGN_OR_RETURN(auto plan, model_->plan_for(*warm_shapes));
+  exec::RunOptions ro;
+  ro.num_threads = threads_per_stream_;
+  ro.copy_outputs = false;
+  ro.safe = model_->options().safe;
+  SL_RETURN_IF_ERROR(exec::run_plan(*plan, in.ctx, zeros, &in.outputs, ro).with_context("warm-up run"));
+  in.outputs.clear();
+  in.arena.store(in.ctx.arena_bytes(), std::memory_order_relaxed);
+  return ok_status();
+}
+
+size_t InstancePool::arena_bytes(int instance) const {
+  if (instance < 0 || instance >= size()) return 0;
+  return instances_[static_cast<size_t>(instance)]->arena.load(std::memory_order_relaxed);
+}
+
+void InstancePool::run_batch(int instance, std::span<const InferRequest* const> requests,
+                             std::span<InferResponse> responses) {
+  Status s = instance >= 0 && instance < size() ? run(*instances_[static_cast<size_t>(instance)], requests, responses)
+                                                : internal_error("no instance " + std::to_string(instance));
+  if (!s.ok())
+    for (auto& r : responses) {
+      r.status = s;
+      r.outputs.clear();
+    }
+}
+
+Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requests,
+                         std::span<InferResponse> responses) {
+  if (requests.empty()) return ok_status();
+  const auto& descs = model_->inputs();
+  const size_t n = requests.size();
+  // Pass 1: inputs. One request runs on its own tensors; several are concatenated along dim 0
+  // into this instance's staging buffers (grown to the largest batch seen, then reused).
+  in.inputs.clear();
+  in.shapes.clear();
+  int64_t total_rows = 0;
+  for (size_t k = 0; k < descs.size(); ++k) {
+    const Tensor* first = nullptr;
+    {
+      auto it = requests[0]->inputs.find(descs[k].name);
+      if (it == requests[0]->inputs.end()) return invalid_argument("missing input '" + descs[k].name + "'");
+      first = &it->second;
+    }
+    if (n == 1) {
+      in.inputs.push_back(*first);
+      in.shapes.push_back(first->shape());
+      if (k == 0) total_rows = rows_of(*first);
+      continue;
+    }
+    if (first->shape().rank() == 0) return internal_error("cannot batch scalar input '" + descs[k].name + "'");
+    Shape shape = first->shape();
+    int64_t rows = 0;
+    for (const InferRequest* r : requests) rows += rows_of(r->inputs.at(descs[k].name));
+    shape[0] = rows;
+    if (k == 0) total_rows = rows;
+    const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(first->dtype());
+    Tensor& buf = in.staging[k];
+    if (!buf.defined() || buf.dtype() != first->dtype() || buf.nbytes() < bytes)
+      buf = Tensor::empty(first->dtype(), Shape{shape.numel()});
+    char* dst = static_cast<char*>(buf.raw());
+    for (const InferRequest* r : requests) {
+      const Tensor& t = r->inputs.at(descs[k].name);
+      if (t.dtype() != first->dtype() || t.shape().rank() != shape.rank() ||
+          !std::equal(t.shape().begin() + 1, t.shape().end(), shape.begin() + 1))
+        return internal_error("requests with different shapes for input '" + descs[k].name + "' share a batch");
+      std::memcpy(dst, t.raw(), t.nbytes());
+      dst += t.nbytes();
+    }
+    in.inputs.push_back(Tensor::view(first->dtype(), shape, buf.raw()));
+    in.shapes.push_back(shape);
+  }
+  // Pass 2: the plan for these shapes (made at load for the configured batch sizes).
+  SL_ASSIGN_OR_RETURN(auto plan, model_->plan_for(in.shapes));
+  // Pass 3: run; outputs stay in the arena until they are split.
+  exec::RunOptions ro;
+  ro.num_threads = threads_per_stream_;
+  ro.copy_outputs = false;
+  ro.safe = model_->options().safe;
+  SL_RETURN_IF_ERROR(exec::run_plan(*plan, in.ctx, in.inputs, &in.outputs, ro));
+  in.arena.store(in.ctx.arena_bytes(), std::memory_order_relaxed);
+  // Pass 4: split the outputs back per request, copying only what each request asked for.
+  for (size_t o = 0; o < in.outputs.size(); ++o) {
+    const Tensor& t = in.outputs[o];
+    const std::string& name = plan->output_names[o];
+    if (n > 1 && (t.shape().rank() == 0 || t.shape()[0] != total_rows))
+      return internal_error("output '" + name + "' has shape " + t.shape().to_string() + " for a batch of " +
+                            std::to_string(total_rows) + " rows; it cannot be split per request");
+    const size_t row_bytes = n > 1 ? t.nbytes() / static_cast<size_t>(total_rows) : 0;
+    const char* src = static_cast<const char*>(t.raw());
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t rows = n > 1 ? rows_of(requests[i]->inputs.at(descs[0].name)) : 0;
+      if (wanted(*requests[i], name)) {
+        if (n == 1) {
+          responses[i].outputs.emplace(name, t.clone());
+        } else {
+          Shape s = t.shape();
+          s[0] = rows;
+          Tensor part = Tensor::empty(t.dtype(), s);
+          std::memcpy(part.raw(), src, static_cast<size_t>(rows) * row_bytes);
+          responses[i].outputs.emplace(name, std::move(part));
+        }
+      }
+      src += static_cast<size_t>(rows) * row_bytes;
+    }
+  }
+  in.outputs.clear();
+  for (size_t i = 0; i < n; ++i) responses[i].status = ok_status();
+  return ok_status();
+}
+
+}  // namespace streamline::runtime

@@ -1,0 +1,72 @@
+#pragma once
+// InstancePool: N execution contexts over one shared Model; runs batches of requests.
+//
+//   InstancePool pool(model, {.instances = 2, .threads_per_instance = 1, .pin = false});
+//   // on instance i's own thread:
+//   SL_RETURN_IF_ERROR(pool.start_instance(i, &warm_shapes));   // pin, size the arena
+//   pool.run_batch(i, requests, responses);                     // concat -> run -> split
+//
+// Each instance owns its ExecutionContext (arena, stream workers) and staging buffers for
+// concatenated inputs, sized once and reused; the Model (weights, kernels, plans) is shared.
+// Instance i must be used by one thread at a time (the scheduler gives each its own thread);
+// different instances run concurrently. arena_bytes() may be called from any thread.
+
+#include <atomic>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "exec/executor.h"
+#include "streamline/serving.h"
+
+namespace streamline::runtime {
+
+struct InstancePoolOptions {
+  int instances = 1;
+  // Intra-op threads per instance (split evenly over the model's streams).
+  int threads_per_instance = 1;
+  // Pin instance i's threads to cores [i*T, (i+1)*T) mod cores.
+  bool pin = false;
+};
+
+class InstancePool {
+ public:
+  InstancePool(std::shared_ptr<const Model> model, InstancePoolOptions options);
+  InstancePool(const InstancePool&) = delete;
+  InstancePool& operator=(const InstancePool&) = delete;
+
+  int size() const { return static_cast<int>(instances_.size()); }
+  // Cores instance i is pinned to (empty when not pinning).
+  std::vector<int> cores_of(int instance) const;
+
+  // Call first on instance i's thread: pins it, then, if `warm_shapes` is given, runs those
+  // input shapes once on zeros so the arena is sized before serving.
+  [[nodiscard]] Status start_instance(int instance, const std::vector<Shape>* warm_shapes);
+
+  // Runs `requests` as one batch on instance i: inputs concatenated along dim 0 (a single
+  // request runs on its own tensors), one run, outputs split back per request. Every response
+  // gets a status; on an error all of them get it. Requests must have passed validation and
+  // share their non-batch dims.
+  void run_batch(int instance, std::span<const InferRequest* const> requests, std::span<InferResponse> responses);
+
+  size_t arena_bytes(int instance) const;
+
+ private:
+  struct Instance {
+    explicit Instance(exec::ContextOptions co) : ctx(std::move(co)) {}
+    exec::ExecutionContext ctx;
+    std::vector<Tensor> staging;  // per model input: concatenation buffer, grown never shrunk
+    std::vector<Tensor> inputs;   // this run's inputs (reused)
+    std::vector<Shape> shapes;    // this run's input shapes (reused)
+    std::vector<Tensor> outputs;  // views into the arena until the next run
+    std::atomic<size_t> arena{0};
+  };
+  Status run(Instance& in, std::span<const InferRequest* const> requests, std::span<InferResponse> responses);
+
+  std::shared_ptr<const Model> model_;
+  InstancePoolOptions options_;
+  int threads_per_stream_ = 1;
+  std::vector<std::unique_ptr<Instance>> instances_;
+};
+
+}  // namespace streamline::runtime

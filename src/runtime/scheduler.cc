@@ -1,0 +1,235 @@
+#include "runtime/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <string>
+
+#include "core/logging.h"
+
+namespace streamline::runtime {
+namespace {
+
+// Shortest real wait while a decision says "wait": keeps a FakeClock that has not moved from
+// turning the wait into a spin.
+constexpr int64_t kMinWaitUs = 50;
+
+}  // namespace
+
+Scheduler::Scheduler(SchedulerOptions options, BatchExecutor executor)
+    : options_(std::move(options)),
+      executor_(std::move(executor)),
+      clock_(options_.clock ? options_.clock : &SteadyClock::instance()),
+      stats_(options_.stats_window) {
+  options_.instances = std::max(1, options_.instances);
+  drain_policy_ = options_.policy;
+  drain_policy_.max_queue_delay_us = 0;
+}
+
+Scheduler::~Scheduler() { shutdown(ShutdownMode::kDrain); }
+
+Status Scheduler::start() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (started_) return internal_error("scheduler started twice");
+    if (stopping_) return unavailable("scheduler is shut down");
+    started_ = true;
+  }
+  {
+    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    for (int i = 0; i < options_.instances; ++i) threads_.emplace_back(&Scheduler::worker_main, this, i);
+  }
+  Status error;
+  {
+    std::unique_lock<std::mutex> lock(start_mu_);
+    start_cv_.wait(lock, [&] { return started_count_ == options_.instances; });
+    error = start_error_;
+  }
+  if (!error.ok()) shutdown(ShutdownMode::kCancel);
+  return error;
+}
+
+void Scheduler::enqueue(InferRequest request, int rows, uint32_t shape_key, InferCallback done) {
+  const BatchPolicy& p = options_.policy;
+  auto pending = std::make_unique<Pending>();
+  QueuedItem& it = pending->item;
+  it.enqueue_us = clock_->now_us();
+  it.shape_key = shape_key;
+  it.rows = std::max(1, rows);
+  it.priority = request.priority < 0 ? p.default_priority : request.priority;
+  const int64_t timeout =
+      p.queue.allow_timeout_override && request.timeout_us > 0 ? request.timeout_us : p.queue.default_timeout_us;
+  it.deadline_us = timeout > 0 ? it.enqueue_us + timeout : kNoDeadline;
+  pending->request = std::move(request);
+  pending->done = std::move(done);
+  Status refusal;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      refusal = unavailable("the model is shutting down");
+    } else if (p.queue.max_queue_size > 0 && queue_.size() >= static_cast<size_t>(p.queue.max_queue_size)) {
+      refusal = resource_exhausted("queue full (" + std::to_string(p.queue.max_queue_size) + " requests)");
+    } else {
+      pending->seq = next_seq_++;
+      stats_.on_accepted();
+      queue_.push_back(std::move(pending));
+    }
+  }
+  if (!refusal.ok()) {
+    refuse(pending->request, refusal, pending->done);
+    return;
+  }
+  cv_.notify_one();
+}
+
+void Scheduler::refuse(const InferRequest& request, Status status, const InferCallback& done) {
+  stats_.on_response(status, /*accepted=*/false, 0, 0);
+  InferResponse r;
+  r.id = request.id;
+  r.status = std::move(status);
+  invoke(done, std::move(r));
+}
+
+void Scheduler::wake() {
+  { std::lock_guard<std::mutex> lock(mu_); }
+  cv_.notify_all();
+}
+
+void Scheduler::shutdown(ShutdownMode mode) {
+  std::lock_guard<std::mutex> serial(shutdown_mu_);
+  PendingList cancelled;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    if (mode == ShutdownMode::kCancel) cancelled.swap(queue_);
+  }
+  cv_.notify_all();
+  stats_.on_dequeued(static_cast<int>(cancelled.size()));
+  answer_all(cancelled, streamline::cancelled("the model was shut down before the request ran"));
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  // Whatever no worker could take (never started, or a failed start) is cancelled too.
+  PendingList rest;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rest.swap(queue_);
+  }
+  stats_.on_dequeued(static_cast<int>(rest.size()));
+  answer_all(rest, streamline::cancelled("the model was shut down before the request ran"));
+}
+
+void Scheduler::worker_main(int instance) {
+  Status s = options_.on_instance_start ? options_.on_instance_start(instance) : ok_status();
+  {
+    std::lock_guard<std::mutex> lock(start_mu_);
+    if (!s.ok() && start_error_.ok()) start_error_ = s.with_context("instance " + std::to_string(instance));
+    ++started_count_;
+  }
+  start_cv_.notify_all();
+  if (!s.ok()) return;
+
+  std::vector<QueuedItem> view;
+  PendingList batch, expired;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (queue_.empty()) {
+      if (stopping_) break;
+      cv_.wait(lock);
+      continue;
+    }
+    // Decide on the queue as it is now (this instance is free).
+    view.clear();
+    for (const auto& p : queue_) view.push_back(p->item);
+    const int64_t now = clock_->now_us();
+    const Decision d = decide(view, now, stopping_ ? drain_policy_ : options_.policy);
+    for (size_t i : d.expired) expired.push_back(std::move(queue_[i]));
+    for (size_t i : d.launch) batch.push_back(std::move(queue_[i]));
+    if (!d.expired.empty() || !d.launch.empty())
+      std::erase_if(queue_, [](const std::unique_ptr<Pending>& p) { return p == nullptr; });
+    if (!batch.empty()) stats_.on_batch(d.rows, static_cast<int>(batch.size()));
+    if (!expired.empty()) stats_.on_dequeued(static_cast<int>(expired.size()));
+    if (!batch.empty() && !queue_.empty()) cv_.notify_one();  // another free instance may launch too
+    if (!batch.empty() || !expired.empty()) {
+      lock.unlock();
+      answer_all(expired, deadline_exceeded("timed out in the queue"));
+      expired.clear();
+      if (!batch.empty()) run_batch(instance, batch, d.rows);
+      batch.clear();
+      lock.lock();
+      continue;
+    }
+    if (d.action == Decision::Action::kWait) {
+      const int64_t wait = std::max(kMinWaitUs, d.wait_until_us - now);
+      cv_.wait_for(lock, std::chrono::microseconds(wait));
+    } else if (!stopping_) {
+      cv_.wait(lock);
+    }
+  }
+}
+
+void Scheduler::run_batch(int instance, PendingList& batch, int rows) {
+  std::vector<const InferRequest*> requests;
+  requests.reserve(batch.size());
+  for (const auto& p : batch) requests.push_back(&p->request);
+  std::vector<InferResponse> responses(batch.size());
+  const int64_t start = clock_->now_us();
+  executor_(instance, requests, responses);
+  const int64_t end = clock_->now_us();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    InferResponse& r = responses[i];
+    r.id = batch[i]->request.id;
+    r.queue_us = std::max<int64_t>(0, start - batch[i]->item.enqueue_us);
+    r.compute_us = std::max<int64_t>(0, end - start);
+    r.batch_size = rows;
+    finish(std::move(batch[i]), std::move(r));
+  }
+}
+
+void Scheduler::answer_all(PendingList& list, const Status& status) {
+  for (auto& p : list) {
+    InferResponse r;
+    r.id = p->request.id;
+    r.status = status;
+    r.queue_us = std::max<int64_t>(0, clock_->now_us() - p->item.enqueue_us);
+    finish(std::move(p), std::move(r));
+  }
+  list.clear();
+}
+
+void Scheduler::finish(std::unique_ptr<Pending> p, InferResponse r) {
+  stats_.on_response(r.status, /*accepted=*/true, r.queue_us, r.compute_us);
+  if (!options_.policy.preserve_ordering) {
+    invoke(p->done, std::move(r));
+    return;
+  }
+  // Park the response; the first thread to find the next one in line delivers every response
+  // that is ready, in order, outside the lock.
+  std::unique_lock<std::mutex> lock(order_mu_);
+  ready_.emplace(p->seq, std::make_pair(std::move(p->done), std::move(r)));
+  if (delivering_) return;
+  delivering_ = true;
+  for (;;) {
+    auto it = ready_.find(next_deliver_);
+    if (it == ready_.end()) break;
+    auto entry = std::move(it->second);
+    ready_.erase(it);
+    ++next_deliver_;
+    lock.unlock();
+    invoke(entry.first, std::move(entry.second));
+    lock.lock();
+  }
+  delivering_ = false;
+}
+
+void Scheduler::invoke(const InferCallback& done, InferResponse r) {
+  if (!done) return;
+  try {
+    done(std::move(r));
+  } catch (const std::exception& e) {
+    SL_LOG(kError) << "a response callback threw: " << e.what();
+  } catch (...) {
+    SL_LOG(kError) << "a response callback threw";
+  }
+}
+
+}  // namespace streamline::runtime

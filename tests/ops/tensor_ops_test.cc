@@ -1,0 +1,513 @@
+// Concat, Split, Transpose, Slice, Gather*, Scatter*, Pad, Resize, DepthToSpace, SpaceToDepth: the CPU
+// kernels against the reference kernels on random shapes (fixed seed), plus spec corner cases by hand.
+
+#include <algorithm>
+#include <climits>
+#include <numeric>
+
+#include "ops/data_test_util.h"
+
+namespace streamline::ops::testing {
+namespace {
+
+constexpr DType kTypes[] = {DType::kFloat32, DType::kInt64, DType::kUInt8};
+
+Tensor f32(const Shape& s, std::vector<float> v) {
+  return Tensor::from_vector<float>(s, v);
+}
+
+Tensor iota_f32(const Shape& s) {
+  Tensor t = Tensor::empty(DType::kFloat32, s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(i);
+  return t;
+}
+
+// Runs the node on the CPU registry (with `threads`) and the reference registry; expects equal output 0.
+void expect_matches_reference(const OneNode& n, const std::vector<Tensor>& inputs, int threads, double tol,
+                              const std::string& what) {
+  auto ref = n.ref(inputs);
+  ASSERT_TRUE(ref.ok()) << what << ": " << ref.status().to_string();
+  auto got = n.cpu(inputs, threads);
+  ASSERT_TRUE(got.ok()) << what << ": " << got.status().to_string();
+  EXPECT_TRUE(same_tensor((*got)[0], (*ref)[0], tol)) << what;
+}
+
+TEST(TensorOp, ConcatMatchesReference) {
+  std::mt19937 rng(101);
+  for (int iter = 0; iter < 60; ++iter) {
+    const Shape base = random_shape(rng, 1, 5, 5);
+    const int64_t rank = static_cast<int64_t>(base.rank());
+    const int64_t axis = std::uniform_int_distribution<int64_t>(-rank, rank - 1)(rng);
+    const size_t ax = static_cast<size_t>(axis < 0 ? axis + rank : axis);
+    const int parts = std::uniform_int_distribution<int>(1, 4)(rng);
+    const DType dt = kTypes[iter % 3];
+    std::vector<Tensor> ins;
+    for (int p = 0; p < parts; ++p) {
+      Shape s = base;
+      s[ax] = std::uniform_int_distribution<int64_t>(0, 4)(rng);
+      ins.push_back(random_tensor(dt, s, rng));
+    }
+    OneNode n("Concat", 13, ins.size());
+    n.i("axis", axis);
+    expect_matches_reference(n, ins, iter % 2 ? 4 : 1, 0.0, base.to_string() + " axis " + std::to_string(axis));
+  }
+}
+
+TEST(TensorOp, ConcatChannelsLastEqualsPlain) {
+  std::mt19937 rng(102);
+  for (DType dt : kTypes) {
+    const std::vector<Tensor> ins = {random_tensor(dt, Shape{2, 3, 4, 5}, rng),
+                                     random_tensor(dt, Shape{2, 6, 4, 5}, rng),
+                                     random_tensor(dt, Shape{2, 1, 4, 5}, rng)};
+    OneNode n("Concat", 13, 3);
+    n.i("axis", 1);
+    auto plain = n.cpu(ins);
+    ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+    EvalOptions o;
+    o.input_layout = Layout::kChannelsLast;
+    o.constant_mask = {false, false, false};
+    auto cl = n.run(cpu_reg(), ins, o);
+    ASSERT_TRUE(cl.ok()) << cl.status().to_string();
+    EXPECT_TRUE(same_tensor((*cl)[0], (*plain)[0]));
+    auto ref = n.ref(ins);
+    ASSERT_TRUE(ref.ok());
+    EXPECT_TRUE(same_tensor((*plain)[0], (*ref)[0]));
+  }
+}
+
+TEST(TensorOp, ConcatAcceptsOnlyUniformLayouts) {
+  const Tensor a = Tensor::empty(DType::kFloat32, Shape{1, 2, 3, 3});
+  OneNode n1("Concat", 13, 2);
+  n1.i("axis", 1);
+  auto k1 = n1.kernel({a, a});
+  ASSERT_TRUE(k1.ok());
+  EXPECT_EQ((*k1)->layout_support(), LayoutSupport::kAny);
+  TensorInfo plain = info_of(a, false), cl = info_of(a, false);
+  cl.layout = Layout::kChannelsLast;
+  std::vector<TensorInfo> both_cl{cl, cl}, mixed{plain, cl}, both_plain{plain, plain};
+  EXPECT_TRUE((*k1)->accepts(both_cl));
+  EXPECT_TRUE((*k1)->accepts(both_plain));
+  EXPECT_FALSE((*k1)->accepts(mixed));
+  auto rr = (*k1)->reshape(both_cl);
+  ASSERT_TRUE(rr.ok());
+  EXPECT_EQ(rr->outputs[0].layout, Layout::kChannelsLast);
+  EXPECT_EQ(rr->outputs[0].shape, (Shape{1, 4, 3, 3}));
+
+  OneNode n2("Concat", 13, 2);
+  n2.i("axis", 2);
+  auto k2 = n2.kernel({a, a});
+  ASSERT_TRUE(k2.ok());
+  EXPECT_FALSE((*k2)->accepts(both_cl));
+  EXPECT_TRUE((*k2)->accepts(both_plain));
+}
+
+TEST(TensorOp, ConcatErrorsNameTheNode) {
+  OneNode n("Concat", 13, 2);
+  n.i("axis", 0);
+  auto r = n.cpu({iota_f32({2, 3}), iota_f32({2, 3, 1})});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("Concat 'Concat_node'"), std::string::npos) << r.status().message();
+  auto r2 = n.cpu({iota_f32({2, 3}), iota_f32({2, 4})});
+  EXPECT_EQ(r2.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(TensorOp, TransposeMatchesReference) {
+  std::mt19937 rng(103);
+  for (int iter = 0; iter < 80; ++iter) {
+    const Shape s = random_shape(rng, 1, 6, 6);
+    std::vector<int64_t> perm(s.rank());
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    const DType dt = kTypes[iter % 3];
+    OneNode n("Transpose", 13, 1);
+    if (iter % 7 != 0) n.ints("perm", perm);
+    expect_matches_reference(n, {random_tensor(dt, s, rng)}, iter % 2 ? 3 : 1, 0.0, s.to_string());
+  }
+}
+
+TEST(TensorOp, TransposeLayoutPermutationsAndLargeTensors) {
+  std::mt19937 rng(104);
+  const std::vector<std::pair<Shape, std::vector<int64_t>>> cases = {
+      {Shape{2, 33, 17, 19}, {0, 2, 3, 1}},  // NCHW -> NHWC
+      {Shape{2, 17, 19, 33}, {0, 3, 1, 2}},  // NHWC -> NCHW
+      {Shape{130, 70}, {1, 0}},
+      {Shape{3, 40, 50}, {2, 1, 0}},
+      {Shape{4, 5, 36, 6}, {2, 0, 3, 1}},
+      {Shape{1, 64, 56, 56}, {0, 2, 3, 1}},
+  };
+  for (const auto& [s, perm] : cases) {
+    for (DType dt : {DType::kFloat32, DType::kUInt8, DType::kInt64}) {
+      OneNode n("Transpose", 13, 1);
+      n.ints("perm", perm);
+      expect_matches_reference(n, {random_tensor(dt, s, rng)}, 4, 0.0, s.to_string());
+    }
+  }
+}
+
+TEST(TensorOp, SliceMatchesReference) {
+  std::mt19937 rng(105);
+  for (int iter = 0; iter < 120; ++iter) {
+    const Shape s = random_shape(rng, 1, 4, 7);
+    const int64_t rank = static_cast<int64_t>(s.rank());
+    std::vector<int64_t> axes(s.rank());
+    std::iota(axes.begin(), axes.end(), 0);
+    std::shuffle(axes.begin(), axes.end(), rng);
+    axes.resize(std::uniform_int_distribution<size_t>(1, s.rank())(rng));
+    std::vector<int64_t> starts, ends, steps;
+    for (int64_t& a : axes) {
+      const int64_t dim = s[static_cast<size_t>(a)];
+      auto pick = [&](int64_t v) {
+        const int r = std::uniform_int_distribution<int>(0, 9)(rng);
+        if (r == 0) return INT64_MAX;
+        if (r == 1) return INT64_MIN;
+        return v;
+      };
+      starts.push_back(pick(std::uniform_int_distribution<int64_t>(-dim - 2, dim + 2)(rng)));
+      ends.push_back(pick(std::uniform_int_distribution<int64_t>(-dim - 2, dim + 2)(rng)));
+      int64_t st = std::uniform_int_distribution<int64_t>(-3, 3)(rng);
+      steps.push_back(st == 0 ? 1 : st);
+      if (iter % 3 == 0) a -= rank;  // negative axes
+    }
+    const DType dt = kTypes[iter % 3];
+    const Tensor x = random_tensor(dt, s, rng);
+    OneNode n("Slice", 13, 5);
+    expect_matches_reference(n, {x, i64(starts), i64(ends), i64(axes), i64(steps)}, iter % 2 ? 4 : 1, 0.0,
+                             s.to_string());
+    if (iter % 4 == 0) {  // opset 9: attributes, unit steps
+      OneNode old("Slice", 9, 1);
+      std::vector<int64_t> pos_axes;
+      for (int64_t a : axes) pos_axes.push_back(a < 0 ? a + rank : a);
+      old.ints("starts", starts).ints("ends", ends).ints("axes", pos_axes);
+      expect_matches_reference(old, {x}, 1, 0.0, "opset 9 " + s.to_string());
+    }
+  }
+}
+
+TEST(TensorOp, SliceSpecCorners) {
+  const Tensor x = iota_f32({10});
+  auto slice = [&](int64_t b, int64_t e, int64_t st) {
+    auto r = OneNode("Slice", 13, 5).cpu({x, i64({b}), i64({e}), i64({0}), i64({st})});
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? values<float>((*r)[0]) : std::vector<float>{};
+  };
+  EXPECT_EQ(slice(-1, INT64_MIN, -1), (std::vector<float>{9, 8, 7, 6, 5, 4, 3, 2, 1, 0}));
+  EXPECT_EQ(slice(8, 1, -3), (std::vector<float>{8, 5, 2}));
+  EXPECT_EQ(slice(1, INT64_MAX, 2), (std::vector<float>{1, 3, 5, 7, 9}));
+  EXPECT_EQ(slice(20, -20, -1), (std::vector<float>{9, 8, 7, 6, 5, 4, 3, 2, 1, 0}));
+  EXPECT_EQ(slice(-3, INT64_MAX, 1), (std::vector<float>{7, 8, 9}));
+  EXPECT_EQ(slice(5, 2, 1), (std::vector<float>{}));
+  EXPECT_EQ(slice(INT64_MAX, 0, -4), (std::vector<float>{9, 5, 1}));
+
+  // The ONNX slice_neg_steps example: 20x10x5, starts [20,10,4] ends [0,0,1] axes [0,1,2] steps [-1,-3,-2].
+  const Tensor y = iota_f32({20, 10, 5});
+  auto r = OneNode("Slice", 13, 5).cpu({y, i64({20, 10, 4}), i64({0, 0, 1}), i64({0, 1, 2}), i64({-1, -3, -2})});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0].shape(), (Shape{19, 3, 2}));
+  EXPECT_EQ((*r)[0].data<float>()[0], y.data<float>()[(19 * 10 + 9) * 5 + 4]);
+  EXPECT_EQ((*r)[0].data<float>()[1], y.data<float>()[(19 * 10 + 9) * 5 + 2]);
+
+  EXPECT_EQ(OneNode("Slice", 13, 5).cpu({x, i64({0}), i64({5}), i64({0}), i64({0})}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(TensorOp, GatherMatchesReference) {
+  std::mt19937 rng(106);
+  for (int iter = 0; iter < 60; ++iter) {
+    const Shape s = random_shape(rng, 1, 4, 6);
+    const int64_t rank = static_cast<int64_t>(s.rank());
+    const int64_t axis = std::uniform_int_distribution<int64_t>(-rank, rank - 1)(rng);
+    const int64_t dim = s[static_cast<size_t>(axis < 0 ? axis + rank : axis)];
+    const Shape is = random_shape(rng, 0, 2, 4);
+    const bool i32 = iter % 2;
+    Tensor idx = Tensor::empty(i32 ? DType::kInt32 : DType::kInt64, is);
+    std::uniform_int_distribution<int64_t> v(-dim, dim - 1);
+    for (int64_t k = 0; k < idx.numel(); ++k) {
+      if (i32)
+        idx.data<int32_t>()[k] = static_cast<int32_t>(v(rng));
+      else
+        idx.data<int64_t>()[k] = v(rng);
+    }
+    OneNode n("Gather", 13, 2);
+    n.i("axis", axis);
+    expect_matches_reference(n, {random_tensor(kTypes[iter % 3], s, rng), idx}, iter % 3 ? 1 : 4, 0.0, s.to_string());
+  }
+}
+
+TEST(TensorOp, GatherNegativeIndicesAndRangeError) {
+  const Tensor x = iota_f32({10});
+  auto r = OneNode("Gather", 13, 2).cpu({x, i64({0, -9, -10, 9})});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(values<float>((*r)[0]), (std::vector<float>{0, 1, 0, 9}));
+  auto bad = OneNode("Gather", 13, 2).cpu({x, i64({1, 10})});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("Gather 'Gather_node'"), std::string::npos) << bad.status().message();
+  EXPECT_EQ(OneNode("Gather", 13, 2).cpu({x, i64({-11})}).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(TensorOp, GatherElementsGatherNdScatter) {
+  const Tensor data = f32({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  auto ge = OneNode("GatherElements", 13, 2)
+                .i("axis", 1)
+                .cpu({data, Tensor::from_vector<int64_t>(Shape{3, 2}, {0, 0, 1, -1, 2, 0})});
+  ASSERT_TRUE(ge.ok()) << ge.status().to_string();
+  EXPECT_EQ(values<float>((*ge)[0]), (std::vector<float>{1, 1, 5, 6, 9, 7}));
+
+  // GatherND with batch_dims=1 (the ONNX example): data [2,2,2], indices [[1],[0]] -> [[2,3],[4,5]].
+  const Tensor d3 = Tensor::from_vector<int32_t>(Shape{2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  auto gnd = OneNode("GatherND", 13, 2).i("batch_dims", 1).cpu({d3, Tensor::from_vector<int64_t>(Shape{2, 1}, {1, 0})});
+  ASSERT_TRUE(gnd.ok()) << gnd.status().to_string();
+  EXPECT_EQ((*gnd)[0].shape(), (Shape{2, 2}));
+  EXPECT_EQ(values<int32_t>((*gnd)[0]), (std::vector<int32_t>{2, 3, 4, 5}));
+  auto gnd0 = OneNode("GatherND", 13, 2).cpu({d3, Tensor::from_vector<int64_t>(Shape{2, 2}, {0, 1, 1, 0})});
+  ASSERT_TRUE(gnd0.ok());
+  EXPECT_EQ(values<int32_t>((*gnd0)[0]), (std::vector<int32_t>{2, 3, 4, 5}));
+
+  auto snd =
+      OneNode("ScatterND", 13, 3)
+          .cpu({iota_f32({8}), Tensor::from_vector<int64_t>(Shape{4, 1}, {4, 3, 1, 7}), f32({4}, {9, 10, 11, 12})});
+  ASSERT_TRUE(snd.ok()) << snd.status().to_string();
+  EXPECT_EQ(values<float>((*snd)[0]), (std::vector<float>{0, 11, 2, 10, 9, 5, 6, 12}));
+
+  auto se = OneNode("ScatterElements", 13, 3)
+                .i("axis", 1)
+                .cpu({f32({1, 5}, {1, 2, 3, 4, 5}), Tensor::from_vector<int64_t>(Shape{1, 2}, {1, -2}),
+                      f32({1, 2}, {1.1f, 2.1f})});
+  ASSERT_TRUE(se.ok()) << se.status().to_string();
+  EXPECT_EQ(values<float>((*se)[0]), (std::vector<float>{1, 1.1f, 3, 2.1f, 5}));
+
+  auto oob = OneNode("ScatterElements", 13, 3).cpu({iota_f32({4}), i64({4}), f32({1}, {1})});
+  EXPECT_EQ(oob.status().code(), StatusCode::kInvalidArgument);
+  const Tensor dup = Tensor::from_vector<int64_t>(Shape{3, 1}, {1, 1, 3});
+  auto add = OneNode("ScatterND", 16, 3).s("reduction", "add").cpu({iota_f32({4}), dup, f32({3}, {10, 20, 30})});
+  ASSERT_TRUE(add.ok()) << add.status().to_string();
+  EXPECT_EQ(values<float>((*add)[0]), (std::vector<float>{0, 31, 2, 33}));
+  auto mx =
+      OneNode("ScatterElements", 18, 3).s("reduction", "max").cpu({i64({5, 1, 7}), i64({1, 1, 0}), i64({3, 4, 2})});
+  ASSERT_TRUE(mx.ok()) << mx.status().to_string();
+  EXPECT_EQ(values<int64_t>((*mx)[0]), (std::vector<int64_t>{5, 4, 7}));
+  EXPECT_EQ(
+      OneNode("ScatterND", 13, 3).s("reduction", "add").cpu({iota_f32({4}), dup, f32({3}, {1, 2, 3})}).status().code(),
+      StatusCode::kInvalidArgument);
+}
+
+TEST(TensorOp, SplitForms) {
+  const Tensor x = iota_f32({2, 6});
+  auto eq = OneNode("Split", 13, 1, 3).i("axis", 1).cpu({x});
+  ASSERT_TRUE(eq.ok()) << eq.status().to_string();
+  ASSERT_EQ(eq->size(), 3u);
+  EXPECT_EQ(values<float>((*eq)[1]), (std::vector<float>{2, 3, 8, 9}));
+
+  auto attr = OneNode("Split", 11, 1, 2).i("axis", -1).ints("split", {1, 5}).cpu({x});
+  ASSERT_TRUE(attr.ok());
+  EXPECT_EQ((*attr)[0].shape(), (Shape{2, 1}));
+  EXPECT_EQ(values<float>((*attr)[1]), (std::vector<float>{1, 2, 3, 4, 5, 7, 8, 9, 10, 11}));
+
+  auto input = OneNode("Split", 13, 2, 3).i("axis", 1).cpu({x, i64({2, 0, 4})});
+  ASSERT_TRUE(input.ok());
+  EXPECT_EQ((*input)[1].shape(), (Shape{2, 0}));
+  EXPECT_EQ(values<float>((*input)[2]), (std::vector<float>{2, 3, 4, 5, 8, 9, 10, 11}));
+
+  auto uneven = OneNode("Split", 18, 1, 4).i("axis", 1).i("num_outputs", 4).cpu({x});
+  ASSERT_TRUE(uneven.ok()) << uneven.status().to_string();
+  EXPECT_EQ((*uneven)[2].shape(), (Shape{2, 2}));
+  EXPECT_EQ((*uneven)[3].shape(), (Shape{2, 0}));
+
+  EXPECT_EQ(OneNode("Split", 13, 1, 4).i("axis", 1).cpu({x}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(OneNode("Split", 13, 2, 2).i("axis", 1).cpu({x, i64({2, 3})}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(TensorOp, DepthToSpaceAndBack) {
+  // The ONNX DCR example: [1,8,2,3] blocksize 2.
+  const Tensor x = iota_f32({1, 8, 2, 3});
+  auto dcr = OneNode("DepthToSpace", 13, 1).i("blocksize", 2).cpu({x});
+  ASSERT_TRUE(dcr.ok()) << dcr.status().to_string();
+  EXPECT_EQ((*dcr)[0].shape(), (Shape{1, 2, 4, 6}));
+  const std::vector<float> want_row0 = {0, 12, 1, 13, 2, 14};
+  EXPECT_EQ(std::vector<float>((*dcr)[0].data<float>(), (*dcr)[0].data<float>() + 6), want_row0);
+  auto crd = OneNode("DepthToSpace", 13, 1).i("blocksize", 2).s("mode", "CRD").cpu({x});
+  ASSERT_TRUE(crd.ok());
+  const std::vector<float> want_crd = {0, 6, 1, 7, 2, 8};
+  EXPECT_EQ(std::vector<float>((*crd)[0].data<float>(), (*crd)[0].data<float>() + 6), want_crd);
+  auto back = OneNode("SpaceToDepth", 13, 1).i("blocksize", 2).cpu({(*dcr)[0]});
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(same_tensor((*back)[0], x));
+  EXPECT_EQ(OneNode("DepthToSpace", 13, 1).i("blocksize", 3).cpu({x}).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(TensorOp, PadMatchesReference) {
+  std::mt19937 rng(107);
+  const char* modes[] = {"constant", "reflect", "edge"};
+  for (int iter = 0; iter < 90; ++iter) {
+    const Shape s = random_shape(rng, 1, 4, 5);
+    const std::string mode = modes[iter % 3];
+    std::vector<int64_t> pads(2 * s.rank());
+    for (size_t i = 0; i < pads.size(); ++i) {
+      const int64_t dim = s[i % s.rank()];
+      pads[i] = std::uniform_int_distribution<int64_t>(-(dim / 2), 4)(rng);
+    }
+    const DType dt = kTypes[(iter / 3) % 3];
+    const Tensor x = random_tensor(dt, s, rng);
+    OneNode n("Pad", 13, 3);
+    n.s("mode", mode);
+    Tensor value = Tensor::empty(dt, Shape{});
+    std::memset(value.raw(), 7, dtype_size(dt));
+    expect_matches_reference(n, {x, i64(pads), value}, iter % 2 ? 4 : 1, 0.0, mode + " " + s.to_string());
+    if (iter % 5 == 0) {
+      OneNode old("Pad", 2, 1);
+      old.s("mode", mode).ints("pads", pads).f("value", 3.f);
+      expect_matches_reference(old, {x}, 1, 0.0, "opset 2 " + mode);
+    }
+  }
+}
+
+TEST(TensorOp, PadSpecExamples) {
+  const Tensor x = f32({3, 2}, {1.0f, 1.2f, 2.3f, 3.4f, 4.5f, 5.7f});
+  auto refl = OneNode("Pad", 13, 2).s("mode", "reflect").cpu({x, i64({0, 2, 0, 0})});
+  ASSERT_TRUE(refl.ok()) << refl.status().to_string();
+  EXPECT_EQ(values<float>((*refl)[0]),
+            (std::vector<float>{1.0f, 1.2f, 1.0f, 1.2f, 2.3f, 3.4f, 2.3f, 3.4f, 4.5f, 5.7f, 4.5f, 5.7f}));
+  const Tensor v = f32({4}, {1, 2, 3, 4});
+  auto r1 = OneNode("Pad", 13, 2).s("mode", "reflect").cpu({v, i64({2, 3})});
+  ASSERT_TRUE(r1.ok());
+  EXPECT_EQ(values<float>((*r1)[0]), (std::vector<float>{3, 2, 1, 2, 3, 4, 3, 2, 1}));
+  auto e1 = OneNode("Pad", 13, 2).s("mode", "edge").cpu({v, i64({2, 3})});
+  ASSERT_TRUE(e1.ok());
+  EXPECT_EQ(values<float>((*e1)[0]), (std::vector<float>{1, 1, 1, 2, 3, 4, 4, 4, 4}));
+  auto c1 = OneNode("Pad", 13, 3).cpu({v, i64({1, -2}), Tensor::scalar<float>(9.f)});
+  ASSERT_TRUE(c1.ok());
+  EXPECT_EQ(values<float>((*c1)[0]), (std::vector<float>{9, 1, 2}));
+  auto axes = OneNode("Pad", 18, 4).cpu({iota_f32({2, 2}), i64({1, 0}), Tensor(), i64({-1})});
+  ASSERT_TRUE(axes.ok()) << axes.status().to_string();
+  EXPECT_EQ(values<float>((*axes)[0]), (std::vector<float>{0, 0, 1, 0, 2, 3}));
+}
+
+// Resize on a 2x2 input to 4x4 by hand, per coordinate mode.
+TEST(TensorOp, ResizeSpecCorners) {
+  const Tensor x = f32({1, 1, 2, 2}, {1, 2, 3, 4});
+  const Tensor scales = Tensor::from_vector<float>(Shape{4}, {1, 1, 2, 2});
+  auto resize = [&](const std::string& mode, const std::string& coord,
+                    const std::string& nearest = "round_prefer_floor") {
+    OneNode n("Resize", 13, 3, 1, {true, false, true});
+    n.s("mode", mode).s("coordinate_transformation_mode", coord).s("nearest_mode", nearest);
+    auto r = n.cpu({x, Tensor(), scales});
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    auto ref = n.ref({x, Tensor(), scales});
+    EXPECT_TRUE(ref.ok()) << ref.status().to_string();
+    if (r.ok() && ref.ok()) {
+      EXPECT_TRUE(same_tensor((*r)[0], (*ref)[0], 1e-6)) << mode << " " << coord;
+    }
+    return r.ok() ? values<float>((*r)[0]) : std::vector<float>{};
+  };
+  auto near = [](const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (std::fabs(a[i] - b[i]) > 1e-5f) return false;
+    return true;
+  };
+  EXPECT_TRUE(near(resize("linear", "half_pixel"),
+                   {1, 1.25f, 1.75f, 2, 1.5f, 1.75f, 2.25f, 2.5f, 2.5f, 2.75f, 3.25f, 3.5f, 3, 3.25f, 3.75f, 4}));
+  EXPECT_TRUE(near(resize("linear", "asymmetric"), {1, 1.5f, 2, 2, 2, 2.5f, 3, 3, 3, 3.5f, 4, 4, 3, 3.5f, 4, 4}));
+  const float t = 1.f / 3.f;
+  EXPECT_TRUE(near(resize("linear", "align_corners"), {1, 1 + t, 1 + 2 * t, 2, 1 + 2 * t, 2, 2 + t, 2 + 2 * t, 2 + t,
+                                                       2 + 2 * t, 3, 3 + t, 3, 3 + t, 3 + 2 * t, 4}));
+  EXPECT_TRUE(near(resize("nearest", "half_pixel"), {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
+  EXPECT_TRUE(near(resize("nearest", "asymmetric", "floor"), {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
+  EXPECT_TRUE(
+      near(resize("nearest", "align_corners", "round_prefer_ceil"), {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
+  EXPECT_TRUE(near(resize("nearest", "asymmetric", "ceil"), {1, 2, 2, 2, 3, 4, 4, 4, 3, 4, 4, 4, 3, 4, 4, 4}));
+}
+
+TEST(TensorOp, ResizeMatchesReference) {
+  std::mt19937 rng(108);
+  const char* coords[] = {"half_pixel", "pytorch_half_pixel",   "align_corners",
+                          "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+  const char* nearest_modes[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  const char* modes[] = {"nearest", "linear", "cubic"};
+  const float scale_choices[] = {0.5f, 0.6f, 1.f, 1.5f, 2.f, 2.3f, 3.f};
+  for (int iter = 0; iter < 150; ++iter) {
+    const Shape s{std::uniform_int_distribution<int64_t>(1, 2)(rng), std::uniform_int_distribution<int64_t>(1, 3)(rng),
+                  std::uniform_int_distribution<int64_t>(1, 7)(rng), std::uniform_int_distribution<int64_t>(1, 7)(rng)};
+    const std::string mode = modes[iter % 3];
+    const std::string coord = coords[(iter / 3) % 6];
+    const bool all_axes = iter % 11 == 0;
+    const bool use_sizes = iter % 4 == 1;
+    std::vector<float> sc(4, 1.f);
+    std::vector<int64_t> sizes(s.begin(), s.end());
+    for (size_t d = all_axes ? 0 : 2; d < 4; ++d) {
+      sc[d] = scale_choices[std::uniform_int_distribution<int>(0, 6)(rng)];
+      sizes[d] = std::uniform_int_distribution<int64_t>(1, 9)(rng);
+    }
+    DType dt = DType::kFloat32;
+    if (mode == "nearest") dt = kTypes[(iter / 3) % 3];
+    OneNode n("Resize", 13, 4, 1, {true, true, !use_sizes, use_sizes});
+    n.s("mode", mode).s("coordinate_transformation_mode", coord).s("nearest_mode", nearest_modes[(iter / 2) % 4]);
+    if (mode == "cubic" && iter % 2) n.i("exclude_outside", 1).f("cubic_coeff_a", -0.5f);
+    n.f("extrapolation_value", -7.f);
+    const Tensor roi = Tensor::from_vector<float>(Shape{8}, {0, 0, 0.2f, 0.1f, 1, 1, 0.9f, 0.7f});
+    std::vector<Tensor> ins = {random_tensor(dt, s, rng), roi, Tensor(), Tensor()};
+    if (use_sizes)
+      ins[3] = i64(sizes);
+    else
+      ins[2] = Tensor::from_vector<float>(Shape{4}, sc);
+    expect_matches_reference(n, ins, iter % 2 ? 4 : 1, 1e-4, mode + " " + coord + " " + s.to_string());
+  }
+}
+
+TEST(TensorOp, ResizeOlderOpsetsAndUpsample) {
+  std::mt19937 rng(109);
+  for (int iter = 0; iter < 20; ++iter) {
+    const Shape s{1, 2, std::uniform_int_distribution<int64_t>(1, 6)(rng),
+                  std::uniform_int_distribution<int64_t>(1, 6)(rng)};
+    const std::string mode = iter % 2 ? "linear" : "nearest";
+    const std::vector<float> sc = {1, 1, iter % 3 ? 2.f : 1.5f, iter % 4 ? 3.f : 0.5f};
+    const Tensor x = random_tensor(DType::kFloat32, s, rng);
+    const Tensor scales = Tensor::from_vector<float>(Shape{4}, sc);
+    OneNode r10("Resize", 10, 2);
+    r10.s("mode", mode);
+    expect_matches_reference(r10, {x, scales}, 1, 1e-5, "Resize-10 " + mode);
+    OneNode r11("Resize", 11, 3);
+    r11.s("mode", mode).s("coordinate_transformation_mode", "asymmetric").s("nearest_mode", "floor");
+    auto a = r10.cpu({x, scales});
+    auto b = r11.cpu({x, Tensor::from_vector<float>(Shape{0}, {}), scales});
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_TRUE(same_tensor((*a)[0], (*b)[0], 1e-6)) << "Resize-10 equals Resize-11 asymmetric/floor";
+    if (sc[3] >= 1.f) {
+      OneNode up9("Upsample", 9, 2);
+      up9.s("mode", mode);
+      expect_matches_reference(up9, {x, scales}, 1, 1e-5, "Upsample-9 " + mode);
+      OneNode up7("Upsample", 7, 1);
+      up7.s("mode", mode).floats("scales", sc);
+      auto c = up7.cpu({x});
+      ASSERT_TRUE(c.ok()) << c.status().to_string();
+      EXPECT_TRUE(same_tensor((*c)[0], (*a)[0], 1e-6));
+    }
+  }
+  // Upsample nearest, the ONNX example: 2x2 by [1,1,2,3].
+  OneNode up("Upsample", 9, 2);
+  auto r = up.cpu({f32({1, 1, 2, 2}, {1, 2, 3, 4}), Tensor::from_vector<float>(Shape{4}, {1, 1, 2, 3})});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(values<float>((*r)[0]),
+            (std::vector<float>{1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4}));
+}
+
+TEST(TensorOp, ResizeErrors) {
+  const Tensor x = iota_f32({1, 1, 2, 2});
+  OneNode both("Resize", 13, 4);
+  auto r = both.cpu({x, Tensor(), Tensor::from_vector<float>(Shape{4}, {1, 1, 2, 2}), i64({1, 1, 4, 4})});
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  OneNode none("Resize", 13, 1);
+  EXPECT_EQ(none.cpu({x}).status().code(), StatusCode::kInvalidArgument);
+  OneNode lin("Resize", 13, 3, 1, {true, false, true});
+  lin.s("mode", "linear");
+  EXPECT_EQ(lin.cpu({Tensor::empty(DType::kUInt8, Shape{1, 1, 2, 2}), Tensor(),
+                     Tensor::from_vector<float>(Shape{4}, {1, 1, 2, 2})})
+                .status()
+                .code(),
+            StatusCode::kUnsupported);
+}
+
+}  // namespace
+}  // namespace streamline::ops::testing

@@ -1,0 +1,456 @@
+// The scheduler with a FakeClock and a fake executor: no inference, deterministic batches.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "runtime/scheduler.h"
+
+namespace streamline::runtime {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Records every batch; can hold chosen requests (by id) until released; answers each request
+// with an output "id" = [id].
+class FakeExecutor {
+ public:
+  explicit FakeExecutor(FakeClock* clock = nullptr, int64_t compute_us = 0) : clock_(clock), compute_us_(compute_us) {}
+
+  BatchExecutor fn() {
+    return [this](int instance, std::span<const InferRequest* const> reqs, std::span<InferResponse> out) {
+      std::unique_lock<std::mutex> lock(mu_);
+      std::vector<uint64_t> ids;
+      for (const auto* r : reqs) ids.push_back(r->id);
+      batches_.push_back(ids);
+      instances_.push_back(instance);
+      ++running_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] {
+        for (uint64_t id : ids)
+          if (held_.count(id)) return false;
+        return true;
+      });
+      --running_;
+      if (clock_) clock_->advance_us(compute_us_);
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        if (fail_) {
+          out[i].status = internal_error("executor failed");
+          continue;
+        }
+        out[i].outputs["id"] = Tensor::from_vector<int64_t>(Shape{1}, {static_cast<int64_t>(reqs[i]->id)});
+      }
+    };
+  }
+  void hold(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_.insert(id);
+  }
+  void release(uint64_t id) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_.erase(id);
+    }
+    cv_.notify_all();
+  }
+  void set_fail() { fail_ = true; }
+  // Waits until `n` batches have started.
+  bool wait_batches(size_t n, std::chrono::milliseconds timeout = 5000ms) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return batches_.size() >= n; });
+  }
+  bool wait_running(int n, std::chrono::milliseconds timeout = 5000ms) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return running_ >= n; });
+  }
+  std::vector<std::vector<uint64_t>> batches() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return batches_;
+  }
+  std::vector<int> instances() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return instances_;
+  }
+
+ private:
+  FakeClock* clock_;
+  int64_t compute_us_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::vector<uint64_t>> batches_;
+  std::vector<int> instances_;
+  std::set<uint64_t> held_;
+  int running_ = 0;
+  std::atomic<bool> fail_{false};
+};
+
+InferRequest req(uint64_t id, int priority = -1, int64_t timeout_us = 0) {
+  InferRequest r;
+  r.id = id;
+  r.priority = priority;
+  r.timeout_us = timeout_us;
+  return r;
+}
+
+std::future<InferResponse> submit(Scheduler& s, InferRequest r, uint32_t key = 0, int rows = 1) {
+  auto p = std::make_shared<std::promise<InferResponse>>();
+  auto f = p->get_future();
+  s.enqueue(std::move(r), rows, key, [p](InferResponse resp) { p->set_value(std::move(resp)); });
+  return f;
+}
+
+bool ready(std::future<InferResponse>& f, std::chrono::milliseconds wait = 0ms) {
+  return f.wait_for(wait) == std::future_status::ready;
+}
+
+struct Fixture {
+  FakeClock clock;
+  FakeExecutor exec;
+  std::unique_ptr<Scheduler> sched;
+  Fixture(BatchPolicy p, int instances = 1, int64_t compute_us = 0) : exec(&clock, compute_us) {
+    SchedulerOptions so;
+    so.instances = instances;
+    so.policy = p;
+    so.clock = &clock;
+    sched = std::make_unique<Scheduler>(so, exec.fn());
+    EXPECT_TRUE(sched->start().ok());
+  }
+};
+
+BatchPolicy policy(int max_batch, int64_t delay_us) {
+  BatchPolicy p;
+  p.max_batch_size = max_batch;
+  p.max_queue_delay_us = delay_us;
+  return p;
+}
+
+TEST(Scheduler, FullBatchLaunchesAtOnce) {
+  Fixture fx(policy(4, 1'000'000));
+  std::vector<std::future<InferResponse>> fs;
+  for (uint64_t i = 0; i < 4; ++i) fs.push_back(submit(*fx.sched, req(i)));
+  for (auto& f : fs) {
+    InferResponse r = f.get();
+    EXPECT_TRUE(r.status.ok());
+    EXPECT_EQ(r.batch_size, 4);
+    EXPECT_EQ(r.queue_us, 0);
+  }
+  EXPECT_EQ(fx.exec.batches(), (std::vector<std::vector<uint64_t>>{{0, 1, 2, 3}}));
+}
+
+TEST(Scheduler, WaitsForQueueDelayOnTheInjectedClock) {
+  Fixture fx(policy(8, 1000));
+  std::vector<std::future<InferResponse>> fs;
+  for (uint64_t i = 0; i < 3; ++i) fs.push_back(submit(*fx.sched, req(i)));
+  EXPECT_FALSE(ready(fs[0], 30ms));
+  fx.clock.advance_us(999);
+  fx.sched->wake();
+  EXPECT_FALSE(ready(fs[0], 30ms));
+  EXPECT_TRUE(fx.exec.batches().empty());
+  fx.clock.advance_us(1);
+  fx.sched->wake();
+  for (auto& f : fs) {
+    InferResponse r = f.get();
+    EXPECT_TRUE(r.status.ok());
+    EXPECT_EQ(r.batch_size, 3);
+    EXPECT_EQ(r.queue_us, 1000);
+  }
+  EXPECT_EQ(fx.exec.batches(), (std::vector<std::vector<uint64_t>>{{0, 1, 2}}));
+}
+
+TEST(Scheduler, PendingBatchGrowsWhileInstancesAreBusy) {
+  Fixture fx(policy(8, 0));
+  fx.exec.hold(0);
+  auto f0 = submit(*fx.sched, req(0));
+  ASSERT_TRUE(fx.exec.wait_running(1));
+  std::vector<std::future<InferResponse>> fs;
+  for (uint64_t i = 1; i <= 5; ++i) fs.push_back(submit(*fx.sched, req(i)));
+  EXPECT_FALSE(ready(fs[0], 20ms));
+  fx.exec.release(0);
+  EXPECT_EQ(f0.get().batch_size, 1);
+  for (auto& f : fs) EXPECT_EQ(f.get().batch_size, 5);
+  EXPECT_EQ(fx.exec.batches(), (std::vector<std::vector<uint64_t>>{{0}, {1, 2, 3, 4, 5}}));
+  const ServingStats s = fx.sched->stats();
+  EXPECT_EQ(s.batch_size_hist, (std::map<int, uint64_t>{{1, 1}, {5, 1}}));
+  EXPECT_EQ(s.batches, 2u);
+}
+
+TEST(Scheduler, InstancesRunConcurrently) {
+  Fixture fx(policy(1, 0), /*instances=*/2);
+  fx.exec.hold(0);
+  fx.exec.hold(1);
+  auto f0 = submit(*fx.sched, req(0));
+  auto f1 = submit(*fx.sched, req(1));
+  ASSERT_TRUE(fx.exec.wait_running(2));
+  const auto inst = fx.exec.instances();
+  EXPECT_EQ(std::set<int>(inst.begin(), inst.end()), (std::set<int>{0, 1}));
+  EXPECT_EQ(fx.sched->stats().in_flight, 2);
+  fx.exec.release(0);
+  fx.exec.release(1);
+  EXPECT_TRUE(f0.get().status.ok());
+  EXPECT_TRUE(f1.get().status.ok());
+  EXPECT_EQ(fx.sched->stats().in_flight, 0);
+}
+
+TEST(Scheduler, QueueFullIsRefusedOnTheCallingThread) {
+  BatchPolicy p = policy(1, 0);
+  p.queue.max_queue_size = 2;
+  Fixture fx(p);
+  fx.exec.hold(0);
+  auto f0 = submit(*fx.sched, req(0));
+  ASSERT_TRUE(fx.exec.wait_running(1));
+  auto f1 = submit(*fx.sched, req(1));
+  auto f2 = submit(*fx.sched, req(2));
+  auto f3 = submit(*fx.sched, req(3));
+  ASSERT_TRUE(ready(f3));  // answered before submit returned
+  EXPECT_EQ(f3.get().status.code(), StatusCode::kResourceExhausted);
+  fx.exec.release(0);
+  EXPECT_TRUE(f0.get().status.ok());
+  EXPECT_TRUE(f1.get().status.ok());
+  EXPECT_TRUE(f2.get().status.ok());
+  const ServingStats s = fx.sched->stats();
+  EXPECT_EQ(s.accepted, 3u);
+  EXPECT_EQ(s.succeeded, 3u);
+  EXPECT_EQ(s.failures.at(StatusCode::kResourceExhausted), 1u);
+}
+
+TEST(Scheduler, TimeoutRejects) {
+  BatchPolicy p = policy(8, 1'000'000);
+  p.queue.default_timeout_us = 500;
+  Fixture fx(p);
+  auto f0 = submit(*fx.sched, req(0));
+  auto f1 = submit(*fx.sched, req(1, -1, 2000));  // own, longer budget
+  fx.clock.advance_us(600);
+  fx.sched->wake();
+  EXPECT_EQ(f0.get().status.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_FALSE(ready(f1, 20ms));
+  fx.clock.advance_us(1400);
+  fx.sched->wake();
+  EXPECT_EQ(f1.get().status.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(fx.exec.batches().empty());
+  const ServingStats s = fx.sched->stats();
+  EXPECT_EQ(s.failures.at(StatusCode::kDeadlineExceeded), 2u);
+  EXPECT_EQ(s.queued, 0);
+  EXPECT_EQ(s.in_flight, 0);
+}
+
+TEST(Scheduler, TimeoutOverrideCanBeDisallowed) {
+  BatchPolicy p = policy(1, 0);
+  p.queue.allow_timeout_override = false;
+  Fixture fx(p);
+  fx.exec.hold(0);
+  auto f0 = submit(*fx.sched, req(0));
+  ASSERT_TRUE(fx.exec.wait_running(1));
+  auto f1 = submit(*fx.sched, req(1, -1, 100));  // ignored: no default timeout
+  fx.clock.advance_us(1000);
+  fx.exec.release(0);
+  EXPECT_TRUE(f0.get().status.ok());
+  EXPECT_TRUE(f1.get().status.ok());
+}
+
+TEST(Scheduler, TimeoutDelayKeepsTheRequestBehindOthers) {
+  BatchPolicy p = policy(1, 0);
+  p.queue.timeout_action = TimeoutAction::kDelay;
+  Fixture fx(p);
+  fx.exec.hold(0);
+  auto f0 = submit(*fx.sched, req(0));
+  ASSERT_TRUE(fx.exec.wait_running(1));
+  auto fa = submit(*fx.sched, req(10, -1, 100));
+  auto fb = submit(*fx.sched, req(11));
+  fx.clock.advance_us(200);  // request 10 is now late
+  fx.exec.release(0);
+  EXPECT_TRUE(fa.get().status.ok());
+  EXPECT_TRUE(fb.get().status.ok());
+  EXPECT_EQ(fx.exec.batches(), (std::vector<std::vector<uint64_t>>{{0}, {11}, {10}}));
+}
+
+TEST(Scheduler, HigherPriorityRunsFirst) {
+  BatchPolicy p = policy(1, 0);
+  p.priority_levels = 2;
+  p.default_priority = 1;
+  Fixture fx(p);
+  fx.exec.hold(0);
+  auto f0 = submit(*fx.sched, req(0));
+  ASSERT_TRUE(fx.exec.wait_running(1));
+  auto l1 = submit(*fx.sched, req(1));      // default: low
+  auto l2 = submit(*fx.sched, req(2, 1));
+  auto h = submit(*fx.sched, req(3, 0));
+  fx.exec.release(0);
+  for (auto* f : {&f0, &l1, &l2, &h}) EXPECT_TRUE(f->get().status.ok());
+  EXPECT_EQ(fx.exec.batches(), (std::vector<std::vector<uint64_t>>{{0}, {3}, {1}, {2}}));
+}
+
+TEST(Scheduler, ShapeKeysAreNeverMixed) {
+  Fixture fx(policy(4, 1'000'000));
+  std::vector<std::future<InferResponse>> fs;
+  for (uint64_t i = 0; i < 8; ++i) fs.push_back(submit(*fx.sched, req(i), static_cast<uint32_t>(i % 2)));
+  for (auto& f : fs) EXPECT_EQ(f.get().batch_size, 4);
+  auto b = fx.exec.batches();
+  std::sort(b.begin(), b.end());
+  EXPECT_EQ(b, (std::vector<std::vector<uint64_t>>{{0, 2, 4, 6}, {1, 3, 5, 7}}));
+}
+
+TEST(Scheduler, RowsCountTowardsTheBatch) {
+  Fixture fx(policy(4, 1'000'000));
+  auto a = submit(*fx.sched, req(0), 0, 3);
+  auto b = submit(*fx.sched, req(1), 0, 1);
+  EXPECT_EQ(a.get().batch_size, 4);
+  EXPECT_EQ(b.get().batch_size, 4);
+  EXPECT_EQ(fx.sched->stats().batch_size_hist, (std::map<int, uint64_t>{{4, 1}}));
+}
+
+TEST(Scheduler, ShutdownCancelAnswersQueuedRequests) {
+  Fixture fx(policy(1, 0));
+  fx.exec.hold(0);
+  auto f0 = submit(*fx.sched, req(0));
+  ASSERT_TRUE(fx.exec.wait_running(1));
+  std::vector<std::future<InferResponse>> fs;
+  for (uint64_t i = 1; i <= 3; ++i) fs.push_back(submit(*fx.sched, req(i)));
+  std::thread stopper([&] { fx.sched->shutdown(ShutdownMode::kCancel); });
+  for (auto& f : fs) EXPECT_EQ(f.get().status.code(), StatusCode::kCancelled);
+  auto late = submit(*fx.sched, req(9));
+  EXPECT_EQ(late.get().status.code(), StatusCode::kUnavailable);
+  fx.exec.release(0);
+  stopper.join();
+  EXPECT_TRUE(f0.get().status.ok());  // a running batch finishes
+  const ServingStats s = fx.sched->stats();
+  EXPECT_EQ(s.failures.at(StatusCode::kCancelled), 3u);
+  EXPECT_EQ(s.failures.at(StatusCode::kUnavailable), 1u);
+  EXPECT_EQ(s.in_flight, 0);
+}
+
+TEST(Scheduler, ShutdownDrainRunsQueuedRequestsWithoutWaiting) {
+  Fixture fx(policy(8, 1'000'000'000));
+  std::vector<std::future<InferResponse>> fs;
+  for (uint64_t i = 0; i < 3; ++i) fs.push_back(submit(*fx.sched, req(i)));
+  fx.sched->shutdown(ShutdownMode::kDrain);
+  for (auto& f : fs) {
+    ASSERT_TRUE(ready(f));
+    EXPECT_TRUE(f.get().status.ok());
+  }
+}
+
+TEST(Scheduler, NeverStartedSchedulerCancelsOnShutdown) {
+  FakeClock clock;
+  FakeExecutor exec;
+  SchedulerOptions so;
+  so.clock = &clock;
+  Scheduler s(so, exec.fn());
+  auto f = submit(s, req(0));
+  s.shutdown(ShutdownMode::kDrain);
+  EXPECT_EQ(f.get().status.code(), StatusCode::kCancelled);
+}
+
+TEST(Scheduler, FailedInstanceStartFailsStart) {
+  FakeClock clock;
+  FakeExecutor exec;
+  SchedulerOptions so;
+  so.instances = 2;
+  so.clock = &clock;
+  so.on_instance_start = [](int i) { return i == 1 ? unavailable("no device") : ok_status(); };
+  Scheduler s(so, exec.fn());
+  const Status st = s.start();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  EXPECT_NE(st.message().find("instance 1"), std::string::npos);
+}
+
+TEST(Scheduler, PreserveOrderingDeliversInSubmissionOrder) {
+  BatchPolicy p = policy(1, 0);
+  p.preserve_ordering = true;
+  Fixture fx(p, /*instances=*/2);
+  fx.exec.hold(0);
+  std::mutex mu;
+  std::vector<uint64_t> order;
+  auto cb = [&](InferResponse r) {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(r.id);
+  };
+  fx.sched->enqueue(req(0), 1, 0, cb);
+  ASSERT_TRUE(fx.exec.wait_running(1));
+  fx.sched->enqueue(req(1), 1, 0, cb);
+  ASSERT_TRUE(fx.exec.wait_batches(2));
+  std::this_thread::sleep_for(20ms);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(order.empty());  // 1 finished but waits for 0
+  }
+  fx.exec.release(0);
+  fx.sched->shutdown(ShutdownMode::kDrain);
+  EXPECT_EQ(order, (std::vector<uint64_t>{0, 1}));
+}
+
+TEST(Scheduler, ExecutorErrorsAreResponses) {
+  Fixture fx(policy(2, 0));
+  fx.exec.set_fail();
+  auto f = submit(*fx.sched, req(0));
+  EXPECT_EQ(f.get().status.code(), StatusCode::kInternal);
+  EXPECT_EQ(fx.sched->stats().failures.at(StatusCode::kInternal), 1u);
+}
+
+TEST(Scheduler, StatsTimesFollowTheClock) {
+  Fixture fx(policy(2, 500), 1, /*compute_us=*/300);
+  auto a = submit(*fx.sched, req(0));
+  fx.clock.advance_us(100);
+  auto b = submit(*fx.sched, req(1));  // full: launches at t=100
+  const InferResponse ra = a.get(), rb = b.get();
+  EXPECT_EQ(ra.queue_us, 100);
+  EXPECT_EQ(rb.queue_us, 0);
+  EXPECT_EQ(ra.compute_us, 300);
+  const ServingStats s = fx.sched->stats();
+  EXPECT_EQ(s.queue.count, 2u);
+  EXPECT_DOUBLE_EQ(s.queue.sum_us, 100);
+  EXPECT_DOUBLE_EQ(s.compute.sum_us, 600);
+  EXPECT_DOUBLE_EQ(s.total.p99_us, 400);
+  EXPECT_DOUBLE_EQ(s.compute.p50_us, 300);
+}
+
+// Every submitted request gets exactly one response, whatever the outcome, from many threads.
+TEST(Scheduler, ConcurrentSubmittersEachGetOneResponse) {
+  BatchPolicy p = policy(8, 200);
+  p.queue.max_queue_size = 64;
+  p.queue.default_timeout_us = 50'000;
+  SchedulerOptions so;
+  so.instances = 2;
+  so.policy = p;  // real clock
+  FakeExecutor exec;
+  Scheduler sched(so, exec.fn());
+  ASSERT_TRUE(sched.start().ok());
+  constexpr int kThreads = 8, kPerThread = 200;
+  std::vector<std::atomic<int>> answers(kThreads * kPerThread);
+  std::atomic<int> ok{0}, failed{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t)
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const uint64_t id = static_cast<uint64_t>(t * kPerThread + i);
+        sched.enqueue(req(id, i % 2), 1, static_cast<uint32_t>(i % 3), [&, id](InferResponse r) {
+          answers[id].fetch_add(1);
+          if (r.id != id) failed.fetch_add(1000000);
+          (r.status.ok() ? ok : failed).fetch_add(1);
+        });
+      }
+    });
+  for (auto& t : ts) t.join();
+  sched.shutdown(ShutdownMode::kDrain);
+  for (size_t i = 0; i < answers.size(); ++i) ASSERT_EQ(answers[i].load(), 1) << "request " << i;
+  EXPECT_EQ(ok.load() + failed.load(), kThreads * kPerThread);
+  const ServingStats s = sched.stats();
+  EXPECT_EQ(s.succeeded, static_cast<uint64_t>(ok.load()));
+  EXPECT_EQ(s.failed, static_cast<uint64_t>(failed.load()));
+  EXPECT_EQ(s.in_flight, 0);
+  EXPECT_EQ(s.queued, 0);
+  uint64_t rows = 0;
+  for (const auto& [size, n] : s.batch_size_hist) {
+    EXPECT_LE(size, 8);
+    rows += static_cast<uint64_t>(size) * n;
+  }
+  EXPECT_EQ(rows, s.succeeded);
+}
+
+}  // namespace
+}  // namespace streamline::runtime
