@@ -173,26 +173,43 @@ int bench(const BenchFlags& f) {
 }
 
 
-// Samples of one measured phase, filled from client threads or response callbacks.
+// Responses that complete inside the measured window [start, stop), from client threads or
+// response callbacks. Counting completions (not starts) keeps throughput right when latency is
+// longer than the window.
 struct Samples {
+  using time_point = std::chrono::steady_clock::time_point;
+  time_point start, stop;
   std::mutex mu;
+  std::condition_variable cv;
   std::vector<double> lat_ms;
   uint64_t ok = 0, rejected = 0;
   std::map<StatusCode, uint64_t> failures;
   std::string first_error;
-  std::chrono::steady_clock::time_point last_done{};
+  bool done = false;  // --max-runs reached
 
-  void add(const InferResponse& r, double ms, std::chrono::steady_clock::time_point done) {
+  void add(const InferResponse& r, double ms, time_point at, int max_runs) {
+    if (at < start || at >= stop) return;
     std::lock_guard<std::mutex> lock(mu);
-    last_done = std::max(last_done, done);
+    if (done) return;
     if (r.status.ok()) {
       ++ok;
       lat_ms.push_back(ms);
-      return;
+    } else {
+      ++rejected;
+      ++failures[r.status.code()];
+      if (first_error.empty()) first_error = r.status.to_string();
     }
-    ++rejected;
-    ++failures[r.status.code()];
-    if (first_error.empty()) first_error = r.status.to_string();
+    if (max_runs > 0 && ok + rejected >= static_cast<uint64_t>(max_runs)) {
+      done = true;
+      cv.notify_all();
+    }
+  }
+  // Waits until the window closes or --max-runs is reached; returns when that was.
+  time_point wait_end() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_until(lock, stop, [&] { return done; });
+    done = true;
+    return std::min(stop, std::chrono::steady_clock::now());
   }
 };
 
@@ -230,78 +247,70 @@ int bench_serving(const BenchFlags& f, std::shared_ptr<Model> model, const std::
   const int64_t rows = shapes.empty() || shapes[0].rank() == 0 ? 1 : shapes[0][0];
   const auto secs = [](double s) { return std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(s)); };
   const auto t_begin = clock::now();
-  const auto t_start = t_begin + secs(f.warmup);
-  const auto t_stop = t_start + secs(f.seconds);
   Samples samples;
-  ServingStats before;
-  bool have_before = false;
+  samples.start = t_begin + secs(f.warmup);
+  samples.stop = samples.start + secs(f.seconds);
   const bool open_loop = f.request_rate > 0;
   const int clients = std::max(1, f.concurrency);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> workers;
+  std::atomic<int64_t> outstanding{0};
+  std::mutex done_mu;
+  std::condition_variable done_cv;
   if (open_loop) {
     // Open loop: Poisson arrivals at the given rate, whatever the runtime's pace. Latency counts
     // from the intended arrival, so a late generator cannot hide queueing.
-    std::mt19937_64 rng(f.in.seed + 17);
-    std::exponential_distribution<double> gap(f.request_rate);
-    std::atomic<int64_t> outstanding{0};
-    std::mutex done_mu;
-    std::condition_variable done_cv;
-    auto t = t_begin;
-    int sent = 0;
-    for (;;) {
-      t += secs(gap(rng));
-      if (t >= t_stop || (f.max_runs > 0 && sent >= f.max_runs)) break;
-      std::this_thread::sleep_until(t);
-      if (!have_before && t >= t_start) {
-        before = m.stats();
-        have_before = true;
+    workers.emplace_back([&] {
+      std::mt19937_64 rng(f.in.seed + 17);
+      std::exponential_distribution<double> gap(f.request_rate);
+      for (auto t = t_begin + secs(gap(rng)); !stop.load(); t += secs(gap(rng))) {
+        std::this_thread::sleep_until(t);
+        if (stop.load()) break;
+        outstanding.fetch_add(1);
+        m.submit(proto, [&, t](InferResponse r) {
+          const auto now = clock::now();
+          samples.add(r, std::chrono::duration<double, std::milli>(now - t).count(), now, f.max_runs);
+          if (outstanding.fetch_sub(1) == 1) {
+            std::lock_guard<std::mutex> lock(done_mu);
+            done_cv.notify_all();
+          }
+        });
       }
-      const bool measured = t >= t_start;
-      sent += measured ? 1 : 0;
-      outstanding.fetch_add(1);
-      m.submit(proto, [&, t, measured](InferResponse r) {
-        const auto now = clock::now();
-        if (measured) samples.add(r, std::chrono::duration<double, std::milli>(now - t).count(), now);
-        if (outstanding.fetch_sub(1) == 1) {
-          std::lock_guard<std::mutex> lock(done_mu);
-          done_cv.notify_all();
-        }
-      });
-    }
-    std::unique_lock<std::mutex> lock(done_mu);
-    done_cv.wait(lock, [&] { return outstanding.load() == 0; });
+    });
   } else {
     // Closed loop: each client sends its next request when its last one is answered.
-    std::atomic<int> measured_runs{0};
-    auto client = [&] {
-      for (;;) {
-        const auto a = clock::now();
-        InferResponse r = m.infer(proto);
-        const auto b = clock::now();
-        if (a >= t_start) {
-          samples.add(r, std::chrono::duration<double, std::milli>(b - a).count(), b);
-          if (f.max_runs > 0 && measured_runs.fetch_add(1) + 1 >= f.max_runs) return;
+    for (int c = 0; c < clients; ++c)
+      workers.emplace_back([&] {
+        while (!stop.load()) {
+          const auto a = clock::now();
+          InferResponse r = m.infer(proto);
+          const auto b = clock::now();
+          samples.add(r, std::chrono::duration<double, std::milli>(b - a).count(), b, f.max_runs);
+          // A refused client pauses before it retries, so refusals cannot spin and starve the instances.
+          if (!r.status.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
-        if (b >= t_stop) return;
-      }
-    };
-    std::vector<std::thread> workers;
-    for (int c = 0; c < clients; ++c) workers.emplace_back(client);
-    std::this_thread::sleep_until(t_start);
-    before = m.stats();
-    have_before = true;
-    for (auto& w : workers) w.join();
+      });
   }
+  std::this_thread::sleep_until(samples.start);
+  const ServingStats before = m.stats();
+  const auto t_end = samples.wait_end();
   const ServingStats after = m.stats();
-  m.shutdown(ShutdownMode::kDrain);
-  if (!have_before) before = ServingStats{};
+  // Requests still queued after the window are cancelled (and not counted); the clients and the
+  // generator then stop.
+  stop = true;
+  m.shutdown(ShutdownMode::kCancel);
+  for (auto& w : workers) w.join();
+  {
+    std::unique_lock<std::mutex> lock(done_mu);
+    done_cv.wait(lock, [&] { return outstanding.load() == 0; });
+  }
   const std::map<int, uint64_t> hist = hist_diff(after.batch_size_hist, before.batch_size_hist);
   if (samples.ok == 0) {
-    std::cerr << "error: no request succeeded" << (samples.first_error.empty() ? "" : ": " + samples.first_error)
-              << std::endl;
+    std::cerr << "error: no request completed in the measured window"
+              << (samples.first_error.empty() ? "" : ": " + samples.first_error) << std::endl;
     return 1;
   }
-  const auto end = std::max(samples.last_done, t_start + std::chrono::milliseconds(1));
-  const double elapsed = std::chrono::duration<double>(end - t_start).count();
+  const double elapsed = std::max(1e-9, std::chrono::duration<double>(t_end - samples.start).count());
   const std::vector<double>& lat = samples.lat_ms;
   const double throughput = static_cast<double>(samples.ok) * static_cast<double>(rows) / elapsed;
   const double p50 = percentile(lat, 50), p90 = percentile(lat, 90), p99 = percentile(lat, 99);
