@@ -56,6 +56,16 @@ Result<std::shared_ptr<Model>> load_model(const ModelFlags& f) {
   return Model::load(f.path, mo);
 }
 
+Result<Prepared> prepare(const ModelFlags& mf, const InputFlags& in, bool with_inputs) {
+  Prepared p;
+  SL_ASSIGN_OR_RETURN(p.model, load_model(mf));
+  SL_ASSIGN_OR_RETURN(p.shapes, resolve_shapes(*p.model, in));
+  if (with_inputs) {
+    SL_ASSIGN_OR_RETURN(p.inputs, make_inputs(*p.model, in, p.shapes));
+  }
+  return p;
+}
+
 Result<std::vector<Shape>> resolve_shapes(const Model& model, const InputFlags& flags) {
   SL_ASSIGN_OR_RETURN(std::vector<Shape> shapes, model.default_shapes(flags.batch > 0 ? flags.batch : 1));
   for (const auto& f : flags.inputs) {

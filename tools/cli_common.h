@@ -32,6 +32,14 @@ struct ModelFlags {
 void add_model_flags(CLI::App* app, ModelFlags& f);
 Result<std::shared_ptr<Model>> load_model(const ModelFlags& f);
 
+// What a command needs before it runs: the model, each input's shape and (when asked) the inputs.
+struct Prepared {
+  std::shared_ptr<Model> model;
+  std::vector<Shape> shapes;
+  std::vector<Tensor> inputs;
+};
+Result<Prepared> prepare(const ModelFlags& mf, const InputFlags& in, bool with_inputs);
+
 // Shapes for every model input: --shape wins, then --input files' shapes, then the model's
 // declared dims with symbolic batch = --batch (default 1).
 Result<std::vector<Shape>> resolve_shapes(const Model& model, const InputFlags& flags);

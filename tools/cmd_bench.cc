@@ -61,21 +61,14 @@ int bench_serving(const BenchFlags& f, std::shared_ptr<Model> model, const std::
                   const std::vector<Tensor>& inputs);
 
 int bench(const BenchFlags& f) {
-  auto model = load_model(f.model);
-  if (!model.ok()) {
-    std::cerr << "error: " << model.status().to_string() << std::endl;
+  auto prepared = prepare(f.model, f.in, true);
+  if (!prepared.ok()) {
+    std::cerr << "error: " << prepared.status().to_string() << std::endl;
     return 2;
   }
-  auto shapes = resolve_shapes(**model, f.in);
-  if (!shapes.ok()) {
-    std::cerr << "error: " << shapes.status().to_string() << std::endl;
-    return 2;
-  }
-  auto inputs = make_inputs(**model, f.in, *shapes);
-  if (!inputs.ok()) {
-    std::cerr << "error: " << inputs.status().to_string() << std::endl;
-    return 2;
-  }
+  auto* model = &prepared->model;
+  auto* shapes = &prepared->shapes;
+  auto* inputs = &prepared->inputs;
   if (f.serving()) return bench_serving(f, *model, *shapes, *inputs);
   auto plan = (*model)->plan_for(*shapes);
   if (!plan.ok()) {

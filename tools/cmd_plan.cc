@@ -16,16 +16,13 @@ struct PlanFlags {
 };
 
 int show_plan(const PlanFlags& f) {
-  auto model = load_model(f.model);
-  if (!model.ok()) {
-    std::cerr << "error: " << model.status().to_string() << std::endl;
+  auto prepared = prepare(f.model, f.in, false);
+  if (!prepared.ok()) {
+    std::cerr << "error: " << prepared.status().to_string() << std::endl;
     return 2;
   }
-  auto shapes = resolve_shapes(**model, f.in);
-  if (!shapes.ok()) {
-    std::cerr << "error: " << shapes.status().to_string() << std::endl;
-    return 2;
-  }
+  auto* model = &prepared->model;
+  auto* shapes = &prepared->shapes;
   auto plan = (*model)->plan_for(*shapes);
   if (!plan.ok()) {
     std::cerr << "error: " << plan.status().to_string() << std::endl;
