@@ -189,7 +189,7 @@ TEST(Planner, UnsupportedOpsAreAllListed) {
   auto ks = plan::create_kernels(g, reg, {});
   ASSERT_FALSE(ks.ok());
   EXPECT_EQ(ks.status().code(), StatusCode::kUnsupported);
-  const std::string& m = ks.status().message();
+  const std::string m = ks.status().message();
   EXPECT_NE(m.find("Mystery (opset 13): m1, m2"), std::string::npos) << m;
   EXPECT_NE(m.find("Enigma (opset 13): e1"), std::string::npos) << m;
 }
