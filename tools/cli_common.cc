@@ -42,6 +42,12 @@ void add_model_flags(CLI::App* c, ModelFlags& f) {
   c->add_flag("--no-optimize", f.no_optimize, "Turn graph passes off (debugging)");
 }
 
+void add_input_flags(CLI::App* c, InputFlags& f, bool with_files) {
+  if (with_files) c->add_option("--input", f.inputs, "NAME=FILE.npy input (repeatable)");
+  c->add_option("--shape", f.shapes, "NAME=d0,d1,... input shape (repeatable)");
+  c->add_option("--batch", f.batch, "Batch size for symbolic first dimensions");
+}
+
 Result<std::shared_ptr<Model>> load_model(const ModelFlags& f) {
   ModelOptions mo;
   mo.optimize = !f.no_optimize;

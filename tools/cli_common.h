@@ -30,6 +30,8 @@ struct ModelFlags {
   bool no_optimize = false;
 };
 void add_model_flags(CLI::App* app, ModelFlags& f);
+// --shape and --batch, plus --input files when `with_files`.
+void add_input_flags(CLI::App* app, InputFlags& f, bool with_files);
 Result<std::shared_ptr<Model>> load_model(const ModelFlags& f);
 
 // What a command needs before it runs: the model, each input's shape and (when asked) the inputs.

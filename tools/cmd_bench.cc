@@ -363,9 +363,7 @@ Runner add_bench_command(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
   CLI::App* c = app.add_subcommand("bench", "Run a model repeatedly and report latency and throughput");
   add_model_flags(c, f->model);
-  c->add_option("--input", f->in.inputs, "NAME=FILE.npy input (repeatable)");
-  c->add_option("--shape", f->in.shapes, "NAME=d0,d1,... input shape (repeatable)");
-  c->add_option("--batch", f->in.batch, "Batch size for symbolic first dimensions");
+  add_input_flags(c, f->in, true);
   c->add_option("--trace", f->trace, "Write a Chrome trace-event JSON file of the measured runs");
   c->add_option("--seconds", f->seconds, "Measured time in seconds")->check(CLI::PositiveNumber);
   c->add_option("--warmup", f->warmup, "Warm-up time in seconds (at least one run)")->check(CLI::NonNegativeNumber);

@@ -64,8 +64,7 @@ Runner add_plan_command(CLI::App& app) {
   auto f = std::make_shared<PlanFlags>();
   CLI::App* c = app.add_subcommand("plan", "Show the execution plan for a model");
   add_model_flags(c, f->model);
-  c->add_option("--shape", f->in.shapes, "NAME=d0,d1,... input shape (repeatable)");
-  c->add_option("--batch", f->in.batch, "Batch size for symbolic first dimensions");
+  add_input_flags(c, f->in, false);
   auto* j = c->add_flag("--json", f->json, "Print the plan as JSON");
   c->add_flag("--dot", f->dot, "Print the plan as Graphviz DOT")->excludes(j);
   return [f] { return show_plan(*f); };

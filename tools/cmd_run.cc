@@ -89,9 +89,7 @@ Runner add_run_command(CLI::App& app) {
   auto f = std::make_shared<RunFlags>();
   CLI::App* c = app.add_subcommand("run", "Run a model once and write its outputs");
   add_model_flags(c, f->model);
-  c->add_option("--input", f->in.inputs, "NAME=FILE.npy input (repeatable)");
-  c->add_option("--shape", f->in.shapes, "NAME=d0,d1,... input shape (repeatable)");
-  c->add_option("--batch", f->in.batch, "Batch size for symbolic first dimensions");
+  add_input_flags(c, f->in, true);
   c->add_option("--output-dir", f->output_dir, "Write each output as DIR/NAME.npy");
   c->add_option("--seed", f->in.seed, "Seed for random inputs");
   c->add_option("--trace", f->trace, "Write a Chrome trace-event JSON file of the run");
