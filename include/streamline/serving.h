@@ -135,6 +135,7 @@ struct ServingStats {
   uint64_t batches = 0;
   int64_t in_flight = 0;                    // accepted and not yet answered (queued or running)
   int64_t queued = 0;                       // waiting in the queue now
+  std::vector<int64_t> instance_busy_us;    // per instance: time spent running batches since load
 };
 
 namespace runtime {

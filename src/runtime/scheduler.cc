@@ -22,6 +22,7 @@ Scheduler::Scheduler(SchedulerOptions options, BatchExecutor executor)
       clock_(options_.clock ? options_.clock : &SteadyClock::instance()),
       stats_(options_.stats_window) {
   options_.instances = std::max(1, options_.instances);
+  for (int i = 0; i < options_.instances; ++i) stats_.on_busy(i, 0);  // every instance reported, idle ones too
   drain_policy_ = options_.policy;
   drain_policy_.max_queue_delay_us = 0;
 }
@@ -175,6 +176,7 @@ void Scheduler::run_batch(int instance, PendingList& batch, int rows) {
   const int64_t start = clock_->now_us();
   executor_(instance, requests, responses);
   const int64_t end = clock_->now_us();
+  stats_.on_busy(instance, std::max<int64_t>(0, end - start));
   for (size_t i = 0; i < batch.size(); ++i) {
     InferResponse& r = responses[i];
     r.id = batch[i]->request.id;

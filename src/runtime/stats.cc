@@ -50,6 +50,13 @@ void StatsRecorder::on_batch(int rows, int requests) {
   queued_ -= requests;
 }
 
+void StatsRecorder::on_busy(int instance, int64_t us) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (instance < 0) return;
+  if (static_cast<size_t>(instance) >= busy_.size()) busy_.resize(instance + 1, 0);
+  busy_[instance] += us;
+}
+
 void StatsRecorder::on_dequeued(int requests) {
   std::lock_guard<std::mutex> lock(mu_);
   queued_ -= requests;
@@ -83,6 +90,7 @@ ServingStats StatsRecorder::snapshot() const {
   s.batches = batches_;
   s.in_flight = in_flight_;
   s.queued = queued_;
+  s.instance_busy_us = busy_;
   return s;
 }
 

@@ -44,6 +44,8 @@ class StatsRecorder {
   void on_accepted();
   // A batch of `rows` rows was taken from the queue (requests leave the queue).
   void on_batch(int rows, int requests);
+  // Instance `instance` spent `us` running a batch.
+  void on_busy(int instance, int64_t us);
   // Requests left the queue without running (expired, cancelled).
   void on_dequeued(int requests);
   // A response was delivered. `accepted` says whether the request had entered the queue (refusals
@@ -58,6 +60,7 @@ class StatsRecorder {
   int64_t in_flight_ = 0, queued_ = 0;
   std::map<StatusCode, uint64_t> failures_;
   std::map<int, uint64_t> hist_;
+  std::vector<int64_t> busy_;
   LatencyWindow queue_, compute_, total_;
 };
 

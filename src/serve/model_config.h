@@ -1,0 +1,74 @@
+#pragma once
+// A served model's configuration, in the shape Triton users write it (config.pbtxt).
+//
+//   SL_ASSIGN_OR_RETURN(ModelConfig c, parse_model_config(text, "models/resnet/config.pbtxt"));
+//   ModelConfig d = derive_model_config("resnet", model);     // no config.pbtxt: from the model
+//   SL_RETURN_IF_ERROR(check_config_against_model(c, model)); // names, dtypes, dims agree
+//   ServingOptions so = serving_options(c);                   // what the runtime needs
+//   std::string json = model_config_json(c);                  // GET .../config
+//
+// Fields read: name, platform, backend, max_batch_size, input/output (name, data_type, dims,
+// reshape ignored), instance_group (count, kind), dynamic_batching (preferred_batch_size,
+// max_queue_delay_microseconds, priority_levels, default_priority_level, default_queue_policy,
+// preserve_ordering), parameters { key: "streams" value: { string_value: "2" } } for our own
+// options (streams, threads, precision, pin). Unknown fields are ignored, with a warning.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "streamline/serving.h"
+#include "streamline/streamline.h"
+
+namespace streamline::serve {
+
+struct TensorConfig {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  // Without the batch dimension when max_batch_size > 0 (Triton's convention); -1 = any.
+  std::vector<int64_t> dims;
+};
+
+struct ModelConfig {
+  std::string name;
+  std::string platform;  // "onnxruntime_onnx" or ""
+  std::string backend;   // "streamline", "onnxruntime" or ""
+  // 0: the model has no batch dimension the server may use; > 0: the first model dim is the batch
+  // and requests carry [rows, dims...] with rows <= max_batch_size.
+  int max_batch_size = 0;
+  std::vector<TensorConfig> inputs, outputs;
+  int instance_count = 1;
+  std::string instance_kind = "KIND_CPU";  // KIND_CPU, KIND_GPU or KIND_AUTO
+  bool dynamic_batching = false;           // a dynamic_batching { } block was present
+  BatchPolicy batching;                    // filled from dynamic_batching and max_batch_size
+  std::map<std::string, std::string> parameters;
+};
+
+// Parses config.pbtxt text (protobuf text format). `where` names the file in errors:
+// InvalidArgument "where: line 4: ...". Unknown fields are ignored.
+[[nodiscard]] Result<ModelConfig> parse_model_config(const std::string& text, const std::string& where);
+// A configuration derived from the model alone: its inputs and outputs; max_batch_size 8 with
+// dynamic batching off when every input's first dimension is symbolic, else 0.
+ModelConfig derive_model_config(const std::string& name, const Model& model);
+// Fills what the file left out (inputs/outputs, dtypes) from the model and checks the rest:
+// every configured tensor exists with the same dtype and compatible dims. InvalidArgument naming
+// the tensor otherwise.
+[[nodiscard]] Status complete_config(ModelConfig& config, const Model& model);
+// Options for the runtime: instances, batching, threads from parameters["threads"].
+ServingOptions serving_options(const ModelConfig& config);
+// ModelOptions from parameters (streams, threads, pin).
+ModelOptions model_options(const ModelConfig& config);
+// The configuration as JSON, with Triton's field names (for GET /v2/models/<m>/config).
+std::string model_config_json(const ModelConfig& config);
+
+// KServe v2 datatype names: "FP32", "INT64", "BOOL", "UINT8", "FP16", ... ; kUndefined if unknown.
+DType dtype_from_kserve(const std::string& name);
+const char* dtype_to_kserve(DType t);  // "" for a dtype KServe has no name for
+// Triton config names: "TYPE_FP32", "TYPE_INT64", ...
+DType dtype_from_config(const std::string& name);
+const char* dtype_to_config(DType t);
+
+}  // namespace streamline::serve

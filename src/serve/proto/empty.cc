@@ -1,0 +1,1 @@
+// Keeps sl_serve_proto a valid library before any .proto exists.

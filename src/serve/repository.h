@@ -1,0 +1,86 @@
+#pragma once
+// The model repository: a folder laid out as Triton users have it, and the lifecycle of each model.
+//
+//   models/
+//     resnet50/config.pbtxt            (optional: derived from the model when missing)
+//     resnet50/1/model.onnx
+//     resnet50/2/model.onnx            (the highest version is served)
+//
+//   Repository repo("models", {});
+//   repo.load_all();                         // each model loads or fails on its own
+//   auto m = repo.get("resnet50");           // Result<std::shared_ptr<LoadedModel>>
+//   (*m)->serving->submit(request, done);
+//   repo.unload("resnet50");                 // drains it; holders of the shared_ptr finish first
+//
+// Thread-safe. A LoadedModel stays valid while a shared_ptr to it is held, also after unload.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "serve/model_config.h"
+#include "streamline/serving.h"
+
+namespace streamline::serve {
+
+enum class ModelState { kLoading, kReady, kUnavailable, kUnloading };
+const char* model_state_name(ModelState s);  // "LOADING", "READY", "UNAVAILABLE", "UNLOADING"
+
+struct LoadedModel {
+  ModelConfig config;
+  std::string version;                    // the folder name, e.g. "1"
+  std::string path;                       // the .onnx file
+  std::unique_ptr<ServingModel> serving;  // never null in a LoadedModel handed out
+};
+
+struct RepositoryEntry {
+  std::string name;
+  std::string version;  // "" when no version folder was found
+  ModelState state = ModelState::kUnavailable;
+  std::string reason;   // why it is unavailable; "" when ready
+};
+
+struct RepositoryOptions {
+  // Defaults applied to every model unless its config says otherwise.
+  int default_instances = 1;
+  int default_threads = 0;  // intra-op threads per instance; 0 = cores / instances
+};
+
+class Repository {
+ public:
+  Repository(std::string root, RepositoryOptions options);
+  ~Repository();  // unloads everything (drains)
+
+  // Scans the root and loads every model folder. A model that fails is recorded UNAVAILABLE with
+  // its reason; the others still load. Returns an error only when the root cannot be read.
+  [[nodiscard]] Status load_all();
+  // Loads (or reloads, replacing the served one once the new one is ready) one model by folder name.
+  [[nodiscard]] Status load(const std::string& name);
+  // Stops serving: new requests get NotFound/Unavailable, queued ones are drained.
+  [[nodiscard]] Status unload(const std::string& name);
+
+  // NotFound when unknown; Unavailable when known but not ready (with the reason). `version` ""
+  // = the served version; another version -> NotFound unless it is the served one.
+  [[nodiscard]] Result<std::shared_ptr<LoadedModel>> get(const std::string& name,
+                                                         const std::string& version = "") const;
+  // Every model folder seen (loaded or not), sorted by name.
+  std::vector<RepositoryEntry> index() const;
+  // Models that are ready, sorted by name.
+  std::vector<std::shared_ptr<LoadedModel>> ready_models() const;
+  const std::string& root() const { return root_; }
+
+ private:
+  [[nodiscard]] Result<std::shared_ptr<LoadedModel>> load_model(const std::string& name,
+                                                                std::string* version) const;
+  std::string root_;
+  RepositoryOptions options_;
+  mutable std::mutex mu_;
+  std::map<std::string, RepositoryEntry> entries_;
+  std::map<std::string, std::shared_ptr<LoadedModel>> models_;
+};
+
+}  // namespace streamline::serve

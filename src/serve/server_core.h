@@ -1,0 +1,101 @@
+#pragma once
+// What the HTTP and gRPC front ends share: the repository, the requests in flight, draining at
+// shutdown, metadata, statistics and metrics. A front end decodes a request into an InferRequest,
+// calls infer(), and encodes the InferResponse; it never talks to the runtime directly.
+//
+//   Repository repo("models", {});
+//   repo.load_all();
+//   ServerCore core(repo, {});
+//   core.infer("resnet50", "", std::move(request), [](InferResponse r) { ... });  // exactly once
+//   std::string text = core.metrics_text();           // Prometheus exposition format
+//   core.drain(std::chrono::seconds(30));              // refuse new requests, finish accepted ones
+//
+// Thread-safe. The Repository must outlive the ServerCore.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "serve/repository.h"
+#include "streamline/serving.h"
+
+namespace streamline::serve {
+
+struct ServerOptions {
+  std::string name = "streamline";
+  // Largest request body accepted (bytes); larger -> 413 / RESOURCE_EXHAUSTED.
+  int64_t max_request_bytes = 256ll << 20;
+};
+
+struct TensorMetadata {
+  std::string name;
+  std::string datatype;        // KServe name: "FP32", "INT64", ...
+  std::vector<int64_t> shape;  // -1 for variable dims; includes the batch dim (-1) when batching
+};
+
+struct ModelMetadata {
+  std::string name;
+  std::vector<std::string> versions;
+  std::string platform;  // "streamline_onnx"
+  std::vector<TensorMetadata> inputs, outputs;
+};
+
+// One mapping from Status to protocol codes, used by every front end.
+int http_status(const Status& s);     // 200, 400, 404, 413, 429, 500, 503, 504
+int grpc_status_code(const Status& s);  // grpc::StatusCode values as int
+
+class ServerCore {
+ public:
+  ServerCore(Repository& repository, ServerOptions options);
+  ~ServerCore();
+
+  bool live() const { return true; }
+  // Not draining, and every model of the repository index is ready.
+  bool ready() const;
+  bool draining() const { return draining_.load(); }
+  const ServerOptions& options() const { return options_; }
+  Repository& repository() { return repo_; }
+  const Repository& repository() const { return repo_; }
+
+  // {"name":"streamline","version":"0.1.0","extensions":[...]}
+  std::string server_metadata_json() const;
+  [[nodiscard]] Result<ModelMetadata> model_metadata(const std::string& model,
+                                                     const std::string& version) const;
+  static std::string model_metadata_json(const ModelMetadata& m);
+  // Triton's statistics extension: {"model_stats":[{name, version, last_inference,
+  // inference_count, execution_count, inference_stats:{success:{count,ns}, fail, queue,
+  // compute_infer}, batch_stats:[...]}]}. model "" = every ready model.
+  [[nodiscard]] Result<std::string> statistics_json(const std::string& model) const;
+  // Prometheus text format (version 0.0.4): per-model counters and summaries, batch-size
+  // histogram, pending requests, per-instance busy time, process CPU seconds and resident memory.
+  std::string metrics_text() const;
+
+  // Runs one request on a model. `done` is called exactly once (maybe before infer returns):
+  // NotFound for an unknown model or version, Unavailable while draining or when the model is not
+  // ready, else whatever the runtime answers. The request counts as in flight until `done` returns.
+  void infer(const std::string& model, const std::string& version, InferRequest request,
+             InferCallback done);
+
+  // Refuses new requests from now on; waits until every accepted request is answered or the
+  // timeout passes. Returns true when none is left in flight.
+  bool drain(std::chrono::milliseconds timeout);
+  int64_t in_flight() const { return in_flight_.load(); }
+
+ private:
+  Repository& repo_;
+  ServerOptions options_;
+  std::atomic<bool> draining_{false};
+  std::atomic<int64_t> in_flight_{0};
+  mutable std::mutex mu_;
+  std::condition_variable idle_cv_;
+  // Refusals before a request reaches a model (unknown model, draining), by model and code.
+  std::map<std::string, std::map<StatusCode, uint64_t>> front_failures_;
+};
+
+}  // namespace streamline::serve
