@@ -44,7 +44,8 @@ int show_plan(const PlanFlags& f) {
     for (int s : st.outputs)
       if (s >= 0) {
         const auto& slot = p.slots[static_cast<size_t>(s)];
-        out += (out.empty() ? "" : " ") + slot.shape.to_string() + (slot.layout == Layout::kChannelsLast ? "nhwc" : "");
+        out += (out.empty() ? "" : " ") + slot.shape.to_string() +
+               (slot.layout == Layout::kChannelsLast ? "nhwc" : slot.layout == Layout::kBlocked8 ? "nChw8c" : "");
       }
     rows.push_back({std::to_string(i), st.name, st.op, st.provider, std::to_string(st.stream), out});
   }

@@ -38,6 +38,9 @@ struct ModelOptions {
   bool optimize = true;
   // Keep convolution activations channels-last between layers. Takes effect at load.
   bool channels_last = true;
+  // With channels_last: keep activations in oneDNN's blocked nChw8c layout between convolutions
+  // whose channel counts are multiples of 8 (faster on AVX2). Takes effect when plans are made.
+  bool blocked_layout = true;
   // Total threads per run; 0 = all hardware threads. Sessions may override per run.
   int num_threads = 0;
   // Streams per run: independent branches of the graph run concurrently on CPU stream threads.

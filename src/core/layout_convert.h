@@ -1,5 +1,6 @@
 #pragma once
-// Conversions between plain (NCHW) and channels-last (NHWC) storage of rank-4 tensors.
+// Conversions between plain (NCHW), channels-last (NHWC) and blocked (nChw8c) storage of rank-4
+// tensors.
 //
 //   Tensor nhwc = to_layout(t, Layout::kChannelsLast);   // new owned tensor, same logical shape
 //   convert_layout(src, dst);                              // into preallocated dst (no allocation)

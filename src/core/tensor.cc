@@ -8,6 +8,7 @@ const char* layout_name(Layout l) {
   switch (l) {
     case Layout::kPlain: return "plain";
     case Layout::kChannelsLast: return "channels_last";
+    case Layout::kBlocked8: return "nChw8c";
   }
   return "unknown";
 }

@@ -22,6 +22,8 @@ namespace streamline {
 enum class Layout : uint8_t {
   kPlain = 0,        // dense row-major in the logical shape (NCHW for images)
   kChannelsLast = 1, // rank-4 logical NCHW stored as NHWC
+  kBlocked8 = 2,     // rank-4 logical NCHW stored as nChw8c (channels in blocks of 8 innermost);
+                     // only for C % 8 == 0, so it takes the same bytes as the plain tensor
 };
 const char* layout_name(Layout l);
 

@@ -24,12 +24,23 @@ Result<std::vector<Tensor>> evaluate_node(const KernelRegistry& reg, const graph
 
   // Inputs as the kernel will see them.
   std::vector<Tensor> given(inputs.begin(), inputs.end());
-  const bool want_cl = options.input_layout == Layout::kChannelsLast &&
-                       kernel->layout_support() != LayoutSupport::kPlainOnly;
+  // The layout rank-4 activations get, chosen as the planner would.
+  Layout want = kernel->layout_support() == LayoutSupport::kPlainOnly ? Layout::kPlain : options.input_layout;
+  if (want != Layout::kPlain && kernel->layout_support() == LayoutSupport::kPreferChannelsLast) {
+    std::vector<TensorInfo> plain_infos(given.size());
+    for (size_t i = 0; i < given.size(); ++i)
+      if (given[i].defined()) {
+        plain_infos[i].dtype = given[i].dtype();
+        plain_infos[i].shape = given[i].shape();
+        plain_infos[i].value = constants[i] ? &given[i] : nullptr;
+      }
+    want = kernel->preferred_layout(plain_infos, options.input_layout == Layout::kBlocked8);
+  }
   std::vector<TensorInfo> infos;
   for (size_t i = 0; i < given.size(); ++i) {
-    if (want_cl && given[i].defined() && !constants[i] && given[i].shape().rank() == 4) {
-      SL_ASSIGN_OR_RETURN(given[i], to_layout(given[i], Layout::kChannelsLast));
+    const bool activation = given[i].defined() && !constants[i] && given[i].shape().rank() == 4;
+    if (want != Layout::kPlain && activation && (want != Layout::kBlocked8 || given[i].shape()[1] % 8 == 0)) {
+      SL_ASSIGN_OR_RETURN(given[i], to_layout(given[i], want));
     }
     TensorInfo info;
     if (given[i].defined()) {

@@ -73,7 +73,7 @@ struct RunContext {
 enum class LayoutSupport {
   kPlainOnly,           // every input plain
   kAny,                 // any layout, provided accepts() says yes for the layouts it is given
-  kPreferChannelsLast,  // rank-4 non-constant inputs converted to channels-last
+  kPreferChannelsLast,  // rank-4 non-constant inputs converted to preferred_layout()
 };
 
 class Kernel {
@@ -84,11 +84,18 @@ class Kernel {
   virtual LayoutSupport layout_support() const { return LayoutSupport::kPlainOnly; }
   // For kAny: true when these inputs (shapes and layouts) can be handled without conversion.
   virtual bool accepts(std::span<const TensorInfo> inputs) const { return true; }
+  // For kPreferChannelsLast: the layout its rank-4 activation inputs should have, given their
+  // shapes. `allow_blocked` says whether kBlocked8 may be chosen.
+  virtual Layout preferred_layout(std::span<const TensorInfo> inputs, bool allow_blocked) const {
+    return Layout::kChannelsLast;
+  }
 };
 
 struct KernelOptions {
   // Lets conv-like kernels keep activations channels-last between layers.
   bool allow_channels_last = true;
+  // Lets them use the blocked nChw8c layout where channel counts allow (with allow_channels_last).
+  bool allow_blocked = true;
 };
 
 struct KernelCreateArgs {

@@ -6,6 +6,14 @@
 
 namespace streamline::plan {
 namespace {
+std::string layout_suffix(Layout l) {
+  if (l == Layout::kChannelsLast) return ":nhwc";
+  if (l == Layout::kBlocked8) return ":nChw8c";
+  return "";
+}
+}  // namespace
+
+namespace {
 
 std::string json_escape(const std::string& s) {
   std::string o;
@@ -70,14 +78,14 @@ std::string ExecutionPlan::to_json() const {
       o << (j ? ", " : "");
       if (st.inputs[j] < 0) { o << "null"; continue; }
       const TensorSlot& s = slots[static_cast<size_t>(st.inputs[j])];
-      o << q(s.name + ":" + s.shape.to_string() + (s.layout == Layout::kChannelsLast ? ":nhwc" : ""));
+      o << q(s.name + ":" + s.shape.to_string() + layout_suffix(s.layout));
     }
     o << "], \"outputs\": [";
     for (size_t j = 0; j < st.outputs.size(); ++j) {
       o << (j ? ", " : "");
       if (st.outputs[j] < 0) { o << "null"; continue; }
       const TensorSlot& s = slots[static_cast<size_t>(st.outputs[j])];
-      o << q(s.name + ":" + s.shape.to_string() + (s.layout == Layout::kChannelsLast ? ":nhwc" : "") + "@" +
+      o << q(s.name + ":" + s.shape.to_string() + layout_suffix(s.layout) + "@" +
              std::to_string(s.offset));
     }
     o << "], \"wait\": [";

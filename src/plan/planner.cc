@@ -206,7 +206,7 @@ class Planner {
     node.name = std::string("to_") + layout_name(layout);
     graph::Attribute a;
     a.kind = graph::Attribute::Kind::kString;
-    a.s = layout == Layout::kPlain ? "plain" : "channels_last";
+    a.s = layout_name(layout);
     node.attrs["to"] = a;
     SL_ASSIGN_OR_RETURN(const ops::KernelDef* def, reg_.find("LayoutConvert", "streamline", 1, ops::Device::kCpu,
                                                              DType::kFloat32));
@@ -310,7 +310,11 @@ class Planner {
     switch (kernel->layout_support()) {
       case ops::LayoutSupport::kPlainOnly: target = Layout::kPlain; break;
       case ops::LayoutSupport::kPreferChannelsLast:
-        target = opts_.channels_last ? Layout::kChannelsLast : Layout::kPlain;
+        if (opts_.channels_last) {
+          std::vector<ops::TensorInfo> infos;
+          for (int s : in_slots) infos.push_back(info_of(s));
+          target = kernel->preferred_layout(infos, opts_.blocked);
+        }
         break;
       case ops::LayoutSupport::kAny: {
         std::optional<Layout> common;

@@ -28,6 +28,7 @@ namespace streamline::plan {
 
 struct PlannerOptions {
   bool channels_last = true;   // let conv-like kernels keep activations NHWC between layers
+  bool blocked = true;         // with channels_last: nChw8c where a kernel prefers it (C % 8 == 0)
   bool inplace = true;         // let kernels write outputs over inputs that die at them
   bool reuse_memory = true;    // false gives every buffer its own arena range (debugging)
   int num_streams = 1;         // at most this many streams; 1 = single-stream plan

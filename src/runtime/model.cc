@@ -64,6 +64,7 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
   // Pass 2: one kernel per node; every unsupported op is reported at once.
   ops::KernelOptions ko;
   ko.allow_channels_last = options.channels_last;
+  ko.allow_blocked = options.blocked_layout;
   SL_ASSIGN_OR_RETURN(m->kernels_, plan::create_kernels(m->graph_, ops::default_cpu_registry(), ko));
   for (graph::ValueId v : m->graph_.inputs()) m->inputs_.push_back(describe(m->graph_, v));
   for (graph::ValueId v : m->graph_.outputs()) m->outputs_.push_back(describe(m->graph_, v));
@@ -118,6 +119,7 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Model::plan_for(const std::ve
   for (size_t i = 0; i < shapes.size(); ++i) in.emplace_back(inputs_[i].name, shapes[i]);
   plan::PlannerOptions po;
   po.channels_last = options_.channels_last;
+  po.blocked = options_.blocked_layout;
   po.num_streams = std::max(1, options_.num_streams);
   po.num_threads = threads_per_stream();
   po.pinned_streams = options_.pinned_streams;

@@ -46,6 +46,63 @@ TEST(ConvOp, RandomShapesMatchReference) {
   }
 }
 
+// nChw8c: dense, depthwise and first-layer (C < 8) convolutions in the blocked layout, with bias,
+// fused activation and residual, against the reference.
+TEST(ConvOp, BlockedLayoutMatchesReference) {
+  std::mt19937 rng(4321);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int iter = 0; iter < 24; ++iter) {
+    const int kind = iter % 3;  // 0 dense, 1 depthwise, 2 first layer
+    const int64_t c = kind == 2 ? pick(1, 7) : 8 * pick(1, 3);
+    const int64_t m = kind == 1 ? c : 8 * pick(1, 3);
+    const int64_t gr = kind == 1 ? c : 1;
+    const int64_t k = pick(1, 3), s = pick(1, 2), h = pick(5, 11), w = pick(5, 11), n = pick(1, 2);
+    const int64_t p = pick(0, k - 1);
+    Tensor x = random_tensor({n, c, h, w}, rng);
+    Tensor wt = random_tensor({m, c / gr, k, k}, rng);
+    Tensor b = random_tensor({m}, rng);
+    const int64_t oh = (h + 2 * p - k) / s + 1, ow = (w + 2 * p - k) / s + 1;
+    std::vector<Tensor> in{x, wt, b};
+    if (iter % 2 == 1) in.push_back(random_tensor({n, m, oh, ow}, rng));
+    std::map<std::string, graph::Attribute> attrs{
+        {"group", one_int(gr)}, {"strides", ints({s, s})}, {"pads", ints({p, p, p, p})}, {"activation", str("Relu")}};
+    RunOpts o;
+    o.blocked = true;
+    o.threads = 1 + iter % 2;
+    SCOPED_TRACE("iter " + std::to_string(iter) + " kind " + std::to_string(kind));
+    compare("FusedConv", "streamline", in, attrs, o);
+  }
+}
+
+// The layouts a convolution asks for: nChw8c for whole blocks, plain for a first layer, channels-last
+// otherwise (grouped, odd channels, or when nChw8c is not allowed).
+TEST(ConvOp, PreferredLayouts) {
+  std::mt19937 rng(4322);
+  auto layout_for = [&](int64_t c, int64_t m, int64_t group, bool allow) {
+    Tensor x = random_tensor({1, c, 6, 6}, rng);
+    Tensor w = random_tensor({m, c / group, 3, 3}, rng);
+    auto n = make_node("Conv", "", {x, w}, {{"group", one_int(group)}});
+    auto def = cpu_reg().find("Conv", "", 13, Device::kCpu, DType::kFloat32);
+    EXPECT_TRUE(def.ok());
+    std::vector<const Tensor*> consts{nullptr, &w};
+    KernelCreateArgs args{n->g, n->node(), consts, {DType::kFloat32, DType::kFloat32}, {}};
+    auto k = (*def)->create(args);
+    EXPECT_TRUE(k.ok()) << k.status().to_string();
+    std::vector<TensorInfo> infos(2);
+    infos[0].dtype = infos[1].dtype = DType::kFloat32;
+    infos[0].shape = x.shape();
+    infos[1].shape = w.shape();
+    infos[1].value = &w;
+    return (*k)->preferred_layout(infos, allow);
+  };
+  EXPECT_EQ(layout_for(16, 32, 1, true), Layout::kBlocked8);
+  EXPECT_EQ(layout_for(16, 16, 16, true), Layout::kBlocked8);     // depthwise
+  EXPECT_EQ(layout_for(3, 64, 1, true), Layout::kPlain);          // first layer
+  EXPECT_EQ(layout_for(16, 16, 2, true), Layout::kChannelsLast);  // grouped
+  EXPECT_EQ(layout_for(12, 16, 1, true), Layout::kChannelsLast);  // partial block
+  EXPECT_EQ(layout_for(16, 32, 1, false), Layout::kChannelsLast);
+}
+
 TEST(ConvOp, AutoPadModes) {
   std::mt19937 rng(7);
   for (const char* mode : {"SAME_UPPER", "SAME_LOWER", "VALID"}) {

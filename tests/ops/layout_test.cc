@@ -65,3 +65,41 @@ TEST(LayoutConvertOp, Errors) {
 
 }  // namespace
 }  // namespace streamline::ops
+
+namespace streamline::ops {
+namespace {
+
+using namespace test_util;
+
+// nChw8c: element (n, c, h, w) sits at ((n * C/8 + c/8) * H * W + h * W + w) * 8 + c % 8; every
+// pair of layouts converts both ways without loss.
+TEST(LayoutConvertOp, BlockedRoundTrips) {
+  std::mt19937 rng(79);
+  for (int threads : {1, 2}) {
+    Tensor x = random_tensor({2, 16, 5, 3}, rng);
+    auto b = convert(x, "nChw8c", threads);
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    EXPECT_EQ(b->layout(), Layout::kBlocked8);
+    EXPECT_EQ(b->shape(), x.shape());
+    const int64_t n = 1, c = 11, h = 4, w = 2, C = 16, H = 5, W = 3;
+    EXPECT_EQ(b->data<float>()[((n * (C / 8) + c / 8) * H * W + h * W + w) * 8 + c % 8],
+              x.data<float>()[((n * C + c) * H + h) * W + w]);
+    auto cl = convert(*b, "channels_last", threads);
+    ASSERT_TRUE(cl.ok()) << cl.status().to_string();
+    auto b2 = convert(*cl, "nChw8c", threads);
+    ASSERT_TRUE(b2.ok()) << b2.status().to_string();
+    auto back = convert(*b2, "plain", threads);
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(back->data<float>()[i], x.data<float>()[i]);
+  }
+}
+
+TEST(LayoutConvertOp, BlockedNeedsWholeBlocks) {
+  std::mt19937 rng(83);
+  auto r = convert(random_tensor({1, 12, 2, 2}, rng), "nChw8c", 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("divisible by 8"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace streamline::ops

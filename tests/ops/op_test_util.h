@@ -120,6 +120,7 @@ inline void expect_close(const Tensor& got, const Tensor& want, double rel = 1e-
 
 struct RunOpts {
   bool channels_last = false;
+  bool blocked = false;  // hand rank-4 activations over in nChw8c where the kernel prefers it
   bool const_weights = true;
   int threads = 1;
   bool symbolic_x = false;
@@ -134,7 +135,7 @@ inline void compare(const std::string& op, const std::string& domain, const std:
   auto n = make_node(op, domain, inputs, std::move(attrs), o.symbolic_x, o.unknown_x);
   EvalOptions eo;
   eo.num_threads = o.threads;
-  eo.input_layout = o.channels_last ? Layout::kChannelsLast : Layout::kPlain;
+  eo.input_layout = o.blocked ? Layout::kBlocked8 : o.channels_last ? Layout::kChannelsLast : Layout::kPlain;
   eo.constant_mask.assign(inputs.size(), false);
   if (inputs.size() > 1) eo.constant_mask[1] = o.const_weights;
   if (inputs.size() > 2) eo.constant_mask[2] = true;

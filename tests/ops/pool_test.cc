@@ -31,6 +31,26 @@ TEST(PoolOp, RandomShapesMatchReference) {
   }
 }
 
+// Max and average pools in nChw8c (channels multiples of 8) against the reference.
+TEST(PoolOp, BlockedLayoutMatchesReference) {
+  std::mt19937 rng(57);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int iter = 0; iter < 16; ++iter) {
+    const bool is_max = iter % 2 == 0;
+    const int64_t k = pick(2, 3), s = pick(1, 2);
+    std::map<std::string, graph::Attribute> attrs{{"kernel_shape", ints({k, k})},
+                                                  {"strides", ints({s, s})},
+                                                  {"pads", ints({1, 1, 1, 1})}};
+    Tensor x = random_tensor({pick(1, 2), 8 * pick(1, 3), pick(5, 11), pick(5, 11)}, rng);
+    RunOpts o;
+    o.blocked = true;
+    o.threads = 1 + iter % 2;
+    SCOPED_TRACE("iter " + std::to_string(iter));
+    compare(is_max ? "MaxPool" : "AveragePool", "", {x}, attrs, o);
+    compare(is_max ? "GlobalMaxPool" : "GlobalAveragePool", "", {x}, {}, o);
+  }
+}
+
 // ceil_mode windows that reach past the end padding: AveragePool with count_include_pad counts
 // only the taps inside the padded input.
 TEST(PoolOp, CeilModeAndCountIncludePad) {

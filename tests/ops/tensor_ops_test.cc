@@ -75,6 +75,23 @@ TEST(TensorOp, ConcatChannelsLastEqualsPlain) {
   }
 }
 
+TEST(TensorOp, ConcatBlockedEqualsPlain) {
+  std::mt19937 rng(103);
+  const std::vector<Tensor> ins = {random_tensor(DType::kFloat32, Shape{2, 8, 4, 5}, rng),
+                                   random_tensor(DType::kFloat32, Shape{2, 24, 4, 5}, rng),
+                                   random_tensor(DType::kFloat32, Shape{2, 16, 4, 5}, rng)};
+  OneNode n("Concat", 13, 3);
+  n.i("axis", 1);
+  auto plain = n.cpu(ins);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EvalOptions o;
+  o.input_layout = Layout::kBlocked8;
+  o.constant_mask = {false, false, false};
+  auto blocked = n.run(cpu_reg(), ins, o);
+  ASSERT_TRUE(blocked.ok()) << blocked.status().to_string();
+  EXPECT_TRUE(same_tensor((*blocked)[0], (*plain)[0]));
+}
+
 TEST(TensorOp, ConcatAcceptsOnlyUniformLayouts) {
   const Tensor a = Tensor::empty(DType::kFloat32, Shape{1, 2, 3, 3});
   OneNode n1("Concat", 13, 2);

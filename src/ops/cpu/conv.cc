@@ -172,11 +172,35 @@ struct ConvState {
   PrimitiveCache cache;
 };
 
-memory::desc activation_md(const ConvGeom& g, bool channels_last, bool is_src) {
+memory::desc activation_md(const ConvGeom& g, Layout layout, bool is_src) {
   memory::dims d{g.n, is_src ? g.c : g.m};
   for (size_t i = 0; i < g.in.size(); ++i) d.push_back(is_src ? g.in[i] : g.out[i]);
-  if (channels_last) return permuted_md(d, {0, 2, 3, 1});
+  if (layout == Layout::kChannelsLast) return permuted_md(d, {0, 2, 3, 1});
+  if (layout == Layout::kBlocked8) return memory::desc(d, memory::data_type::f32, memory::format_tag::nChw8c);
   return plain_md(d);
+}
+
+// The activation layout for a 2-D convolution with c input and m output channels. oneDNN's AVX2
+// convolutions are fastest on nChw8c, but mixing nChw8c with NHWC falls back to its reference
+// code, so nChw8c is chosen only when both sides have whole blocks (plain, grouped-by-blocks
+// or depthwise); everything else stays channels-last.
+// A first layer (fewer than 8 input channels, as images have) reads plain NCHW and writes nChw8c,
+// for which oneDNN has a dedicated kernel; conv_layout() then returns kPlain for its input.
+bool first_layer(int64_t c, int64_t m, int64_t group) { return c < 8 && m % 8 == 0 && group == 1; }
+
+Layout conv_layout(int64_t c, int64_t m, int64_t group, bool allow_blocked) {
+  if (allow_blocked && first_layer(c, m, group)) return Layout::kPlain;
+  const bool whole = c % 8 == 0 && m % 8 == 0;
+  const bool groups_ok = group == 1 || (group == c && group == m);
+  return allow_blocked && whole && groups_ok ? Layout::kBlocked8 : Layout::kChannelsLast;
+}
+
+// The output layout for an input in `in`: the same, except that a first layer (see above) given
+// a plain input writes nChw8c when blocked layouts are allowed.
+Layout conv_out_layout(Layout in, const ConvGeom& g, bool blocked_ok) {
+  if (in == Layout::kPlain && blocked_ok && g.in.size() == 2 && first_layer(g.c, g.m, g.group))
+    return Layout::kBlocked8;
+  return in;
 }
 
 // Weights as ONNX stores them, in oneDNN's logical (groups, out, in, spatial) order.
@@ -204,6 +228,7 @@ class ConvKernel final : public Kernel {
     auto k = std::make_unique<ConvKernel>();
     k->who_ = args.node.describe();
     k->fused_ = args.node.domain == "streamline";
+    k->blocked_ok_ = !transposed && args.options.allow_channels_last && args.options.allow_blocked;
     SL_ASSIGN_OR_RETURN(k->attrs_, parse_conv_attrs(args.node, transposed));
     if (!k->fused_) k->attrs_.act = Activation{};
     if (args.node.inputs.size() < 2) return invalid_argument(k->who_ + ": needs inputs X and W");
@@ -217,6 +242,11 @@ class ConvKernel final : public Kernel {
 
   LayoutSupport layout_support() const override {
     return attrs_.transposed ? LayoutSupport::kPlainOnly : LayoutSupport::kPreferChannelsLast;
+  }
+  Layout preferred_layout(std::span<const TensorInfo> inputs, bool allow_blocked) const override {
+    if (inputs.size() < 2 || inputs[0].shape.rank() != 4 || inputs[1].shape.rank() != 4 || !weights_const_)
+      return Layout::kChannelsLast;
+    return conv_layout(inputs[0].shape[1], inputs[1].shape[0], attrs_.group, allow_blocked);
   }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const override {
@@ -233,9 +263,12 @@ class ConvKernel final : public Kernel {
     auto st = std::make_shared<ConvState>();
     SL_ASSIGN_OR_RETURN(st->geom, conv_geometry(who_, attrs_, x.shape, w.shape));
     const ConvGeom& g = st->geom;
-    const bool cl = x.layout == Layout::kChannelsLast;
-    if (cl && (x.shape.rank() != 4 || attrs_.transposed))
-      return invalid_argument(who_ + ": channels-last input must be rank 4");
+    const Layout layout = x.layout;
+    if (layout != Layout::kPlain && (x.shape.rank() != 4 || attrs_.transposed))
+      return invalid_argument(who_ + ": " + layout_name(layout) + " input must be rank 4");
+    if (layout == Layout::kBlocked8 && (g.c % 8 != 0 || g.m % 8 != 0))
+      return invalid_argument(who_ + ": nChw8c needs input and output channels divisible by 8");
+    const Layout out_layout = weights_const_ ? conv_out_layout(layout, g, blocked_ok_) : layout;
     st->has_bias = inputs.size() > 2 && inputs[2].present();
     if (st->has_bias && (inputs[2].shape.rank() != 1 || inputs[2].shape[0] != g.m))
       return invalid_argument(who_ + ": bias " + inputs[2].shape.to_string() + " must be [" + std::to_string(g.m) +
@@ -248,8 +281,8 @@ class ConvKernel final : public Kernel {
       for (size_t i = 0; i < g.in.size(); ++i)
         if (g.pad_l[i] < 0)
           return unsupported(who_ + ": output_shape larger than the natural output (negative leading padding)");
-    st->src_md = activation_md(g, cl, true);
-    st->dst_md = activation_md(g, cl, false);
+    st->src_md = activation_md(g, layout, true);
+    st->dst_md = activation_md(g, out_layout, false);
     st->bias_md = st->has_bias ? plain_md({g.m}) : memory::desc();
     st->user_w_md = user_weights_md(g, attrs_.transposed, w_cl);
     st->any_w_md = memory::desc(st->user_w_md.dims(), memory::data_type::f32, memory::format_tag::any);
@@ -265,7 +298,7 @@ class ConvKernel final : public Kernel {
     }
 
     ReshapeResult r;
-    r.outputs.push_back(OutputInfo{DType::kFloat32, g.y_shape, cl ? Layout::kChannelsLast : Layout::kPlain});
+    r.outputs.push_back(OutputInfo{DType::kFloat32, g.y_shape, out_layout});
     r.workspace_bytes = weights_const_ ? st->scratch_budget : st->w_offset + st->w_bytes;
     if (st->has_z && inputs[3].layout == r.outputs[0].layout) r.inplace = {3};
     r.state = std::move(st);
@@ -372,11 +405,18 @@ class ConvKernel final : public Kernel {
     if (!geom.ok()) return ok_status();  // reshape reports the error with the real shapes
     ConvState st;
     st.geom = *geom;
-    const bool cl = xs.rank() == 4 && !attrs_.transposed && args.options.allow_channels_last;
+    // Pack for the layout the planner will give this convolution (see preferred_layout).
+    Layout layout = Layout::kPlain;
+    if (xs.rank() == 4 && !attrs_.transposed && args.options.allow_channels_last)
+      layout = conv_layout(st.geom.c, st.geom.m, attrs_.group, args.options.allow_blocked);
     st.has_bias = args.node.inputs.size() > 2 && args.node.inputs[2] != graph::kNoValue;
     st.has_z = args.node.inputs.size() > 3 && args.node.inputs[3] != graph::kNoValue;
-    st.src_md = activation_md(st.geom, cl, true);
-    st.dst_md = activation_md(st.geom, cl, false);
+    st.src_md = activation_md(st.geom, layout, true);
+    st.dst_md = activation_md(st.geom, layout == Layout::kPlain && xs.rank() == 4 && !attrs_.transposed &&
+                                                   args.options.allow_channels_last
+                                               ? conv_out_layout(layout, st.geom, args.options.allow_blocked)
+                                               : layout,
+                              false);
     st.bias_md = st.has_bias ? plain_md({st.geom.m}) : memory::desc();
     st.user_w_md = user_weights_md(st.geom, attrs_.transposed);
     st.any_w_md = memory::desc(st.user_w_md.dims(), memory::data_type::f32, memory::format_tag::any);
@@ -399,6 +439,7 @@ class ConvKernel final : public Kernel {
   bool fused_ = false;
   ConvAttrs attrs_;
   bool weights_const_ = false;
+  bool blocked_ok_ = false;  // nChw8c outputs allowed (see conv_out_layout)
   PackedWeights packed_;  // constant weights reordered at create, if any
 };
 

@@ -18,8 +18,11 @@ class LayoutConvertKernel final : public Kernel {
       k->to_ = Layout::kPlain;
     else if (to == "channels_last")
       k->to_ = Layout::kChannelsLast;
+    else if (to == "nChw8c")
+      k->to_ = Layout::kBlocked8;
     else
-      return invalid_argument(k->who_ + ": attribute 'to' must be \"plain\" or \"channels_last\", got '" + to + "'");
+      return invalid_argument(k->who_ + ": attribute 'to' must be \"plain\", \"channels_last\" or \"nChw8c\", got '" +
+                              to + "'");
     if (args.node.inputs.size() != 1 || args.node.inputs[0] == graph::kNoValue)
       return invalid_argument(k->who_ + ": expects one input");
     return std::unique_ptr<Kernel>(std::move(k));
@@ -33,8 +36,11 @@ class LayoutConvertKernel final : public Kernel {
   Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const override {
     if (inputs.size() != 1 || !inputs[0].present()) return invalid_argument(who_ + ": expects one input");
     const TensorInfo& x = inputs[0];
-    if ((to_ == Layout::kChannelsLast || x.layout == Layout::kChannelsLast) && x.shape.rank() != 4)
-      return invalid_argument(who_ + ": channels-last needs a rank-4 tensor, got " + x.shape.to_string());
+    if ((to_ != Layout::kPlain || x.layout != Layout::kPlain) && x.shape.rank() != 4)
+      return invalid_argument(who_ + ": " + layout_name(to_ == Layout::kPlain ? x.layout : to_) +
+                              " needs a rank-4 tensor, got " + x.shape.to_string());
+    if ((to_ == Layout::kBlocked8 || x.layout == Layout::kBlocked8) && x.shape[1] % 8 != 0)
+      return invalid_argument(who_ + ": nChw8c needs channels divisible by 8, got " + x.shape.to_string());
     if (dtype_size(x.dtype) == 0) return unsupported(who_ + ": dtype " + dtype_name(x.dtype));
     ReshapeResult r;
     r.outputs.push_back(OutputInfo{x.dtype, x.shape, to_});

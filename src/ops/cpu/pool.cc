@@ -70,6 +70,10 @@ class PoolKernel final : public Kernel {
   }
 
   LayoutSupport layout_support() const override { return LayoutSupport::kPreferChannelsLast; }
+  Layout preferred_layout(std::span<const TensorInfo> inputs, bool allow_blocked) const override {
+    const bool whole = !inputs.empty() && inputs[0].shape.rank() == 4 && inputs[0].shape[1] % 8 == 0;
+    return allow_blocked && whole ? Layout::kBlocked8 : Layout::kChannelsLast;
+  }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const override {
     if (inputs.empty() || !inputs[0].present()) return invalid_argument(who_ + ": needs input X");
@@ -79,22 +83,28 @@ class PoolKernel final : public Kernel {
     SL_ASSIGN_OR_RETURN(st->g, geometry(x.shape));
     const PoolGeom& g = st->g;
     st->channels_last = x.layout == Layout::kChannelsLast;
-    if (st->channels_last && x.shape.rank() != 4)
-      return invalid_argument(who_ + ": channels-last input must be rank 4");
+    const bool blocked = x.layout == Layout::kBlocked8;
+    if (x.layout != Layout::kPlain && x.shape.rank() != 4)
+      return invalid_argument(who_ + ": " + layout_name(x.layout) + " input must be rank 4");
+    if (blocked && x.shape[1] % 8 != 0) return invalid_argument(who_ + ": nChw8c needs channels divisible by 8");
     memory::dims sd{g.n, g.c}, dd{g.n, g.c};
     sd.insert(sd.end(), g.in.begin(), g.in.end());
     dd.insert(dd.end(), g.out.begin(), g.out.end());
-    st->src_md = st->channels_last ? permuted_md(sd, {0, 2, 3, 1}) : plain_md(sd);
-    st->dst_md = st->channels_last ? permuted_md(dd, {0, 2, 3, 1}) : plain_md(dd);
+    if (blocked) {
+      st->src_md = memory::desc(sd, memory::data_type::f32, memory::format_tag::nChw8c);
+      st->dst_md = memory::desc(dd, memory::data_type::f32, memory::format_tag::nChw8c);
+    } else {
+      st->src_md = st->channels_last ? permuted_md(sd, {0, 2, 3, 1}) : plain_md(sd);
+      st->dst_md = st->channels_last ? permuted_md(dd, {0, 2, 3, 1}) : plain_md(dd);
+    }
     if (kind_ == PoolKind::kAvg && count_include_pad_) compute_fix(*st);
 
     const int nthr = current_omp_threads();
     SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p, st->cache.get(nthr, [&] { return build(*st, nthr, SIZE_MAX); }));
     st->scratch_budget = p->scratchpad_bytes;
     ReshapeResult r;
-    // A global pool's [N, C, 1, 1] output has the same bytes in both layouts: call it plain.
-    const bool out_cl = st->channels_last && !global();
-    r.outputs.push_back(OutputInfo{DType::kFloat32, g.y, out_cl ? Layout::kChannelsLast : Layout::kPlain});
+    // A global pool's [N, C, 1, 1] output has the same bytes in every layout: call it plain.
+    r.outputs.push_back(OutputInfo{DType::kFloat32, g.y, global() ? Layout::kPlain : x.layout});
     r.workspace_bytes = st->scratch_budget;
     r.state = std::move(st);
     return r;

@@ -19,9 +19,13 @@ struct ChunkState {
 };
 
 // Physical dims of a logical shape stored in `layout`.
+// The dimensions of a rank-4 tensor's memory: NHWC for channels-last, [N, C/8, H*W*8] for nChw8c
+// (concatenating along C then moves whole blocks).
 Shape physical_dims(const Shape& s, Layout layout) {
-  if (layout != Layout::kChannelsLast || s.rank() != 4) return s;
-  return Shape{s[0], s[2], s[3], s[1]};
+  if (s.rank() != 4) return s;
+  if (layout == Layout::kChannelsLast) return Shape{s[0], s[2], s[3], s[1]};
+  if (layout == Layout::kBlocked8) return Shape{s[0], s[1] / 8, s[2] * s[3] * 8};
+  return s;
 }
 
 std::shared_ptr<ChunkState> make_chunks(const std::vector<Shape>& parts, int64_t axis, size_t esz) {
@@ -125,6 +129,11 @@ class ConcatKernel final : public DataKernel {
     if (f.layout == Layout::kChannelsLast) {
       if (rank != 4 || axis != 1) return unsupported_error("channels-last inputs concatenate only along axis 1");
       phys_axis = 3;
+    } else if (f.layout == Layout::kBlocked8) {
+      if (rank != 4 || axis != 1) return unsupported_error("nChw8c inputs concatenate only along axis 1");
+      for (const auto& t : in)
+        if (t.shape[1] % 8 != 0) return unsupported_error("nChw8c inputs need channels divisible by 8");
+      phys_axis = 1;
     }
     std::vector<Shape> parts;
     for (const auto& t : in) parts.push_back(physical_dims(t.shape, f.layout));
