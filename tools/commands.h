@@ -12,5 +12,7 @@ Runner add_run_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
 Runner add_plan_command(CLI::App& app);
 Runner add_conformance_command(CLI::App& app);
+Runner add_perf_command(CLI::App& app);
+Runner add_serve_command(CLI::App& app);
 
 }  // namespace streamline::tools

@@ -32,6 +32,9 @@ struct HttpOptions {
   int idle_timeout_s = 60;
   // Serve only /metrics (the metrics port).
   bool metrics_only = false;
+  // Accept POST /v2/repository/models/<m>/load and /unload (model control mode "explicit");
+  // otherwise they answer 400.
+  bool allow_model_control = false;
 };
 
 class HttpServer {

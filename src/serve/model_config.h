@@ -42,8 +42,11 @@ struct ModelConfig {
   std::vector<TensorConfig> inputs, outputs;
   int instance_count = 1;
   std::string instance_kind = "KIND_CPU";  // KIND_CPU, KIND_GPU or KIND_AUTO
+  bool instance_group_given = false;       // the file had instance_group (else repository defaults)
   bool dynamic_batching = false;           // a dynamic_batching { } block was present
-  BatchPolicy batching;                    // filled from dynamic_batching and max_batch_size
+  // Filled from dynamic_batching and max_batch_size. Priorities are 0-based here (0 = highest);
+  // the file's priority_levels/default_priority_level are Triton's 1-based ones.
+  BatchPolicy batching;
   std::map<std::string, std::string> parameters;
 };
 

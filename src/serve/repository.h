@@ -78,7 +78,8 @@ class Repository {
                                                                 std::string* version) const;
   std::string root_;
   RepositoryOptions options_;
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;       // guards entries_ and models_; never held while loading or draining
+  std::mutex lifecycle_mu_;     // one load/unload at a time
   std::map<std::string, RepositoryEntry> entries_;
   std::map<std::string, std::shared_ptr<LoadedModel>> models_;
 };

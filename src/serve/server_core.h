@@ -53,6 +53,8 @@ int grpc_status_code(const Status& s);  // grpc::StatusCode values as int
 class ServerCore {
  public:
   ServerCore(Repository& repository, ServerOptions options);
+  // Refuses new requests and waits for every accepted one to be answered (their callbacks refer
+  // to this object); stop the front ends first.
   ~ServerCore();
 
   bool live() const { return true; }
@@ -79,6 +81,10 @@ class ServerCore {
   // Runs one request on a model. `done` is called exactly once (maybe before infer returns):
   // NotFound for an unknown model or version, Unavailable while draining or when the model is not
   // ready, else whatever the runtime answers. The request counts as in flight until `done` returns.
+  // Before the runtime, the request is checked against the configuration: with max_batch_size > 0
+  // every input's first dimension must be in [1, max_batch_size], and configured dims must match.
+  // request.priority is 0-based (0 = highest, -1 = default): a KServe/Triton request priority p
+  // maps to p - 1, and p = 0 (default) to -1.
   void infer(const std::string& model, const std::string& version, InferRequest request,
              InferCallback done);
 
@@ -94,8 +100,18 @@ class ServerCore {
   std::atomic<int64_t> in_flight_{0};
   mutable std::mutex mu_;
   std::condition_variable idle_cv_;
-  // Refusals before a request reaches a model (unknown model, draining), by model and code.
+  // Answers a request refused before it reached a model, and counts the refusal.
+  void refuse(const std::string& model, uint64_t id, Status status, InferCallback& done);
+  // A model answered a request now (last_inference_ms_).
+  void note_inference(const std::string& model);
+  // One request answered and its callback returned: in_flight_ drops, drain waiters wake.
+  void finished();
+
+  // Refusals before a request reaches a model (unknown model, draining), by model and code;
+  // names the repository does not know are counted under "".
   std::map<std::string, std::map<StatusCode, uint64_t>> front_failures_;
+  // Per model: when its last response was delivered (milliseconds since the epoch).
+  std::map<std::string, uint64_t> last_inference_ms_;
 };
 
 }  // namespace streamline::serve

@@ -1,0 +1,351 @@
+#include "serve/grpc_codec.h"
+
+#include <rapidjson/document.h>
+
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "core/layout_convert.h"
+
+namespace streamline::serve {
+namespace {
+
+namespace pb = ::inference;
+using google::protobuf::RepeatedField;
+
+std::string shape_text(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(dims[i]);
+  }
+  s += ']';
+  return s;
+}
+
+// Element count of `dims`; InvalidArgument for a negative dimension or an overflowing product.
+Result<int64_t> element_count(const std::vector<int64_t>& dims, const std::string& where) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) return invalid_argument(where + "shape " + shape_text(dims) + " has a negative dimension");
+    if (__builtin_mul_overflow(n, d, &n))
+      return invalid_argument(where + "shape " + shape_text(dims) + " has too many elements");
+  }
+  return n;
+}
+
+// Copies typed contents into `t`, converting each element to the tensor's C++ type.
+template <typename Dst, typename Src>
+void copy_elements(const RepeatedField<Src>& src, Tensor& t) {
+  Dst* dst = t.data<Dst>();
+  for (int i = 0; i < src.size(); ++i) dst[i] = static_cast<Dst>(src.Get(i));
+}
+
+// The typed contents field a datatype travels in, and how many elements it holds.
+struct TypedField {
+  const char* name = nullptr;  // nullptr: the datatype has no typed field
+  int size = 0;
+};
+
+TypedField typed_field(const pb::InferTensorContents& c, DType t) {
+  switch (t) {
+    case DType::kFloat32:
+      return {"fp32_contents", c.fp32_contents_size()};
+    case DType::kFloat64:
+      return {"fp64_contents", c.fp64_contents_size()};
+    case DType::kInt64:
+      return {"int64_contents", c.int64_contents_size()};
+    case DType::kInt32:
+    case DType::kInt16:
+    case DType::kInt8:
+      return {"int_contents", c.int_contents_size()};
+    case DType::kUInt32:
+    case DType::kUInt16:
+    case DType::kUInt8:
+      return {"uint_contents", c.uint_contents_size()};
+    case DType::kUInt64:
+      return {"uint64_contents", c.uint64_contents_size()};
+    case DType::kBool:
+      return {"bool_contents", c.bool_contents_size()};
+    default:
+      return {};
+  }
+}
+
+void copy_typed(const pb::InferTensorContents& c, Tensor& t) {
+  switch (t.dtype()) {
+    case DType::kFloat32:
+      copy_elements<float>(c.fp32_contents(), t);
+      break;
+    case DType::kFloat64:
+      copy_elements<double>(c.fp64_contents(), t);
+      break;
+    case DType::kInt64:
+      copy_elements<int64_t>(c.int64_contents(), t);
+      break;
+    case DType::kInt32:
+      copy_elements<int32_t>(c.int_contents(), t);
+      break;
+    case DType::kInt16:
+      copy_elements<int16_t>(c.int_contents(), t);
+      break;
+    case DType::kInt8:
+      copy_elements<int8_t>(c.int_contents(), t);
+      break;
+    case DType::kUInt32:
+      copy_elements<uint32_t>(c.uint_contents(), t);
+      break;
+    case DType::kUInt16:
+      copy_elements<uint16_t>(c.uint_contents(), t);
+      break;
+    case DType::kUInt8:
+      copy_elements<uint8_t>(c.uint_contents(), t);
+      break;
+    case DType::kUInt64:
+      copy_elements<uint64_t>(c.uint64_contents(), t);
+      break;
+    case DType::kBool:
+      copy_elements<bool>(c.bool_contents(), t);
+      break;
+    default:
+      break;
+  }
+}
+
+bool has_any_contents(const pb::InferTensorContents& c) {
+  return c.bool_contents_size() || c.int_contents_size() || c.int64_contents_size() || c.uint_contents_size() ||
+         c.uint64_contents_size() || c.fp32_contents_size() || c.fp64_contents_size() || c.bytes_contents_size();
+}
+
+Result<int64_t> integer_parameter(const pb::InferParameter& p, const std::string& key) {
+  switch (p.parameter_choice_case()) {
+    case pb::InferParameter::kInt64Param:
+      return p.int64_param();
+    case pb::InferParameter::kUint64Param:
+      if (p.uint64_param() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return invalid_argument("parameter '" + key + "' is out of range");
+      return static_cast<int64_t>(p.uint64_param());
+    default:
+      return invalid_argument("parameter '" + key + "' must be an integer (int64_param or uint64_param)");
+  }
+}
+
+Status decode_input(const pb::ModelInferRequest::InferInputTensor& in, const std::string* raw, Tensor* out) {
+  const std::string where = "input '" + in.name() + "': ";
+  const DType dtype = dtype_from_kserve(in.datatype());
+  if (dtype == DType::kUndefined || dtype_size(dtype) == 0)
+    return invalid_argument(where + "datatype '" + in.datatype() + "' is not supported");
+  const std::vector<int64_t> dims(in.shape().begin(), in.shape().end());
+  SL_ASSIGN_OR_RETURN(const int64_t n, element_count(dims, where));
+  const std::string type_text = in.datatype() + shape_text(dims);
+  if (raw) {
+    if (has_any_contents(in.contents()))
+      return invalid_argument(where + "has both typed contents and raw_input_contents");
+    const size_t elem = dtype_size(dtype);
+    if (static_cast<uint64_t>(n) > std::numeric_limits<size_t>::max() / elem ||
+        raw->size() != static_cast<size_t>(n) * elem)
+      return invalid_argument(where + std::to_string(raw->size()) + " bytes of raw_input_contents, expected " +
+                              std::to_string(static_cast<uint64_t>(n) * elem) + " for " + type_text);
+    *out = Tensor::empty(dtype, Shape(dims));
+    if (!raw->empty()) std::memcpy(out->raw(), raw->data(), raw->size());
+    return ok_status();
+  }
+  const TypedField field = typed_field(in.contents(), dtype);
+  if (!field.name)
+    return invalid_argument(where + "datatype " + in.datatype() + " has no typed contents; send raw_input_contents");
+  if (field.size != n)
+    return invalid_argument(where + std::to_string(field.size) + " elements in " + field.name + ", expected " +
+                            std::to_string(n) + " for " + type_text);
+  *out = Tensor::empty(dtype, Shape(dims));
+  copy_typed(in.contents(), *out);
+  return ok_status();
+}
+
+void set_duration(const rapidjson::Value& parent, const char* key, pb::StatisticDuration* out) {
+  if (!parent.IsObject()) return;
+  auto it = parent.FindMember(key);
+  if (it == parent.MemberEnd() || !it->value.IsObject()) return;
+  const auto& d = it->value;
+  if (auto c = d.FindMember("count"); c != d.MemberEnd() && c->value.IsNumber()) out->set_count(c->value.GetUint64());
+  if (auto ns = d.FindMember("ns"); ns != d.MemberEnd() && ns->value.IsNumber()) out->set_ns(ns->value.GetUint64());
+}
+
+uint64_t get_u64(const rapidjson::Value& o, const char* key) {
+  auto it = o.FindMember(key);
+  if (it == o.MemberEnd()) return 0;
+  if (it->value.IsUint64()) return it->value.GetUint64();
+  if (it->value.IsNumber()) return static_cast<uint64_t>(std::max(0.0, it->value.GetDouble()));
+  return 0;
+}
+
+std::string get_string(const rapidjson::Value& o, const char* key) {
+  auto it = o.FindMember(key);
+  return it != o.MemberEnd() && it->value.IsString() ? std::string(it->value.GetString(), it->value.GetStringLength())
+                                                     : std::string();
+}
+
+}  // namespace
+
+Status decode_infer_request(const pb::ModelInferRequest& in, InferRequest* out) {
+  const int raw_count = in.raw_input_contents_size();
+  if (raw_count > 0 && raw_count != in.inputs_size())
+    return invalid_argument("raw_input_contents has " + std::to_string(raw_count) + " entries for " +
+                            std::to_string(in.inputs_size()) + " inputs");
+  for (int i = 0; i < in.inputs_size(); ++i) {
+    const auto& input = in.inputs(i);
+    if (out->inputs.count(input.name())) return invalid_argument("input '" + input.name() + "' is given twice");
+    Tensor t;
+    SL_RETURN_IF_ERROR(decode_input(input, raw_count > 0 ? &in.raw_input_contents(i) : nullptr, &t));
+    out->inputs.emplace(input.name(), std::move(t));
+  }
+  std::set<std::string> seen;
+  for (const auto& o : in.outputs()) {
+    if (!seen.insert(o.name()).second) return invalid_argument("output '" + o.name() + "' is requested twice");
+    out->requested_outputs.push_back(o.name());
+  }
+  for (const auto& [key, value] : in.parameters()) {
+    if (key == "priority") {
+      SL_ASSIGN_OR_RETURN(const int64_t p, integer_parameter(value, key));
+      if (p < 0 || p > std::numeric_limits<int>::max()) return invalid_argument("parameter 'priority' must be >= 0");
+      out->priority = p == 0 ? -1 : static_cast<int>(p - 1);
+    } else if (key == "timeout") {
+      SL_ASSIGN_OR_RETURN(const int64_t us, integer_parameter(value, key));
+      if (us < 0) return invalid_argument("parameter 'timeout' must be >= 0 microseconds");
+      out->timeout_us = us;
+    }
+    // Other parameters (sequence ids, binary_data_output, ...) do not apply to gRPC here; ignored.
+  }
+  return ok_status();
+}
+
+Status encode_infer_response(const InferResponse& r, const std::vector<std::string>& order,
+                             pb::ModelInferResponse* out) {
+  auto append = [&](const std::string& name, const Tensor& t) -> Status {
+    const char* datatype = dtype_to_kserve(t.dtype());
+    if (!datatype || !*datatype)
+      return internal_error("output '" + name + "' has dtype " + dtype_name(t.dtype()) + ", which KServe cannot name");
+    Tensor plain = t;
+    if (t.layout() != Layout::kPlain) {
+      SL_ASSIGN_OR_RETURN(plain, to_layout(t, Layout::kPlain));
+    }
+    auto* o = out->add_outputs();
+    o->set_name(name);
+    o->set_datatype(datatype);
+    for (int64_t d : plain.shape().dims()) o->add_shape(d);
+    out->add_raw_output_contents()->assign(static_cast<const char*>(plain.raw()), plain.nbytes());
+    return ok_status();
+  };
+  std::set<std::string> done;
+  for (const auto& name : order) {
+    auto it = r.outputs.find(name);
+    if (it == r.outputs.end() || !done.insert(name).second) continue;
+    SL_RETURN_IF_ERROR(append(name, it->second));
+  }
+  for (const auto& [name, t] : r.outputs)
+    if (!done.count(name)) SL_RETURN_IF_ERROR(append(name, t));
+  return ok_status();
+}
+
+void fill_model_config(const ModelConfig& c, pb::ModelConfig* out) {
+  out->set_name(c.name);
+  out->set_platform(c.platform);
+  out->set_backend(c.backend);
+  out->set_max_batch_size(c.max_batch_size);
+  auto data_type = [](DType t) {
+    pb::DataType v = pb::TYPE_INVALID;
+    const char* name = dtype_to_config(t);
+    if (name && !pb::DataType_Parse(name, &v)) v = pb::TYPE_INVALID;
+    return v;
+  };
+  for (const auto& t : c.inputs) {
+    auto* i = out->add_input();
+    i->set_name(t.name);
+    i->set_data_type(data_type(t.dtype));
+    for (int64_t d : t.dims) i->add_dims(d);
+  }
+  for (const auto& t : c.outputs) {
+    auto* o = out->add_output();
+    o->set_name(t.name);
+    o->set_data_type(data_type(t.dtype));
+    for (int64_t d : t.dims) o->add_dims(d);
+  }
+  auto* group = out->add_instance_group();
+  group->set_name(c.name);
+  group->set_count(c.instance_count);
+  pb::ModelInstanceGroup::Kind kind = pb::ModelInstanceGroup::KIND_CPU;
+  if (!pb::ModelInstanceGroup::Kind_Parse(c.instance_kind, &kind)) kind = pb::ModelInstanceGroup::KIND_CPU;
+  group->set_kind(kind);
+  if (c.dynamic_batching) {
+    const BatchPolicy& b = c.batching;
+    auto* db = out->mutable_dynamic_batching();
+    for (int s : b.preferred_batch_sizes) db->add_preferred_batch_size(s);
+    db->set_max_queue_delay_microseconds(static_cast<uint64_t>(std::max<int64_t>(0, b.max_queue_delay_us)));
+    db->set_preserve_ordering(b.preserve_ordering);
+    // Triton counts priority levels from 1 and writes 0 when priorities are off.
+    if (b.priority_levels > 1) {
+      db->set_priority_levels(static_cast<uint64_t>(b.priority_levels));
+      db->set_default_priority_level(static_cast<uint64_t>(b.default_priority + 1));
+    }
+    auto* q = db->mutable_default_queue_policy();
+    q->set_timeout_action(b.queue.timeout_action == TimeoutAction::kDelay ? pb::ModelQueuePolicy::DELAY
+                                                                          : pb::ModelQueuePolicy::REJECT);
+    q->set_default_timeout_microseconds(static_cast<uint64_t>(std::max<int64_t>(0, b.queue.default_timeout_us)));
+    q->set_allow_timeout_override(b.queue.allow_timeout_override);
+    q->set_max_queue_size(static_cast<uint32_t>(std::max(0, b.queue.max_queue_size)));
+  }
+  for (const auto& [key, value] : c.parameters) (*out->mutable_parameters())[key].set_string_value(value);
+}
+
+Status fill_statistics(const std::string& json, pb::ModelStatisticsResponse* out) {
+  rapidjson::Document doc;
+  doc.Parse(json.data(), json.size());
+  if (doc.HasParseError() || !doc.IsObject()) return internal_error("statistics are not valid JSON");
+  auto list = doc.FindMember("model_stats");
+  if (list == doc.MemberEnd() || !list->value.IsArray()) return internal_error("statistics lack model_stats");
+  for (const auto& m : list->value.GetArray()) {
+    if (!m.IsObject()) continue;
+    auto* s = out->add_model_stats();
+    s->set_name(get_string(m, "name"));
+    s->set_version(get_string(m, "version"));
+    s->set_last_inference(get_u64(m, "last_inference"));
+    s->set_inference_count(get_u64(m, "inference_count"));
+    s->set_execution_count(get_u64(m, "execution_count"));
+    if (auto is = m.FindMember("inference_stats"); is != m.MemberEnd()) {
+      auto* st = s->mutable_inference_stats();
+      set_duration(is->value, "success", st->mutable_success());
+      set_duration(is->value, "fail", st->mutable_fail());
+      set_duration(is->value, "queue", st->mutable_queue());
+      set_duration(is->value, "compute_input", st->mutable_compute_input());
+      set_duration(is->value, "compute_infer", st->mutable_compute_infer());
+      set_duration(is->value, "compute_output", st->mutable_compute_output());
+      set_duration(is->value, "cache_hit", st->mutable_cache_hit());
+      set_duration(is->value, "cache_miss", st->mutable_cache_miss());
+    }
+    if (auto bs = m.FindMember("batch_stats"); bs != m.MemberEnd() && bs->value.IsArray()) {
+      for (const auto& b : bs->value.GetArray()) {
+        if (!b.IsObject()) continue;
+        auto* e = s->add_batch_stats();
+        e->set_batch_size(get_u64(b, "batch_size"));
+        set_duration(b, "compute_input", e->mutable_compute_input());
+        set_duration(b, "compute_infer", e->mutable_compute_infer());
+        set_duration(b, "compute_output", e->mutable_compute_output());
+      }
+    }
+  }
+  return ok_status();
+}
+
+Status fill_server_metadata(const std::string& json, pb::ServerMetadataResponse* out) {
+  rapidjson::Document doc;
+  doc.Parse(json.data(), json.size());
+  if (doc.HasParseError() || !doc.IsObject()) return internal_error("server metadata is not valid JSON");
+  out->set_name(get_string(doc, "name"));
+  out->set_version(get_string(doc, "version"));
+  if (auto ext = doc.FindMember("extensions"); ext != doc.MemberEnd() && ext->value.IsArray())
+    for (const auto& e : ext->value.GetArray())
+      if (e.IsString()) out->add_extensions(e.GetString());
+  return ok_status();
+}
+
+}  // namespace streamline::serve

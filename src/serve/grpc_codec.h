@@ -1,0 +1,49 @@
+#pragma once
+// Conversions between the KServe v2 gRPC messages (package inference) and the runtime's types.
+// Pure functions with no server state, so the gRPC front end stays a thin dispatcher and the
+// decoding rules are testable on their own.
+//
+//   InferRequest req;
+//   SL_RETURN_IF_ERROR(decode_infer_request(grpc_request, &req));   // inputs copied out
+//   ...
+//   SL_RETURN_IF_ERROR(encode_infer_response(response, output_order, &grpc_response));
+//
+// Thread-safe (no shared state).
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "grpc_service.pb.h"
+#include "serve/model_config.h"
+#include "streamline/serving.h"
+
+namespace streamline::serve {
+
+// Inputs come from raw_input_contents (one entry per input, in the order of `inputs`, checked to
+// hold exactly elements x dtype size bytes) or from the typed contents field of each input (its
+// element count checked against the shape). Each input is copied into owned, aligned memory: the
+// request message may go away before the runtime is done with the tensors. Requested outputs are
+// copied by name. Parameters: "priority" (Triton's meaning: 0 = the model's default, n >= 1 =
+// level n, 1 the highest) and "timeout" (microseconds of queueing), both int64_param or
+// uint64_param. InvalidArgument naming the input or parameter otherwise.
+[[nodiscard]] Status decode_infer_request(const inference::ModelInferRequest& in, InferRequest* out);
+
+// Appends every output of `r` to `out` as name, datatype, shape and raw_output_contents. `order`
+// lists output names in the order wanted; outputs of `r` not in it follow in name order.
+// Internal when an output has a dtype the protocol cannot name.
+[[nodiscard]] Status encode_infer_response(const InferResponse& r, const std::vector<std::string>& order,
+                                           inference::ModelInferResponse* out);
+
+// Triton's ModelConfig message for a served configuration: name, platform, backend,
+// max_batch_size, inputs, outputs, instance group, dynamic batching and parameters.
+void fill_model_config(const ModelConfig& c, inference::ModelConfig* out);
+
+// The statistics extension: fills `out` from ServerCore::statistics_json(). Internal when the
+// text is not the JSON that function writes.
+[[nodiscard]] Status fill_statistics(const std::string& json, inference::ModelStatisticsResponse* out);
+
+// ServerCore::server_metadata_json() as the ServerMetadata message.
+[[nodiscard]] Status fill_server_metadata(const std::string& json, inference::ServerMetadataResponse* out);
+
+}  // namespace streamline::serve

@@ -1,0 +1,604 @@
+// config.pbtxt: protobuf text format into our proto (model_config.proto), then checked and turned
+// into ModelConfig; model_config_json writes it back with Triton's field names.
+
+#include "serve/model_config.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <set>
+
+#include "core/logging.h"
+#include "model_config.pb.h"
+#include "serve/json_util.h"
+
+namespace streamline::serve {
+namespace {
+
+namespace pb = google::protobuf;
+namespace pc = streamline::serve::config;
+using Tree = pb::TextFormat::ParseInfoTree;
+
+struct TypeNames {
+  DType dtype;
+  const char* kserve;
+  const char* config;
+  pc::DataType proto;
+};
+
+constexpr TypeNames kTypes[] = {
+    {DType::kBool, "BOOL", "TYPE_BOOL", pc::TYPE_BOOL},
+    {DType::kUInt8, "UINT8", "TYPE_UINT8", pc::TYPE_UINT8},
+    {DType::kUInt16, "UINT16", "TYPE_UINT16", pc::TYPE_UINT16},
+    {DType::kUInt32, "UINT32", "TYPE_UINT32", pc::TYPE_UINT32},
+    {DType::kUInt64, "UINT64", "TYPE_UINT64", pc::TYPE_UINT64},
+    {DType::kInt8, "INT8", "TYPE_INT8", pc::TYPE_INT8},
+    {DType::kInt16, "INT16", "TYPE_INT16", pc::TYPE_INT16},
+    {DType::kInt32, "INT32", "TYPE_INT32", pc::TYPE_INT32},
+    {DType::kInt64, "INT64", "TYPE_INT64", pc::TYPE_INT64},
+    {DType::kFloat16, "FP16", "TYPE_FP16", pc::TYPE_FP16},
+    {DType::kFloat32, "FP32", "TYPE_FP32", pc::TYPE_FP32},
+    {DType::kFloat64, "FP64", "TYPE_FP64", pc::TYPE_FP64},
+    {DType::kString, "BYTES", "TYPE_STRING", pc::TYPE_STRING},
+    {DType::kBFloat16, "BF16", "TYPE_BF16", pc::TYPE_BF16},
+};
+
+DType dtype_from_proto(pc::DataType t) {
+  for (const auto& n : kTypes)
+    if (n.proto == t) return n.dtype;
+  return DType::kUndefined;
+}
+
+// Keeps the first parse error as "where: line L col C: message"; warnings (unknown fields) go to
+// the log.
+class Collector final : public pb::io::ErrorCollector {
+ public:
+  explicit Collector(const std::string& where) : where_(where) {}
+  void AddError(int line, pb::io::ColumnNumber column, const std::string& message) override {
+    if (first_.empty()) first_ = where_ + ": " + position(line, column) + message;
+  }
+  void AddWarning(int line, pb::io::ColumnNumber column, const std::string& message) override {
+    SL_LOG(kWarning) << where_ << ": " << position(line, column) << message << " (ignored)";
+  }
+  const std::string& first() const { return first_; }
+
+ private:
+  static std::string position(int line, int column) {
+    if (line < 0) return "";
+    return "line " + std::to_string(line + 1) + " col " + std::to_string(column + 1) + ": ";
+  }
+  const std::string& where_;
+  std::string first_;
+};
+
+// Error messages for values the parser accepted but we refuse, located in the text when the parse
+// tree knows where the field was written.
+class Checker {
+ public:
+  explicit Checker(const std::string& where) : where_(where) {}
+
+  // "line L col C: " of `field` (index -1 for a singular field) under `tree`; "" when unknown.
+  static std::string at(const Tree* tree, const pb::Descriptor* d, const char* field, int index) {
+    const pb::FieldDescriptor* f = d->FindFieldByName(field);
+    if (!tree || !f) return "";
+    auto loc = tree->GetLocation(f, f->is_repeated() ? index : -1);
+    // A list ("dims: [1, 2]") records one location, at its field name: use that for every item.
+    for (int i = index - 1; loc.line < 0 && f->is_repeated() && i >= 0; --i) loc = tree->GetLocation(f, i);
+    if (loc.line < 0) return "";
+    return "line " + std::to_string(loc.line + 1) + " col " + std::to_string(loc.column + 1) + ": ";
+  }
+  static const Tree* nested(const Tree* tree, const pb::Descriptor* d, const char* field, int index) {
+    const pb::FieldDescriptor* f = d->FindFieldByName(field);
+    if (!tree || !f) return nullptr;
+    return tree->GetTreeForNested(f, f->is_repeated() ? index : -1);
+  }
+  Status invalid(const Tree* tree, const pb::Descriptor* d, const char* field, int index,
+                 const std::string& message) const {
+    return invalid_argument(where_ + ": " + at(tree, d, field, index) + message);
+  }
+  Status unsupported_value(const Tree* tree, const pb::Descriptor* d, const char* field, int index,
+                           const std::string& message) const {
+    return unsupported(where_ + ": " + at(tree, d, field, index) + message);
+  }
+  const std::string& where() const { return where_; }
+
+ private:
+  const std::string& where_;
+};
+
+std::optional<int64_t> parse_int(const std::string& s) {
+  int64_t v = 0;
+  const char* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, v);
+  if (ec != std::errc() || p != end || s.empty()) return std::nullopt;
+  return v;
+}
+
+std::optional<bool> parse_bool(const std::string& s) {
+  if (s == "true" || s == "1" || s == "on" || s == "yes") return true;
+  if (s == "false" || s == "0" || s == "off" || s == "no") return false;
+  return std::nullopt;
+}
+
+// The parameters streamline reads, each with its accepted range.
+struct IntParam {
+  const char* key;
+  int64_t lo, hi;
+};
+constexpr IntParam kIntParams[] = {{"streams", 1, 64}, {"threads", 0, 1024}, {"threads_per_stream", 0, 1024}};
+constexpr const char* kBoolParams[] = {"pin", "warmup"};
+
+Status check_parameters(const std::map<std::string, std::string>& params, const std::string& where) {
+  for (const auto& [key, value] : params) {
+    const std::string at = where + ": parameters[\"" + key + "\"]: ";
+    bool known = false;
+    for (const auto& p : kIntParams) {
+      if (key != p.key) continue;
+      known = true;
+      const auto v = parse_int(value);
+      if (!v || *v < p.lo || *v > p.hi)
+        return invalid_argument(at + "expected an integer in [" + std::to_string(p.lo) + ", " + std::to_string(p.hi) +
+                                "], got '" + value + "'");
+    }
+    for (const char* b : kBoolParams) {
+      if (key != b) continue;
+      known = true;
+      if (!parse_bool(value)) return invalid_argument(at + "expected true or false, got '" + value + "'");
+    }
+    if (key == "precision") {
+      known = true;
+      if (value != "fp32" && value != "FP32")
+        return invalid_argument(at + "'" + value + "' is not available; this build computes in fp32");
+    }
+    if (!known) {
+      SL_LOG(kInfo) << where << ": parameter '" << key << "' is not one streamline reads (ignored)";
+    }
+  }
+  return ok_status();
+}
+
+int int_param(const ModelConfig& c, const char* key, int fallback) {
+  auto it = c.parameters.find(key);
+  if (it == c.parameters.end()) return fallback;
+  const auto v = parse_int(it->second);
+  return v ? static_cast<int>(std::clamp<int64_t>(*v, 0, 1 << 20)) : fallback;
+}
+
+bool bool_param(const ModelConfig& c, const char* key, bool fallback) {
+  auto it = c.parameters.find(key);
+  if (it == c.parameters.end()) return fallback;
+  return parse_bool(it->second).value_or(fallback);
+}
+
+template <typename ProtoTensor>
+Status read_tensors(const pb::RepeatedPtrField<ProtoTensor>& in, const char* field, const Tree* tree,
+                    const Checker& check, std::vector<TensorConfig>* out) {
+  const pb::Descriptor* root = pc::ModelConfig::descriptor();
+  const pb::Descriptor* d = ProtoTensor::descriptor();
+  std::set<std::string> seen;
+  for (int i = 0; i < in.size(); ++i) {
+    const ProtoTensor& t = in.Get(i);
+    const Tree* sub = Checker::nested(tree, root, field, i);
+    const std::string what = std::string(field) + " " + std::to_string(i);
+    if (t.name().empty()) return check.invalid(tree, root, field, i, what + ": name is missing");
+    if (!seen.insert(t.name()).second)
+      return check.invalid(sub, d, "name", -1, std::string(field) + " '" + t.name() + "' is given twice");
+    TensorConfig tc;
+    tc.name = t.name();
+    tc.dtype = dtype_from_proto(t.data_type());
+    for (int k = 0; k < t.dims_size(); ++k) {
+      const int64_t v = t.dims(k);
+      if (v != -1 && v < 1)
+        return check.invalid(
+            sub, d, "dims", k,
+            std::string(field) + " '" + t.name() + "': dims entries must be -1 or >= 1, got " + std::to_string(v));
+      tc.dims.push_back(v);
+    }
+    out->push_back(std::move(tc));
+  }
+  return ok_status();
+}
+
+Status read_dynamic_batching(const pc::ModelDynamicBatching& db, int max_batch_size, const Tree* tree,
+                             const Checker& check, BatchPolicy* bp) {
+  const pb::Descriptor* root = pc::ModelConfig::descriptor();
+  const pb::Descriptor* d = pc::ModelDynamicBatching::descriptor();
+  const Tree* sub = Checker::nested(tree, root, "dynamic_batching", -1);
+  if (max_batch_size < 1)
+    return check.invalid(tree, root, "dynamic_batching", -1, "dynamic_batching needs max_batch_size >= 1");
+  bp->max_batch_size = max_batch_size;
+  std::set<int> seen;
+  for (int i = 0; i < db.preferred_batch_size_size(); ++i) {
+    const int s = db.preferred_batch_size(i);
+    if (s < 1 || s > max_batch_size)
+      return check.invalid(sub, d, "preferred_batch_size", i,
+                           "preferred_batch_size " + std::to_string(s) +
+                               " is outside [1, max_batch_size=" + std::to_string(max_batch_size) + "]");
+    if (!seen.insert(s).second)
+      return check.invalid(sub, d, "preferred_batch_size", i,
+                           "preferred_batch_size " + std::to_string(s) + " is given twice");
+    bp->preferred_batch_sizes.push_back(s);
+  }
+  constexpr uint64_t kMaxMicros = 3600ull * 1000 * 1000;  // an hour: larger is a typo, not a policy
+  if (db.max_queue_delay_microseconds() > kMaxMicros)
+    return check.invalid(sub, d, "max_queue_delay_microseconds", -1, "max_queue_delay_microseconds is over an hour");
+  bp->max_queue_delay_us = static_cast<int64_t>(db.max_queue_delay_microseconds());
+  bp->preserve_ordering = db.preserve_ordering();
+  if (db.priority_levels() > 1024)
+    return check.invalid(sub, d, "priority_levels", -1, "priority_levels must be at most 1024");
+  if (db.priority_levels() == 0) {
+    if (db.default_priority_level() != 0)
+      return check.invalid(sub, d, "default_priority_level", -1, "default_priority_level needs priority_levels > 0");
+  } else {
+    const uint64_t levels = db.priority_levels();
+    if (db.default_priority_level() < 1 || db.default_priority_level() > levels)
+      return check.invalid(sub, d, "default_priority_level", -1,
+                           "default_priority_level must be in [1, priority_levels=" + std::to_string(levels) +
+                               "], got " + std::to_string(db.default_priority_level()));
+    bp->priority_levels = static_cast<int>(levels);
+    bp->default_priority = static_cast<int>(db.default_priority_level()) - 1;
+  }
+  if (!db.priority_queue_policy().empty()) {
+    SL_LOG(kWarning) << check.where()
+                     << ": priority_queue_policy is not applied; every level uses default_queue_policy";
+  }
+  if (db.has_default_queue_policy()) {
+    const pc::ModelQueuePolicy& q = db.default_queue_policy();
+    const Tree* qt = Checker::nested(sub, d, "default_queue_policy", -1);
+    if (q.default_timeout_microseconds() > kMaxMicros)
+      return check.invalid(qt, pc::ModelQueuePolicy::descriptor(), "default_timeout_microseconds", -1,
+                           "default_timeout_microseconds is over an hour");
+    bp->queue.timeout_action =
+        q.timeout_action() == pc::ModelQueuePolicy::DELAY ? TimeoutAction::kDelay : TimeoutAction::kReject;
+    bp->queue.default_timeout_us = static_cast<int64_t>(q.default_timeout_microseconds());
+    bp->queue.allow_timeout_override = q.allow_timeout_override();
+    bp->queue.max_queue_size = static_cast<int>(std::min<uint32_t>(q.max_queue_size(), 1u << 30));
+  }
+  return ok_status();
+}
+
+// Text format lets a repeated message field omit the colon before a list ("input [ {...} ]"),
+// but protobuf's skipping of unknown fields only understands lists after a colon. Every
+// `name [` at a field position becomes `name:[` (the colon takes the place of the space, so
+// error columns stay right), outside strings and comments.
+std::string colon_before_lists(const std::string& text) {
+  std::string out;
+  out.reserve(text.size() + 8);
+  const size_t n = text.size();
+  char last_token = 0;  // the last non-space character outside strings and comments
+  size_t i = 0;
+  auto is_ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  while (i < n) {
+    const char c = text[i];
+    if (c == '#') {  // comment to the end of the line
+      const size_t e = text.find('\n', i);
+      const size_t stop = e == std::string::npos ? n : e;
+      out.append(text, i, stop - i);
+      i = stop;
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      size_t j = i + 1;
+      while (j < n && text[j] != c && text[j] != '\n') j += text[j] == '\\' ? 2 : 1;
+      j = std::min(n, j + 1);
+      out.append(text, i, j - i);
+      i = j;
+      last_token = c;
+      continue;
+    }
+    if (is_ident(c) && !std::isdigit(static_cast<unsigned char>(c))) {
+      size_t j = i;
+      while (j < n && (is_ident(text[j]) || text[j] == '.')) ++j;
+      const bool field_position = last_token != ':';
+      out.append(text, i, j - i);
+      last_token = 'a';
+      size_t k = j;
+      while (k < n && (text[k] == ' ' || text[k] == '\t')) ++k;
+      if (field_position && k < n && text[k] == '[') {
+        if (k > j) {
+          out += ':';
+          out.append(text, j + 1, k - j - 1);
+        } else {
+          out += ':';
+        }
+        i = k;
+        continue;
+      }
+      i = j;
+      continue;
+    }
+    if (!std::isspace(static_cast<unsigned char>(c))) last_token = c;
+    out += c;
+    ++i;
+  }
+  return out;
+}
+
+}  // namespace
+
+DType dtype_from_kserve(const std::string& name) {
+  for (const auto& n : kTypes)
+    if (name == n.kserve) return n.dtype;
+  return DType::kUndefined;
+}
+
+const char* dtype_to_kserve(DType t) {
+  for (const auto& n : kTypes)
+    if (t == n.dtype) return n.kserve;
+  return "";
+}
+
+DType dtype_from_config(const std::string& name) {
+  for (const auto& n : kTypes)
+    if (name == n.config) return n.dtype;
+  return DType::kUndefined;
+}
+
+const char* dtype_to_config(DType t) {
+  for (const auto& n : kTypes)
+    if (t == n.dtype) return n.config;
+  return "TYPE_INVALID";
+}
+
+Result<ModelConfig> parse_model_config(const std::string& text, const std::string& where) {
+  pc::ModelConfig p;
+  Collector errors(where);
+  Tree tree;
+  pb::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  parser.AllowUnknownField(true);
+  parser.WriteLocationsTo(&tree);
+  if (!parser.ParseFromString(colon_before_lists(text), &p))
+    return invalid_argument(errors.first().empty() ? where + ": not a valid config" : errors.first());
+
+  const Checker check(where);
+  const pb::Descriptor* root = pc::ModelConfig::descriptor();
+  ModelConfig c;
+  c.name = p.name();
+  c.platform = p.platform();
+  c.backend = p.backend();
+  // Pass 1: what runs the model.
+  if (!c.platform.empty() && c.platform != "onnxruntime_onnx" && c.platform != "streamline_onnx")
+    return check.unsupported_value(&tree, root, "platform", -1,
+                                   "platform '" + c.platform +
+                                       "' is not served here; streamline serves ONNX models "
+                                       "(platform \"onnxruntime_onnx\")");
+  if (!c.backend.empty() && c.backend != "streamline" && c.backend != "onnxruntime")
+    return check.unsupported_value(
+        &tree, root, "backend", -1,
+        "backend '" + c.backend + "' is not served here (use \"streamline\" or \"onnxruntime\")");
+  if (p.max_batch_size() < 0)
+    return check.invalid(&tree, root, "max_batch_size", -1,
+                         "max_batch_size must be >= 0, got " + std::to_string(p.max_batch_size()));
+  c.max_batch_size = p.max_batch_size();
+
+  // Pass 2: tensors.
+  SL_RETURN_IF_ERROR(read_tensors(p.input(), "input", &tree, check, &c.inputs));
+  SL_RETURN_IF_ERROR(read_tensors(p.output(), "output", &tree, check, &c.outputs));
+
+  // Pass 3: instances.
+  if (p.instance_group_size() > 0) {
+    c.instance_group_given = true;
+    int64_t total = 0;
+    for (int i = 0; i < p.instance_group_size(); ++i) {
+      const pc::ModelInstanceGroup& g = p.instance_group(i);
+      const Tree* sub = Checker::nested(&tree, root, "instance_group", i);
+      const pb::Descriptor* d = pc::ModelInstanceGroup::descriptor();
+      if (g.has_count() && g.count() < 1)
+        return check.invalid(sub, d, "count", -1,
+                             "instance_group count must be >= 1, got " + std::to_string(g.count()));
+      if (g.kind() == pc::ModelInstanceGroup::KIND_GPU)
+        return check.unsupported_value(sub, d, "kind", -1,
+                                       "instance_group kind KIND_GPU is not available: this build serves on CPU "
+                                       "(use KIND_CPU or KIND_AUTO)");
+      total += g.has_count() ? g.count() : 1;
+      if (i == 0) c.instance_kind = pc::ModelInstanceGroup::Kind_Name(g.kind());
+    }
+    if (total > 1024)
+      return check.invalid(&tree, root, "instance_group", 0,
+                           "instance_group counts add up to " + std::to_string(total) + "; at most 1024");
+    c.instance_count = static_cast<int>(total);
+  }
+
+  // Pass 4: batching. Without dynamic_batching each request runs as it comes.
+  c.dynamic_batching = p.has_dynamic_batching();
+  if (c.dynamic_batching)
+    SL_RETURN_IF_ERROR(read_dynamic_batching(p.dynamic_batching(), c.max_batch_size, &tree, check, &c.batching));
+
+  // Pass 5: our own options.
+  for (const auto& [key, value] : p.parameters()) c.parameters[key] = value.string_value();
+  SL_RETURN_IF_ERROR(check_parameters(c.parameters, where));
+  return c;
+}
+
+ModelConfig derive_model_config(const std::string& name, const Model& model) {
+  ModelConfig c;
+  c.name = name;
+  c.platform = "onnxruntime_onnx";
+  c.backend = "streamline";
+  bool batchable = !model.inputs().empty();
+  for (const auto& in : model.inputs())
+    if (in.dims.empty() || in.dims[0] >= 0) batchable = false;
+  c.max_batch_size = batchable ? 8 : 0;
+  auto strip = [&](const TensorDesc& d) {
+    TensorConfig t;
+    t.name = d.name;
+    t.dtype = d.dtype;
+    t.dims = d.dims;
+    if (batchable && !t.dims.empty()) t.dims.erase(t.dims.begin());
+    return t;
+  };
+  for (const auto& d : model.inputs()) c.inputs.push_back(strip(d));
+  for (const auto& d : model.outputs()) c.outputs.push_back(strip(d));
+  return c;
+}
+
+Status complete_config(ModelConfig& config, const Model& model) {
+  const bool batch = config.max_batch_size > 0;
+  auto complete = [&](std::vector<TensorConfig>& cfg, const std::vector<TensorDesc>& descs,
+                      const std::string& kind) -> Status {
+    for (TensorConfig& t : cfg) {
+      const std::string what = kind + " '" + t.name + "'";
+      auto d = std::find_if(descs.begin(), descs.end(), [&](const TensorDesc& x) { return x.name == t.name; });
+      if (d == descs.end()) {
+        std::string names;
+        for (const auto& x : descs) names += (names.empty() ? "" : ", ") + x.name;
+        return invalid_argument(what + ": the model has no " + kind + " of that name (it has: " + names + ")");
+      }
+      if (t.dtype == DType::kUndefined) {
+        t.dtype = d->dtype;
+      } else if (t.dtype != d->dtype) {
+        return invalid_argument(what + ": the config says " + dtype_to_config(t.dtype) + ", the model has " +
+                                dtype_to_config(d->dtype));
+      }
+      if (d->dims.empty()) continue;  // rank unknown to the model: the config's dims stand
+      std::vector<int64_t> dims = d->dims;
+      if (batch) {
+        if (kind == "input" && dims[0] >= 0)
+          return invalid_argument(what + ": max_batch_size is " + std::to_string(config.max_batch_size) +
+                                  " but the model's first dimension is " + std::to_string(dims[0]) +
+                                  ", not variable; set max_batch_size: 0");
+        dims.erase(dims.begin());
+      }
+      if (t.dims.empty() && !dims.empty()) {
+        t.dims = dims;
+        continue;
+      }
+      bool same = t.dims.size() == dims.size();
+      for (size_t i = 0; same && i < dims.size(); ++i) same = t.dims[i] == -1 || dims[i] == -1 || t.dims[i] == dims[i];
+      if (!same) {
+        auto str = [](const std::vector<int64_t>& v) {
+          std::string s = "[";
+          for (size_t i = 0; i < v.size(); ++i) {
+            if (i) s += ',';
+            s += std::to_string(v[i]);
+          }
+          return s + "]";
+        };
+        return invalid_argument(what + ": the config's dims " + str(t.dims) + " do not fit the model's " + str(dims) +
+                                (batch ? " (without the batch dimension)" : ""));
+      }
+    }
+    for (const auto& d : descs) {
+      if (std::any_of(cfg.begin(), cfg.end(), [&](const TensorConfig& t) { return t.name == d.name; })) continue;
+      TensorConfig t;
+      t.name = d.name;
+      t.dtype = d.dtype;
+      t.dims = d.dims;
+      if (batch && !t.dims.empty()) {
+        if (kind == "input" && t.dims[0] >= 0)
+          return invalid_argument(kind + " '" + d.name + "': max_batch_size is " +
+                                  std::to_string(config.max_batch_size) + " but the model's first dimension is " +
+                                  std::to_string(t.dims[0]) + ", not variable; set max_batch_size: 0");
+        t.dims.erase(t.dims.begin());
+      }
+      cfg.push_back(std::move(t));
+    }
+    return ok_status();
+  };
+  SL_RETURN_IF_ERROR(complete(config.inputs, model.inputs(), "input"));
+  return complete(config.outputs, model.outputs(), "output");
+}
+
+ServingOptions serving_options(const ModelConfig& config) {
+  ServingOptions so;
+  so.instances = std::max(1, config.instance_count);
+  so.batching = config.batching;
+  so.batching.max_batch_size = config.dynamic_batching ? std::max(1, config.max_batch_size) : 1;
+  so.threads_per_instance = int_param(config, "threads", 0);
+  so.pin = bool_param(config, "pin", false);
+  so.warmup = bool_param(config, "warmup", true);
+  return so;
+}
+
+ModelOptions model_options(const ModelConfig& config) {
+  ModelOptions mo;
+  mo.num_streams = std::max(1, int_param(config, "streams", 1));
+  mo.num_threads = int_param(config, "threads", 0);
+  mo.threads_per_stream = int_param(config, "threads_per_stream", 0);
+  mo.pin_threads = bool_param(config, "pin", false);
+  return mo;
+}
+
+std::string model_config_json(const ModelConfig& c) {
+  JsonOut out;
+  JsonWriter& w = out.w;
+  auto tensors = [&](const char* key, const std::vector<TensorConfig>& ts) {
+    json_key(w, key);
+    w.StartArray();
+    for (const auto& t : ts) {
+      w.StartObject();
+      json_key_string(w, "name", t.name);
+      json_key_string(w, "data_type", dtype_to_config(t.dtype));
+      json_key(w, "dims");
+      json_int_array(w, t.dims);
+      w.EndObject();
+    }
+    w.EndArray();
+  };
+  w.StartObject();
+  json_key_string(w, "name", c.name);
+  json_key_string(w, "platform", c.platform);
+  json_key_string(w, "backend", c.backend);
+  json_key(w, "version_policy");
+  w.StartObject();
+  json_key(w, "latest");
+  w.StartObject();
+  json_key_int(w, "num_versions", 1);
+  w.EndObject();
+  w.EndObject();
+  json_key_int(w, "max_batch_size", c.max_batch_size);
+  tensors("input", c.inputs);
+  tensors("output", c.outputs);
+  json_key(w, "instance_group");
+  w.StartArray();
+  w.StartObject();
+  json_key_string(w, "name", c.name + "_0");
+  json_key_string(w, "kind", c.instance_kind);
+  json_key_int(w, "count", c.instance_count);
+  w.EndObject();
+  w.EndArray();
+  if (c.dynamic_batching) {
+    const BatchPolicy& b = c.batching;
+    const bool priorities = b.priority_levels > 1;
+    json_key(w, "dynamic_batching");
+    w.StartObject();
+    json_key(w, "preferred_batch_size");
+    w.StartArray();
+    for (int s : b.preferred_batch_sizes) w.Int(s);
+    w.EndArray();
+    json_key_int(w, "max_queue_delay_microseconds", b.max_queue_delay_us);
+    json_key(w, "preserve_ordering");
+    w.Bool(b.preserve_ordering);
+    json_key_int(w, "priority_levels", priorities ? b.priority_levels : 0);
+    json_key_int(w, "default_priority_level", priorities ? b.default_priority + 1 : 0);
+    json_key(w, "default_queue_policy");
+    w.StartObject();
+    json_key_string(w, "timeout_action", b.queue.timeout_action == TimeoutAction::kDelay ? "DELAY" : "REJECT");
+    json_key_int(w, "default_timeout_microseconds", b.queue.default_timeout_us);
+    json_key(w, "allow_timeout_override");
+    w.Bool(b.queue.allow_timeout_override);
+    json_key_int(w, "max_queue_size", b.queue.max_queue_size);
+    w.EndObject();
+    w.EndObject();
+  }
+  json_key(w, "parameters");
+  w.StartObject();
+  for (const auto& [k, v] : c.parameters) {
+    json_key(w, k);
+    w.StartObject();
+    json_key_string(w, "string_value", v);
+    w.EndObject();
+  }
+  w.EndObject();
+  w.EndObject();
+  return out.str();
+}
+
+}  // namespace streamline::serve

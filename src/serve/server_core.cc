@@ -1,0 +1,312 @@
+// ServerCore: requests in flight and draining, metadata, statistics, and the one mapping from
+// Status to HTTP and gRPC codes. Prometheus metrics are in metrics.cc.
+
+#include "serve/server_core.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/version.h"
+#include "serve/json_util.h"
+
+namespace streamline::serve {
+namespace {
+
+std::string shape_string(const std::vector<int64_t>& dims, bool batch) {
+  std::string s = "[";
+  if (batch) s += "-1";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (batch || i) s += ",";
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+// What the configuration promises beyond the model itself: at most max_batch_size rows, and the
+// configured dims (which may be stricter than the model's).
+Status check_against_config(const ModelConfig& c, const InferRequest& r) {
+  const bool batch = c.max_batch_size > 0;
+  for (const auto& [name, t] : r.inputs) {
+    auto it = std::find_if(c.inputs.begin(), c.inputs.end(), [&](const TensorConfig& x) { return x.name == name; });
+    if (it == c.inputs.end()) continue;  // the runtime names unknown inputs
+    const Shape& s = t.shape();
+    const std::string where = "input '" + name + "': ";
+    if (batch) {
+      if (s.rank() == 0) return invalid_argument(where + "needs a batch dimension (max_batch_size > 0), got a scalar");
+      if (s[0] < 1 || s[0] > c.max_batch_size)
+        return invalid_argument(where + "batch size " + std::to_string(s[0]) +
+                                " is outside [1, max_batch_size=" + std::to_string(c.max_batch_size) + "]");
+    }
+    if (it->dims.empty() && !batch) continue;
+    bool fits = s.rank() == it->dims.size() + (batch ? 1 : 0);
+    for (size_t i = 0; fits && i < it->dims.size(); ++i) {
+      const int64_t want = it->dims[i];
+      fits = want < 0 || s[i + (batch ? 1 : 0)] == want;
+    }
+    if (!fits)
+      return invalid_argument(where + "expected shape " + shape_string(it->dims, batch) + ", got " + t.describe());
+  }
+  return ok_status();
+}
+
+uint64_t now_ms() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
+void duration(JsonWriter& w, const char* key, uint64_t count, double us) {
+  json_key(w, key);
+  w.StartObject();
+  json_key_uint(w, "count", count);
+  json_key_uint(w, "ns", static_cast<uint64_t>(std::max(0.0, us) * 1000.0));
+  w.EndObject();
+}
+
+}  // namespace
+
+int http_status(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk:
+      return 200;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kUnsupported:
+    case StatusCode::kCancelled:
+      return 400;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kResourceExhausted:
+      return 429;
+    case StatusCode::kUnavailable:
+      return 503;
+    case StatusCode::kDeadlineExceeded:
+      return 504;
+    case StatusCode::kInternal:
+      return 500;
+  }
+  return 500;
+}
+
+int grpc_status_code(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk:
+      return 0;  // OK
+    case StatusCode::kCancelled:
+      return 1;  // CANCELLED
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kUnsupported:
+      return 3;  // INVALID_ARGUMENT
+    case StatusCode::kDeadlineExceeded:
+      return 4;  // DEADLINE_EXCEEDED
+    case StatusCode::kNotFound:
+      return 5;  // NOT_FOUND
+    case StatusCode::kResourceExhausted:
+      return 8;  // RESOURCE_EXHAUSTED
+    case StatusCode::kInternal:
+      return 13;  // INTERNAL
+    case StatusCode::kUnavailable:
+      return 14;  // UNAVAILABLE
+  }
+  return 13;
+}
+
+ServerCore::ServerCore(Repository& repository, ServerOptions options)
+    : repo_(repository), options_(std::move(options)) {}
+
+ServerCore::~ServerCore() {
+  // Callbacks of accepted requests still refer to this object: wait for every one.
+  draining_.store(true);
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [this] { return in_flight_.load() == 0; });
+}
+
+bool ServerCore::ready() const {
+  if (draining_.load()) return false;
+  for (const auto& e : repo_.index())
+    if (e.state != ModelState::kReady) return false;
+  return true;
+}
+
+std::string ServerCore::server_metadata_json() const {
+  JsonOut out;
+  out.w.StartObject();
+  json_key_string(out.w, "name", options_.name);
+  json_key_string(out.w, "version", SL_VERSION_STRING);
+  json_key(out.w, "extensions");
+  out.w.StartArray();
+  for (const char* e : {"binary_tensor_data", "model_repository", "statistics", "model_configuration"}) out.w.String(e);
+  out.w.EndArray();
+  out.w.EndObject();
+  return out.str();
+}
+
+Result<ModelMetadata> ServerCore::model_metadata(const std::string& model, const std::string& version) const {
+  SL_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> m, repo_.get(model, version));
+  const bool batch = m->config.max_batch_size > 0;
+  ModelMetadata md;
+  md.name = model;
+  md.versions = {m->version};
+  md.platform = "streamline_onnx";
+  auto add = [batch](const std::vector<TensorConfig>& from, std::vector<TensorMetadata>* to) {
+    for (const auto& t : from) {
+      TensorMetadata tm;
+      tm.name = t.name;
+      tm.datatype = dtype_to_kserve(t.dtype);
+      if (batch) tm.shape.push_back(-1);
+      tm.shape.insert(tm.shape.end(), t.dims.begin(), t.dims.end());
+      to->push_back(std::move(tm));
+    }
+  };
+  add(m->config.inputs, &md.inputs);
+  add(m->config.outputs, &md.outputs);
+  return md;
+}
+
+std::string ServerCore::model_metadata_json(const ModelMetadata& m) {
+  JsonOut out;
+  JsonWriter& w = out.w;
+  auto tensors = [&w](const char* key, const std::vector<TensorMetadata>& ts) {
+    json_key(w, key);
+    w.StartArray();
+    for (const auto& t : ts) {
+      w.StartObject();
+      json_key_string(w, "name", t.name);
+      json_key_string(w, "datatype", t.datatype);
+      json_key(w, "shape");
+      json_int_array(w, t.shape);
+      w.EndObject();
+    }
+    w.EndArray();
+  };
+  w.StartObject();
+  json_key_string(w, "name", m.name);
+  json_key(w, "versions");
+  w.StartArray();
+  for (const auto& v : m.versions) json_string(w, v);
+  w.EndArray();
+  json_key_string(w, "platform", m.platform);
+  tensors("inputs", m.inputs);
+  tensors("outputs", m.outputs);
+  w.EndObject();
+  return out.str();
+}
+
+Result<std::string> ServerCore::statistics_json(const std::string& model) const {
+  std::vector<std::shared_ptr<LoadedModel>> models;
+  if (model.empty()) {
+    models = repo_.ready_models();
+  } else {
+    SL_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> m, repo_.get(model));
+    models.push_back(std::move(m));
+  }
+  JsonOut out;
+  JsonWriter& w = out.w;
+  w.StartObject();
+  json_key(w, "model_stats");
+  w.StartArray();
+  for (const auto& m : models) {
+    const ServingStats s = m->serving->stats();
+    const std::string& name = m->config.name;
+    uint64_t front = 0, last = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto f = front_failures_.find(name);
+      if (f != front_failures_.end())
+        for (const auto& [code, n] : f->second) front += n;
+      auto l = last_inference_ms_.find(name);
+      if (l != last_inference_ms_.end()) last = l->second;
+    }
+    uint64_t rows = 0;
+    for (const auto& [b, n] : s.batch_size_hist) rows += static_cast<uint64_t>(b) * n;
+    w.StartObject();
+    json_key_string(w, "name", name);
+    json_key_string(w, "version", m->version);
+    json_key_uint(w, "last_inference", last);
+    json_key_uint(w, "inference_count", rows);
+    json_key_uint(w, "execution_count", s.batches);
+    json_key(w, "inference_stats");
+    w.StartObject();
+    duration(w, "success", s.succeeded, s.total.sum_us);
+    duration(w, "fail", s.failed + front, 0);
+    duration(w, "queue", s.queue.count, s.queue.sum_us);
+    duration(w, "compute_input", s.succeeded, 0);
+    duration(w, "compute_infer", s.compute.count, s.compute.sum_us);
+    duration(w, "compute_output", s.succeeded, 0);
+    duration(w, "cache_hit", 0, 0);
+    duration(w, "cache_miss", 0, 0);
+    w.EndObject();
+    // Per batch size: executions only; the runtime keeps compute time per request, not per size.
+    json_key(w, "batch_stats");
+    w.StartArray();
+    for (const auto& [b, n] : s.batch_size_hist) {
+      w.StartObject();
+      json_key_int(w, "batch_size", b);
+      duration(w, "compute_input", n, 0);
+      duration(w, "compute_infer", n, 0);
+      duration(w, "compute_output", n, 0);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return out.str();
+}
+
+void ServerCore::refuse(const std::string& model, uint64_t id, Status status, InferCallback& done) {
+  bool known = false;
+  for (const auto& e : repo_.index()) known = known || e.name == model;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++front_failures_[known ? model : std::string()][status.code()];
+  }
+  InferResponse r;
+  r.id = id;
+  r.status = std::move(status);
+  done(std::move(r));
+}
+
+void ServerCore::note_inference(const std::string& model) {
+  std::lock_guard<std::mutex> lock(mu_);
+  last_inference_ms_[model] = now_ms();
+}
+
+void ServerCore::finished() {
+  // Under the lock, so that drain() cannot miss the wake-up between its check and its wait.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (in_flight_.fetch_sub(1) == 1) idle_cv_.notify_all();
+}
+
+void ServerCore::infer(const std::string& model, const std::string& version, InferRequest request, InferCallback done) {
+  // Counted before draining_ is read: drain() sets draining_ and then reads in_flight_, so either
+  // it sees this request or this request sees the drain.
+  in_flight_.fetch_add(1);
+  if (draining_.load()) {
+    refuse(model, request.id, unavailable("server is shutting down"), done);
+    finished();
+    return;
+  }
+  auto found = repo_.get(model, version);
+  Status s = found.ok() ? check_against_config((*found)->config, request) : found.status();
+  if (!s.ok()) {
+    refuse(model, request.id, std::move(s), done);
+    finished();
+    return;
+  }
+  // The callback must not hold the LoadedModel: the last reference dropped on an instance thread
+  // would join that thread from itself.
+  (*found)->serving->submit(std::move(request), [this, model, done = std::move(done)](InferResponse r) {
+    note_inference(model);
+    done(std::move(r));
+    finished();
+  });
+}
+
+bool ServerCore::drain(std::chrono::milliseconds timeout) {
+  draining_.store(true);
+  std::unique_lock<std::mutex> lock(mu_);
+  return idle_cv_.wait_for(lock, timeout, [this] { return in_flight_.load() == 0; });
+}
+
+}  // namespace streamline::serve

@@ -1,0 +1,170 @@
+// `streamline serve`: a model repository behind KServe v2 over HTTP and gRPC, with Prometheus
+// metrics on a port of their own.
+//
+//   streamline serve --model-repository models                       # every model, ports 8000-8002
+//   streamline serve --model-repository models --model-control-mode explicit --load-model resnet50
+//
+// SIGINT or SIGTERM drains: new inferences are refused (and /v2/health/ready answers 503), those
+// already accepted finish (up to --drain-timeout-s), then the listeners close and it exits 0.
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <optional>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "serve/grpc_server.h"
+#include "serve/http_server.h"
+#include "serve/repository.h"
+#include "serve/server_core.h"
+
+namespace streamline::tools {
+namespace {
+
+struct ServeFlags {
+  std::string repository;
+  std::string host = "127.0.0.1";
+  int http_port = 8000;  // -1 = no HTTP endpoint
+  int grpc_port = 8001;
+  int metrics_port = 8002;
+  std::string control_mode = "none";
+  std::vector<std::string> load_models;
+  double drain_timeout_s = 30;
+  int instances = 1;
+  int threads = 0;
+  int http_threads = 2;
+};
+
+void print_index(const serve::Repository& repo) {
+  std::vector<std::vector<std::string>> rows{{"model", "version", "state", "reason"}};
+  for (const serve::RepositoryEntry& e : repo.index())
+    rows.push_back({e.name, e.version.empty() ? "-" : e.version, serve::model_state_name(e.state), e.reason});
+  if (rows.size() == 1) rows.push_back({"(none)", "", "", ""});
+  print_table(rows);
+}
+
+int serve_models(const ServeFlags& f) {
+  const bool explicit_control = f.control_mode == "explicit";
+  if (!explicit_control && !f.load_models.empty()) {
+    std::cerr << "error: --load-model needs --model-control-mode explicit" << std::endl;
+    return 2;
+  }
+  // Block the shutdown signals before any thread exists, so that every thread inherits the mask
+  // and only sigwait() below sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  serve::RepositoryOptions ro;
+  ro.default_instances = f.instances;
+  ro.default_threads = f.threads;
+  serve::Repository repo(f.repository, ro);
+  if (!explicit_control) {
+    Status s = repo.load_all();
+    if (!s.ok()) {
+      std::cerr << "error: " << s.to_string() << std::endl;
+      return 1;
+    }
+  } else {
+    for (const std::string& name : f.load_models) {
+      Status s = repo.load(name);
+      if (!s.ok()) std::cerr << "warning: model '" << name << "' did not load: " << s.to_string() << std::endl;
+    }
+  }
+  print_index(repo);
+
+  serve::ServerCore core(repo, {});
+  std::optional<serve::HttpServer> http, metrics;
+  std::optional<serve::GrpcServer> grpc;
+  if (f.http_port >= 0) {
+    serve::HttpOptions o;
+    o.host = f.host;
+    o.port = f.http_port;
+    o.io_threads = f.http_threads;
+    o.allow_model_control = explicit_control;
+    http.emplace(core, o);
+  }
+  if (f.metrics_port >= 0) {
+    serve::HttpOptions o;
+    o.host = f.host;
+    o.port = f.metrics_port;
+    o.io_threads = 1;
+    o.metrics_only = true;
+    metrics.emplace(core, o);
+  }
+  if (f.grpc_port >= 0) grpc.emplace(core, serve::GrpcOptions{f.host, f.grpc_port});
+
+  auto fail = [](const Status& s) {
+    std::cerr << "error: " << s.to_string() << std::endl;
+    return 1;
+  };
+  if (http) {
+    if (Status s = http->start(); !s.ok()) return fail(s);
+    std::cout << "HTTP     http://" << f.host << ":" << http->port() << "/v2" << std::endl;
+  }
+  if (grpc) {
+    if (Status s = grpc->start(); !s.ok()) return fail(s);
+    std::cout << "gRPC     " << f.host << ":" << grpc->port() << std::endl;
+  }
+  if (metrics) {
+    if (Status s = metrics->start(); !s.ok()) return fail(s);
+    std::cout << "Metrics  http://" << f.host << ":" << metrics->port() << "/metrics" << std::endl;
+  }
+  std::cout << "Serving (model control: " << f.control_mode << "); Ctrl-C drains and exits." << std::endl;
+
+  int sig = 0;
+  while (sigwait(&signals, &sig) != 0) {
+  }
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(f.drain_timeout_s * 1000));
+  std::cout << "\n" << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": draining " << core.in_flight()
+            << " requests in flight (up to " << f.drain_timeout_s << " s)" << std::endl;
+  // Listeners stay open while draining so that clients get 503 and readiness probes see it.
+  if (!core.drain(timeout))
+    std::cerr << "warning: " << core.in_flight() << " requests still in flight after the drain timeout" << std::endl;
+  if (http) http->stop();
+  if (grpc) grpc->stop();
+  if (metrics) metrics->stop();
+  // What each model answered, so an operator (and the shutdown test) can check nothing was lost.
+  for (const auto& m : core.repository().ready_models()) {
+    const ServingStats st = m->serving->stats();
+    std::cout << m->config.name << ": " << st.succeeded << " succeeded, " << st.failed << " failed";
+    for (const auto& [code, n] : st.failures) std::cout << ", " << n << " " << status_code_name(code);
+    std::cout << std::endl;
+  }
+  std::cout << "stopped" << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+Runner add_serve_command(CLI::App& app) {
+  auto f = std::make_shared<ServeFlags>();
+  CLI::App* c = app.add_subcommand("serve", "Serve a model repository over KServe v2 (HTTP and gRPC)");
+  c->add_option("--model-repository", f->repository, "Folder of models: NAME/[config.pbtxt], NAME/VERSION/model.onnx")
+      ->required();
+  c->add_option("--host", f->host, "Address to listen on (default 127.0.0.1)");
+  c->add_option("--http-port", f->http_port, "HTTP port; -1 turns HTTP off (default 8000)")->check(CLI::Range(-1, 65535));
+  c->add_option("--grpc-port", f->grpc_port, "gRPC port; -1 turns gRPC off (default 8001)")->check(CLI::Range(-1, 65535));
+  c->add_option("--metrics-port", f->metrics_port, "Prometheus metrics port; -1 turns it off (default 8002)")
+      ->check(CLI::Range(-1, 65535));
+  c->add_option("--model-control-mode", f->control_mode,
+                "none: load every model at start; explicit: only --load-model, and load/unload over the API")
+      ->check(CLI::IsMember({"none", "explicit"}));
+  c->add_option("--load-model", f->load_models, "Model to load at start in explicit mode (repeatable)");
+  c->add_option("--drain-timeout-s", f->drain_timeout_s, "At shutdown, how long to wait for requests in flight")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--instances", f->instances, "Instances per model unless its config.pbtxt says otherwise")
+      ->check(CLI::Range(1, 256));
+  c->add_option("--threads", f->threads, "Intra-op threads per instance (default: cores / instances)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--http-threads", f->http_threads, "HTTP I/O threads (default 2)")->check(CLI::Range(1, 64));
+  return [f] { return serve_models(*f); };
+}
+
+}  // namespace streamline::tools
