@@ -14,6 +14,18 @@ Status register_cpu_kernels(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(cpu::register_cast(reg));
   SL_RETURN_IF_ERROR(cpu::register_shape_ops(reg));
   SL_RETURN_IF_ERROR(cpu::register_tensor_ops(reg));
+  SL_RETURN_IF_ERROR(cpu::register_loss(reg));
+  SL_RETURN_IF_ERROR(cpu::register_rnn(reg));
+  SL_RETURN_IF_ERROR(cpu::register_elementwise_types(reg));
+  SL_RETURN_IF_ERROR(cpu::register_reduce_types(reg));
+  SL_RETURN_IF_ERROR(cpu::register_quant(reg));
+  SL_RETURN_IF_ERROR(cpu::register_quant_linear(reg));
+  SL_RETURN_IF_ERROR(cpu::register_einsum(reg));
+  SL_RETURN_IF_ERROR(cpu::register_sampling(reg));
+  SL_RETURN_IF_ERROR(cpu::register_misc_ops(reg));
+  SL_RETURN_IF_ERROR(cpu::register_optimizer(reg));
+  SL_RETURN_IF_ERROR(cpu::register_signal(reg));
+  SL_RETURN_IF_ERROR(cpu::register_value_shaped(reg));
   return ok_status();
 }
 

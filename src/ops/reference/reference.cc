@@ -8,6 +8,15 @@ Status register_reference_kernels(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(reference::register_pool(reg));
   SL_RETURN_IF_ERROR(reference::register_math(reg));
   SL_RETURN_IF_ERROR(reference::register_data(reg));
+  SL_RETURN_IF_ERROR(reference::register_loss(reg));
+  SL_RETURN_IF_ERROR(reference::register_rnn(reg));
+  SL_RETURN_IF_ERROR(reference::register_quant(reg));
+  SL_RETURN_IF_ERROR(reference::register_einsum(reg));
+  SL_RETURN_IF_ERROR(reference::register_sampling(reg));
+  SL_RETURN_IF_ERROR(reference::register_misc(reg));
+  SL_RETURN_IF_ERROR(reference::register_optimizer(reg));
+  SL_RETURN_IF_ERROR(reference::register_signal(reg));
+  SL_RETURN_IF_ERROR(reference::register_value_shaped(reg));
   return ok_status();
 }
 

@@ -11,5 +11,14 @@ Status register_matmul(KernelRegistry& reg);   // Gemm, MatMul, streamline.Fused
 Status register_pool(KernelRegistry& reg);     // MaxPool, AveragePool, Global*Pool
 Status register_math(KernelRegistry& reg);     // elementwise, Softmax, reductions (plain loops)
 Status register_data(KernelRegistry& reg);     // Concat, Transpose, Resize, Pad, Slice, Gather (plain loops)
+Status register_loss(KernelRegistry& reg);     // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+Status register_rnn(KernelRegistry& reg);      // RNN, GRU, LSTM
+Status register_quant(KernelRegistry& reg);    // Quantize/Dequantize, MatMulInteger, QLinear*, ConvInteger
+Status register_einsum(KernelRegistry& reg);   // Einsum
+Status register_sampling(KernelRegistry& reg); // GridSample, RoiAlign
+Status register_misc(KernelRegistry& reg);     // CumSum, TopK, Det, Shrink, ReverseSequence, MaxUnpool
+Status register_optimizer(KernelRegistry& reg);  // Adagrad, Momentum, Adam (ai.onnx.preview.training)
+Status register_signal(KernelRegistry& reg);   // DFT, TfIdfVectorizer
+Status register_value_shaped(KernelRegistry& reg);  // NonZero, Unique, Compress, NonMaxSuppression, *Window
 
 }  // namespace streamline::ops::reference

@@ -1,0 +1,293 @@
+// Spatial sampling: GridSample (opset 16; 4-D input, bilinear/nearest/bicubic, zeros/border/
+// reflection padding, align_corners) and RoiAlign (opset 10/16; avg and max, half_pixel and
+// output_half_pixel coordinates, adaptive or fixed sampling_ratio). float32.
+//
+// GridSample maps a grid value g in [-1, 1] to a pixel coordinate: ((g + 1) / 2) * (size - 1) with
+// align_corners, ((g + 1) * size - 1) / 2 without. Border padding clamps the coordinate, reflection
+// mirrors it at the borders (pixel centres with align_corners, pixel edges without); zeros padding
+// reads 0 outside the image. Bicubic uses the cubic convolution kernel with A = -0.75 on a 4x4
+// neighbourhood, each tap padded as above.
+
+#include <cmath>
+
+#include "ops/cpu/extra_common.h"
+#include "ops/cpu/families.h"
+#include "ops/cpu/math_common.h"
+
+namespace streamline::ops::cpu {
+namespace {
+
+enum class Mode { kBilinear, kNearest, kBicubic };
+enum class Pad { kZeros, kBorder, kReflection };
+
+float reflect(float x, float twice_lo, float twice_hi) {
+  if (twice_lo == twice_hi) return 0.f;
+  const float mn = twice_lo / 2.f, span = (twice_hi - twice_lo) / 2.f;
+  x = std::fabs(x - mn);
+  const float extra = std::fmod(x, span);
+  const int flips = static_cast<int>(std::floor(x / span));
+  return flips % 2 == 0 ? extra + mn : span - extra + mn;
+}
+
+float clamp_coord(float x, int64_t size) {
+  return std::min(static_cast<float>(size - 1), std::max(x, 0.f));
+}
+
+// Applies the padding mode to an unnormalised coordinate (border clamps, reflection mirrors).
+float pad_coord(float x, int64_t size, Pad pad, bool align) {
+  if (pad == Pad::kBorder) return clamp_coord(x, size);
+  if (pad == Pad::kReflection) {
+    x = align ? reflect(x, 0.f, 2.f * static_cast<float>(size - 1))
+              : reflect(x, -1.f, 2.f * static_cast<float>(size) - 1.f);
+    return clamp_coord(x, size);
+  }
+  return x;
+}
+
+float unnormalize(float g, int64_t size, bool align) {
+  return align ? (g + 1.f) / 2.f * static_cast<float>(size - 1) : ((g + 1.f) * static_cast<float>(size) - 1.f) / 2.f;
+}
+
+float cubic1(float x, float a) {
+  return ((a + 2.f) * x - (a + 3.f)) * x * x + 1.f;
+}
+float cubic2(float x, float a) {
+  return ((a * x - 5.f * a) * x + 8.f * a) * x - 4.f * a;
+}
+
+void cubic_coeffs(float t, float c[4]) {
+  constexpr float kA = -0.75f;
+  c[0] = cubic2(t + 1.f, kA);
+  c[1] = cubic1(t, kA);
+  c[2] = cubic1(1.f - t, kA);
+  c[3] = cubic2(2.f - t, kA);
+}
+
+class GridSampleKernel final : public DataKernel {
+ public:
+  using DataKernel::DataKernel;
+
+  Status init(const KernelCreateArgs& a) {
+    const std::string m = a.node.attr_string("mode", "bilinear");
+    if (m == "bilinear" || m == "linear")
+      mode_ = Mode::kBilinear;
+    else if (m == "nearest")
+      mode_ = Mode::kNearest;
+    else if (m == "bicubic" || m == "cubic")
+      mode_ = Mode::kBicubic;
+    else
+      return invalid("unknown mode '" + m + "'");
+    const std::string p = a.node.attr_string("padding_mode", "zeros");
+    if (p == "zeros")
+      pad_ = Pad::kZeros;
+    else if (p == "border")
+      pad_ = Pad::kBorder;
+    else if (p == "reflection")
+      pad_ = Pad::kReflection;
+    else
+      return invalid("unknown padding_mode '" + p + "'");
+    align_ = a.node.attr_int("align_corners", 0) != 0;
+    return ok_status();
+  }
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    if (in.size() != 2 || !in[0].present() || !in[1].present()) return invalid("expected X and grid");
+    if (in[0].dtype != DType::kFloat32 || in[1].dtype != DType::kFloat32) return unsupported_error("only float32");
+    const Shape& x = in[0].shape;
+    const Shape& g = in[1].shape;
+    if (x.rank() != 4) return unsupported_error("only 4-D input");
+    if (g.rank() != 4 || g[0] != x[0] || g[3] != 2)
+      return invalid("grid must be [N, H_out, W_out, 2], got " + g.to_string());
+    ReshapeResult rr;
+    rr.outputs.push_back(OutputInfo{DType::kFloat32, Shape{x[0], x[1], g[1], g[2]}, Layout::kPlain});
+    return rr;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    const Shape& xs = ctx.inputs[0].shape();
+    const Shape& gs = ctx.inputs[1].shape();
+    const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], oh = gs[1], ow = gs[2];
+    const float* x = ctx.inputs[0].data<float>();
+    const float* grid = ctx.inputs[1].data<float>();
+    float* y = ctx.outputs[0].data<float>();
+    math::parallel_chunks(n * oh * ow, 256, ctx.num_threads, [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        const int64_t ni = p / (oh * ow), pix = p % (oh * ow);
+        const float gx = grid[p * 2], gy = grid[p * 2 + 1];
+        for (int64_t ci = 0; ci < c; ++ci) {
+          const float* plane = x + (ni * c + ci) * h * w;
+          y[(ni * c + ci) * oh * ow + pix] = sample(plane, h, w, gx, gy);
+        }
+      }
+    });
+    return ok_status();
+  }
+
+ private:
+  float at(const float* plane, int64_t h, int64_t w, int64_t iy, int64_t ix) const {
+    return iy >= 0 && iy < h && ix >= 0 && ix < w ? plane[iy * w + ix] : 0.f;
+  }
+
+  // A bicubic tap: padding applied to the tap's own coordinate.
+  float tap(const float* plane, int64_t h, int64_t w, float fx, float fy) const {
+    const float px = pad_coord(fx, w, pad_, align_), py = pad_coord(fy, h, pad_, align_);
+    return at(plane, h, w, static_cast<int64_t>(std::floor(py)), static_cast<int64_t>(std::floor(px)));
+  }
+
+  float sample(const float* plane, int64_t h, int64_t w, float gx, float gy) const {
+    if (mode_ == Mode::kBicubic) {
+      const float ix = unnormalize(gx, w, align_), iy = unnormalize(gy, h, align_);
+      const float x0 = std::floor(ix), y0 = std::floor(iy);
+      float cx[4], cy[4];
+      cubic_coeffs(ix - x0, cx);
+      cubic_coeffs(iy - y0, cy);
+      float out = 0.f;
+      for (int r = 0; r < 4; ++r) {
+        float row = 0.f;
+        for (int k = 0; k < 4; ++k)
+          row += cx[k] * tap(plane, h, w, x0 - 1.f + static_cast<float>(k), y0 - 1.f + static_cast<float>(r));
+        out += cy[r] * row;
+      }
+      return out;
+    }
+    const float ix = pad_coord(unnormalize(gx, w, align_), w, pad_, align_);
+    const float iy = pad_coord(unnormalize(gy, h, align_), h, pad_, align_);
+    if (mode_ == Mode::kNearest)
+      return at(plane, h, w, static_cast<int64_t>(std::nearbyint(iy)), static_cast<int64_t>(std::nearbyint(ix)));
+    const float x0f = std::floor(ix), y0f = std::floor(iy);
+    const int64_t x0 = static_cast<int64_t>(x0f), y0 = static_cast<int64_t>(y0f);
+    const float lx = ix - x0f, ly = iy - y0f;
+    return at(plane, h, w, y0, x0) * (1.f - lx) * (1.f - ly) + at(plane, h, w, y0, x0 + 1) * lx * (1.f - ly) +
+           at(plane, h, w, y0 + 1, x0) * (1.f - lx) * ly + at(plane, h, w, y0 + 1, x0 + 1) * lx * ly;
+  }
+
+  Mode mode_ = Mode::kBilinear;
+  Pad pad_ = Pad::kZeros;
+  bool align_ = false;
+};
+
+class RoiAlignKernel final : public DataKernel {
+ public:
+  using DataKernel::DataKernel;
+
+  Status init(const KernelCreateArgs& a) {
+    const std::string m = a.node.attr_string("mode", "avg");
+    if (m != "avg" && m != "max") return invalid("unknown mode '" + m + "'");
+    max_ = m == "max";
+    const std::string t =
+        a.node.attr_string("coordinate_transformation_mode", opset_ >= 16 ? "half_pixel" : "output_half_pixel");
+    if (t != "half_pixel" && t != "output_half_pixel")
+      return invalid("unknown coordinate_transformation_mode '" + t + "'");
+    half_pixel_ = t == "half_pixel";
+    out_h_ = a.node.attr_int("output_height", 1);
+    out_w_ = a.node.attr_int("output_width", 1);
+    sampling_ = a.node.attr_int("sampling_ratio", 0);
+    scale_ = a.node.attr_float("spatial_scale", 1.f);
+    if (out_h_ < 1 || out_w_ < 1 || sampling_ < 0) return invalid("bad output size or sampling_ratio");
+    return ok_status();
+  }
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    if (in.size() != 3 || !in[0].present() || !in[1].present() || !in[2].present())
+      return invalid("expected X, rois, batch_indices");
+    if (in[0].dtype != DType::kFloat32 || in[1].dtype != DType::kFloat32) return unsupported_error("only float32");
+    if (in[2].dtype != DType::kInt64 && in[2].dtype != DType::kInt32) return invalid("batch_indices must be int64");
+    const Shape& x = in[0].shape;
+    const Shape& r = in[1].shape;
+    if (x.rank() != 4 || r.rank() != 2 || r[1] != 4 || in[2].shape != Shape{r[0]}) return invalid("bad input shapes");
+    ReshapeResult rr;
+    rr.outputs.push_back(OutputInfo{DType::kFloat32, Shape{r[0], x[1], out_h_, out_w_}, Layout::kPlain});
+    return rr;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    const Shape& xs = ctx.inputs[0].shape();
+    const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], rois = ctx.inputs[1].shape()[0];
+    const float* x = ctx.inputs[0].data<float>();
+    const float* roi = ctx.inputs[1].data<float>();
+    float* y = ctx.outputs[0].data<float>();
+    for (int64_t r = 0; r < rois; ++r) {
+      const int64_t b = load_index(ctx.inputs[2], r);
+      if (b < 0 || b >= n) return invalid("batch index " + std::to_string(b) + " out of range");
+    }
+    const float off = half_pixel_ ? 0.5f : 0.f;
+    math::parallel_chunks(rois * c, 1, ctx.num_threads, [&](int64_t b0, int64_t b1) {
+      for (int64_t rc = b0; rc < b1; ++rc) {
+        const int64_t r = rc / c, ci = rc % c;
+        const float* box = roi + r * 4;
+        const float* plane = x + (load_index(ctx.inputs[2], r) * c + ci) * h * w;
+        const float x0 = box[0] * scale_ - off, y0 = box[1] * scale_ - off;
+        float rw = box[2] * scale_ - off - x0, rh = box[3] * scale_ - off - y0;
+        if (!half_pixel_) {
+          rw = std::max(rw, 1.f);
+          rh = std::max(rh, 1.f);
+        }
+        const float bh = rh / static_cast<float>(out_h_), bw = rw / static_cast<float>(out_w_);
+        const int64_t gh = sampling_ > 0 ? sampling_ : static_cast<int64_t>(std::ceil(rh / static_cast<float>(out_h_)));
+        const int64_t gw = sampling_ > 0 ? sampling_ : static_cast<int64_t>(std::ceil(rw / static_cast<float>(out_w_)));
+        const float count = static_cast<float>(std::max<int64_t>(gh * gw, 1));
+        for (int64_t ph = 0; ph < out_h_; ++ph)
+          for (int64_t pw = 0; pw < out_w_; ++pw) {
+            float acc = 0.f;
+            bool first = true;
+            for (int64_t iy = 0; iy < gh; ++iy) {
+              const float yy =
+                  y0 + static_cast<float>(ph) * bh + (static_cast<float>(iy) + 0.5f) * bh / static_cast<float>(gh);
+              for (int64_t ix = 0; ix < gw; ++ix) {
+                const float xx =
+                    x0 + static_cast<float>(pw) * bw + (static_cast<float>(ix) + 0.5f) * bw / static_cast<float>(gw);
+                const float v = bilinear(plane, h, w, yy, xx);
+                if (max_) {
+                  acc = first ? v : std::max(acc, v);
+                  first = false;
+                } else {
+                  acc += v;
+                }
+              }
+            }
+            y[(rc * out_h_ + ph) * out_w_ + pw] = max_ ? acc : acc / count;
+          }
+      }
+    });
+    return ok_status();
+  }
+
+ private:
+  // Bilinear value at (y, x); max mode takes the largest weighted corner, as ONNX Runtime does.
+  float bilinear(const float* plane, int64_t h, int64_t w, float y, float x) const {
+    if (y < -1.f || y > static_cast<float>(h) || x < -1.f || x > static_cast<float>(w)) return 0.f;
+    y = std::max(y, 0.f);
+    x = std::max(x, 0.f);
+    int64_t yl = static_cast<int64_t>(y), xl = static_cast<int64_t>(x), yh, xh;
+    if (yl >= h - 1) {
+      yh = yl = h - 1;
+      y = static_cast<float>(yl);
+    } else {
+      yh = yl + 1;
+    }
+    if (xl >= w - 1) {
+      xh = xl = w - 1;
+      x = static_cast<float>(xl);
+    } else {
+      xh = xl + 1;
+    }
+    const float ly = y - static_cast<float>(yl), lx = x - static_cast<float>(xl), hy = 1.f - ly, hx = 1.f - lx;
+    const float a = hy * hx * plane[yl * w + xl], b = hy * lx * plane[yl * w + xh], c = ly * hx * plane[yh * w + xl],
+                d = ly * lx * plane[yh * w + xh];
+    return max_ ? std::max(std::max(a, b), std::max(c, d)) : a + b + c + d;
+  }
+
+  bool max_ = false;
+  bool half_pixel_ = true;
+  int64_t out_h_ = 1, out_w_ = 1, sampling_ = 0;
+  float scale_ = 1.f;
+};
+
+}  // namespace
+
+Status register_sampling(KernelRegistry& reg) {
+  SL_RETURN_IF_ERROR(add_typed_def(reg, "GridSample", 16, DType::kUndefined, make_factory<GridSampleKernel>()));
+  return add_typed_def(reg, "RoiAlign", 10, DType::kUndefined, make_factory<RoiAlignKernel>());
+}
+
+}  // namespace streamline::ops::cpu

@@ -1,0 +1,68 @@
+// DFT and TfIdfVectorizer: the CPU kernels against the reference on random inputs (fixed seed), and
+// a TfIdfVectorizer case from the spec's examples by hand.
+
+#include "ops/cpu/extra_common.h"
+#include "ops/extra_test_util.h"
+
+namespace streamline::ops::testing {
+namespace {
+
+TEST(Signal, DftMatchesReference) {
+  std::mt19937 rng(1101);
+  for (int iter = 0; iter < 16; ++iter) {
+    const int64_t comp = iter % 3 == 0 ? 2 : 1;
+    const bool onesided = comp == 1 && iter % 4 == 1;
+    Shape s{1 + static_cast<int64_t>(rng() % 2), 1 + static_cast<int64_t>(rng() % 9),
+            1 + static_cast<int64_t>(rng() % 4), comp};
+    const int64_t axis = 1 + iter % 2;
+    const bool with_len = iter % 5 == 2;
+    Tensor x = uniform_f32(s, rng);
+    const Tensor len = Tensor::scalar<int64_t>(1 + static_cast<int64_t>(rng() % 10));
+    const std::vector<Tensor> in = with_len ? std::vector<Tensor>{x, len} : std::vector<Tensor>{x};
+    const std::vector<bool> constant = with_len ? std::vector<bool>{false, true} : std::vector<bool>{false};
+    NodeCase nc("DFT", 17, in.size());
+    nc.i("axis", axis).i("inverse", iter % 2).i("onesided", onesided ? 1 : 0);
+    expect_cpu_matches_reference(nc, in, 1e-5, "DFT " + s.to_string(), 1, constant);
+  }
+}
+
+TEST(Signal, TfIdfMatchesReference) {
+  std::mt19937 rng(1102);
+  const char* modes[] = {"TF", "IDF", "TFIDF"};
+  for (int iter = 0; iter < 18; ++iter) {
+    // Pool: 3 unigrams, 3 bigrams, 2 trigrams over tokens 0..4.
+    const std::vector<int64_t> pool = {1, 2, 3, 1, 2, 2, 3, 4, 0, 1, 2, 3, 3, 3, 4};
+    NodeCase nc("TfIdfVectorizer", 9, 1);
+    const int64_t mn = 1 + iter % 3, mx = std::max<int64_t>(mn, 1 + (iter / 3) % 3);
+    nc.i("min_gram_length", mn)
+        .i("max_gram_length", mx)
+        .i("max_skip_count", iter % 4)
+        .s("mode", modes[iter % 3])
+        .ints("ngram_counts", {0, 3, 9})
+        .ints("ngram_indexes", {7, 6, 5, 4, 3, 2, 1, 0})
+        .ints("pool_int64s", pool)
+        .floats("weights", {0.5f, 1.f, 1.5f, 2.f, 2.5f, 3.f, 3.5f, 4.f});
+    Tensor x = Tensor::empty(iter % 2 ? DType::kInt32 : DType::kInt64, iter % 2 ? Shape{2, 7} : Shape{9});
+    for (int64_t i = 0; i < x.numel(); ++i) cpu::store_f(x.dtype(), x.raw(), i, static_cast<double>(rng() % 5));
+    expect_cpu_matches_reference(nc, {x}, 0.0, "TfIdf " + std::to_string(iter));
+  }
+}
+
+TEST(Signal, TfIdfOnlyBigramsSkipByHand) {
+  // The spec's tf_batch_onlybigrams_skip5 example.
+  NodeCase nc("TfIdfVectorizer", 9, 1);
+  nc.i("min_gram_length", 2)
+      .i("max_gram_length", 2)
+      .i("max_skip_count", 5)
+      .s("mode", "TF")
+      .ints("ngram_counts", {0, 4})
+      .ints("ngram_indexes", {0, 1, 2, 3, 4, 5, 6})
+      .ints("pool_int64s", {2, 3, 5, 4, 5, 6, 7, 8, 6, 7});
+  Tensor x = Tensor::from_vector<int32_t>(Shape{2, 6}, {1, 1, 3, 3, 3, 7, 8, 6, 7, 5, 6, 8});
+  auto out = nc.run(cpu_reg(), {x});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_EQ(values<float>((*out)[0]), (std::vector<float>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1}));
+}
+
+}  // namespace
+}  // namespace streamline::ops::testing

@@ -1,0 +1,121 @@
+// Elementwise arithmetic, Clip and reductions for the extra dtypes (int8 ... uint64, float16,
+// bfloat16, float64): the CPU kernels against the reference on random broadcast shapes (fixed seed).
+
+#include "ops/cpu/extra_common.h"
+#include "ops/extra_test_util.h"
+
+namespace streamline::ops::testing {
+namespace {
+
+constexpr DType kInts[] = {DType::kInt8, DType::kInt16, DType::kUInt8, DType::kUInt16, DType::kUInt32, DType::kUInt64};
+constexpr DType kFloats[] = {DType::kFloat16, DType::kBFloat16, DType::kFloat64};
+
+// Values in [lo, hi] (integers) or [lo, hi) (floats), stored in `dt`.
+Tensor values_of(DType dt, const Shape& s, std::mt19937& rng, double lo, double hi) {
+  Tensor t = Tensor::empty(dt, s);
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    double v = std::uniform_real_distribution<double>(lo, hi)(rng);
+    if (!cpu::is_float_dtype(dt)) v = std::floor(v);
+    cpu::store_f(dt, t.raw(), k, v);
+  }
+  return t;
+}
+
+Shape broadcastable(const Shape& s, std::mt19937& rng) {
+  Shape b;
+  const size_t drop = std::uniform_int_distribution<size_t>(0, s.rank())(rng);
+  for (size_t k = drop; k < s.rank(); ++k) b.push_back(rng() % 3 == 0 ? 1 : s[k]);
+  return b;
+}
+
+TEST(TypedMath, BinaryOpsMatchReference) {
+  std::mt19937 rng(501);
+  const char* ops[] = {"Add", "Sub", "Mul", "Div", "Mod", "Max", "Min"};
+  int iter = 0;
+  for (const char* op : ops) {
+    for (DType dt : kInts) {
+      const Shape s = random_shape(rng, 1, 4, 4);
+      const bool is_signed = dt == DType::kInt8 || dt == DType::kInt16;
+      const double lo = is_signed ? -100 : 0, hi = is_signed ? 100 : 250;
+      Tensor a = values_of(dt, s, rng, lo, hi), b = values_of(dt, broadcastable(s, rng), rng, lo, hi);
+      NodeCase nc(op, 13, 2);
+      if (std::string(op) == "Mod") nc.i("fmod", iter++ % 2);
+      expect_cpu_matches_reference(nc, {a, b}, 0.0, std::string(op) + " " + dtype_name(dt));
+    }
+    for (DType dt : kFloats) {
+      const Shape s = random_shape(rng, 1, 4, 4);
+      Tensor a = values_of(dt, s, rng, -8, 8), b = values_of(dt, broadcastable(s, rng), rng, 0.5, 4);
+      NodeCase nc(op, 13, 2);
+      if (std::string(op) == "Mod") nc.i("fmod", 1);
+      expect_cpu_matches_reference(nc, {a, b}, dt == DType::kFloat64 ? 1e-12 : 1e-2,
+                                   std::string(op) + " " + dtype_name(dt));
+    }
+  }
+}
+
+TEST(TypedMath, VariadicOpsMatchReference) {
+  std::mt19937 rng(502);
+  for (const char* op : {"Max", "Min", "Sum", "Mean"}) {
+    for (DType dt : kFloats) {
+      const Shape s = random_shape(rng, 1, 3, 4);
+      std::vector<Tensor> in;
+      const int n = std::uniform_int_distribution<int>(1, 4)(rng);
+      for (int k = 0; k < n; ++k) in.push_back(values_of(dt, k == 0 ? s : broadcastable(s, rng), rng, -4, 4));
+      NodeCase nc(op, 13, in.size());
+      expect_cpu_matches_reference(nc, in, dt == DType::kFloat64 ? 1e-12 : 1e-2,
+                                   std::string(op) + " " + dtype_name(dt));
+    }
+  }
+}
+
+TEST(TypedMath, IntegerAddWrapsAndDivisionByZeroIsZero) {
+  Tensor a = Tensor::from_vector<uint8_t>(Shape{3}, {250, 7, 9});
+  Tensor b = Tensor::from_vector<uint8_t>(Shape{3}, {10, 0, 2});
+  NodeCase add("Add", 14, 2), div("Div", 14, 2);
+  auto s = add.run(cpu_reg(), {a, b});
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ((*s)[0].data<uint8_t>()[0], 4);
+  auto q = div.run(cpu_reg(), {a, b});
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  EXPECT_EQ((*q)[0].data<uint8_t>()[1], 0);
+  EXPECT_EQ((*q)[0].data<uint8_t>()[2], 4);
+}
+
+TEST(TypedMath, ClipMatchesReference) {
+  std::mt19937 rng(503);
+  for (DType dt : {DType::kInt8, DType::kUInt8, DType::kInt16, DType::kUInt32, DType::kFloat16, DType::kFloat64}) {
+    Tensor x = values_of(dt, random_shape(rng, 1, 3, 5), rng, 0, 100);
+    Tensor lo = values_of(dt, Shape{}, rng, 10, 30), hi = values_of(dt, Shape{}, rng, 60, 90);
+    NodeCase both("Clip", 13, 3), only_hi("Clip", 13, 3, 1, {true, false, true});
+    expect_cpu_matches_reference(both, {x, lo, hi}, 0.0, std::string("Clip ") + dtype_name(dt));
+    expect_cpu_matches_reference(only_hi, {x, Tensor(), hi}, 0.0, std::string("Clip max ") + dtype_name(dt));
+  }
+}
+
+TEST(TypedMath, ReductionsMatchReference) {
+  std::mt19937 rng(504);
+  const char* ops[] = {"ReduceSum", "ReduceMean", "ReduceMax",    "ReduceMin",       "ReduceProd",
+                       "ReduceL1",  "ReduceL2",   "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"};
+  int iter = 0;
+  for (const char* op : ops) {
+    for (DType dt : kFloats) {
+      const Shape s = random_shape(rng, 1, 4, 4);
+      const int64_t rank = static_cast<int64_t>(s.rank());
+      std::vector<int64_t> axes;
+      for (int64_t d = 0; d < rank; ++d)
+        if (rng() % 2) axes.push_back(rng() % 2 ? d : d - rank);
+      Tensor x = values_of(dt, s, rng, 0.25, 2);
+      const bool sum = std::string(op) == "ReduceSum";
+      NodeCase nc(op, 13, sum ? 2 : 1);
+      nc.i("keepdims", iter++ % 2);
+      if (!sum && !axes.empty()) nc.ints("axes", axes);
+      const std::vector<Tensor> in = sum ? std::vector<Tensor>{x, i64(axes)} : std::vector<Tensor>{x};
+      const std::vector<bool> constant = sum ? std::vector<bool>{false, true} : std::vector<bool>{false};
+      expect_cpu_matches_reference(nc, in, dt == DType::kFloat64 ? 1e-12 : 2e-2,
+                                   std::string(op) + " " + dtype_name(dt) + " " + s.to_string(), 1, constant);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace streamline::ops::testing
