@@ -122,7 +122,8 @@ int serve_models(const ServeFlags& f) {
   while (sigwait(&signals, &sig) != 0) {
   }
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(f.drain_timeout_s * 1000));
-  std::cout << "\n" << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": draining " << core.in_flight()
+  std::cout << "\n"
+            << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": draining " << core.in_flight()
             << " requests in flight (up to " << f.drain_timeout_s << " s)" << std::endl;
   // Listeners stay open while draining so that clients get 503 and readiness probes see it.
   if (!core.drain(timeout))
@@ -149,8 +150,10 @@ Runner add_serve_command(CLI::App& app) {
   c->add_option("--model-repository", f->repository, "Folder of models: NAME/[config.pbtxt], NAME/VERSION/model.onnx")
       ->required();
   c->add_option("--host", f->host, "Address to listen on (default 127.0.0.1)");
-  c->add_option("--http-port", f->http_port, "HTTP port; -1 turns HTTP off (default 8000)")->check(CLI::Range(-1, 65535));
-  c->add_option("--grpc-port", f->grpc_port, "gRPC port; -1 turns gRPC off (default 8001)")->check(CLI::Range(-1, 65535));
+  c->add_option("--http-port", f->http_port, "HTTP port; -1 turns HTTP off (default 8000)")
+      ->check(CLI::Range(-1, 65535));
+  c->add_option("--grpc-port", f->grpc_port, "gRPC port; -1 turns gRPC off (default 8001)")
+      ->check(CLI::Range(-1, 65535));
   c->add_option("--metrics-port", f->metrics_port, "Prometheus metrics port; -1 turns it off (default 8002)")
       ->check(CLI::Range(-1, 65535));
   c->add_option("--model-control-mode", f->control_mode,

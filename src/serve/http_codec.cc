@@ -29,7 +29,9 @@ constexpr size_t kMaxRank = 32;
 constexpr int kMaxNesting = 64;  // nested "data" arrays
 constexpr int64_t kMaxElements = int64_t{1} << 40;
 
-std::string str(const Value& v) { return std::string(v.GetString(), v.GetStringLength()); }
+std::string str(const Value& v) {
+  return std::string(v.GetString(), v.GetStringLength());
+}
 
 const Value* member(const Value& obj, const char* key) {
   auto it = obj.FindMember(key);
@@ -125,26 +127,40 @@ Status fill(const Value& data, Tensor& t, const std::string& what) {
 
 Status fill_from_json(const Value& data, Tensor& t, const std::string& what) {
   switch (t.dtype()) {
-    case DType::kFloat32: return fill<float>(data, t, what);
-    case DType::kFloat64: return fill<double>(data, t, what);
-    case DType::kFloat16: return fill<Half>(data, t, what);
-    case DType::kBFloat16: return fill<BFloat>(data, t, what);
-    case DType::kUInt8: return fill<uint8_t>(data, t, what);
-    case DType::kInt8: return fill<int8_t>(data, t, what);
-    case DType::kUInt16: return fill<uint16_t>(data, t, what);
-    case DType::kInt16: return fill<int16_t>(data, t, what);
-    case DType::kUInt32: return fill<uint32_t>(data, t, what);
-    case DType::kInt32: return fill<int32_t>(data, t, what);
-    case DType::kUInt64: return fill<uint64_t>(data, t, what);
-    case DType::kInt64: return fill<int64_t>(data, t, what);
-    case DType::kBool: return fill<bool>(data, t, what);
-    default: return invalid_argument(what + ": datatype " + dtype_name(t.dtype()) + " cannot be given as JSON");
+    case DType::kFloat32:
+      return fill<float>(data, t, what);
+    case DType::kFloat64:
+      return fill<double>(data, t, what);
+    case DType::kFloat16:
+      return fill<Half>(data, t, what);
+    case DType::kBFloat16:
+      return fill<BFloat>(data, t, what);
+    case DType::kUInt8:
+      return fill<uint8_t>(data, t, what);
+    case DType::kInt8:
+      return fill<int8_t>(data, t, what);
+    case DType::kUInt16:
+      return fill<uint16_t>(data, t, what);
+    case DType::kInt16:
+      return fill<int16_t>(data, t, what);
+    case DType::kUInt32:
+      return fill<uint32_t>(data, t, what);
+    case DType::kInt32:
+      return fill<int32_t>(data, t, what);
+    case DType::kUInt64:
+      return fill<uint64_t>(data, t, what);
+    case DType::kInt64:
+      return fill<int64_t>(data, t, what);
+    case DType::kBool:
+      return fill<bool>(data, t, what);
+    default:
+      return invalid_argument(what + ": datatype " + dtype_name(t.dtype()) + " cannot be given as JSON");
   }
 }
 
 // One entry of "inputs". Binary inputs consume `binary` from `*offset` on.
-Status decode_input(const Value& v, size_t i, std::string_view binary, size_t* offset,
-                    std::set<std::string>* seen, InferRequest* request) {
+Status decode_input(const Value& v, size_t i, std::string_view binary, size_t* offset, std::set<std::string>* seen,
+                    InferRequest* request) {
   std::string what = "inputs[" + std::to_string(i) + "]";
   if (!v.IsObject()) return invalid_argument(what + " must be an object");
   const Value* name = member(v, "name");
@@ -191,8 +207,9 @@ Status decode_input(const Value& v, size_t i, std::string_view binary, size_t* o
       return invalid_argument(what + ": binary_data_size " + std::to_string(binary_size) + " does not match " +
                               str(*datatype) + shape.to_string() + " (" + std::to_string(nbytes) + " bytes)");
     if (static_cast<uint64_t>(binary_size) > binary.size() - *offset)
-      return invalid_argument(what + ": binary_data_size " + std::to_string(binary_size) + " runs past the end of the body (" +
-                              std::to_string(binary.size() - *offset) + " bytes left)");
+      return invalid_argument(what + ": binary_data_size " + std::to_string(binary_size) +
+                              " runs past the end of the body (" + std::to_string(binary.size() - *offset) +
+                              " bytes left)");
     t = Tensor::empty(dtype, shape);
     if (nbytes > 0) std::memcpy(t.raw(), binary.data() + *offset, static_cast<size_t>(nbytes));
     *offset += static_cast<size_t>(binary_size);
@@ -270,8 +287,10 @@ void write_float(JsonWriter& w, F x) {
   if (std::isnan(x)) {
     w.RawValue("NaN", 3, rapidjson::kNumberType);
   } else if (std::isinf(x)) {
-    if (x > 0) w.RawValue("Infinity", 8, rapidjson::kNumberType);
-    else w.RawValue("-Infinity", 9, rapidjson::kNumberType);
+    if (x > 0)
+      w.RawValue("Infinity", 8, rapidjson::kNumberType);
+    else
+      w.RawValue("-Infinity", 9, rapidjson::kNumberType);
   } else {
     char buf[64];
     auto r = std::to_chars(buf, buf + sizeof(buf), x);
@@ -283,20 +302,47 @@ void write_data(JsonWriter& w, const Tensor& t) {
   const int64_t n = t.numel();
   w.StartArray();
   switch (t.dtype()) {
-    case DType::kFloat32: for (int64_t i = 0; i < n; ++i) write_float(w, t.data<float>()[i]); break;
-    case DType::kFloat64: for (int64_t i = 0; i < n; ++i) write_float(w, t.data<double>()[i]); break;
-    case DType::kFloat16: for (int64_t i = 0; i < n; ++i) write_float(w, half_to_float(t.data<uint16_t>()[i])); break;
-    case DType::kBFloat16: for (int64_t i = 0; i < n; ++i) write_float(w, bfloat16_to_float(t.data<uint16_t>()[i])); break;
-    case DType::kBool: for (int64_t i = 0; i < n; ++i) w.Bool(t.data<uint8_t>()[i] != 0); break;
-    case DType::kUInt8: for (int64_t i = 0; i < n; ++i) w.Uint(t.data<uint8_t>()[i]); break;
-    case DType::kUInt16: for (int64_t i = 0; i < n; ++i) w.Uint(t.data<uint16_t>()[i]); break;
-    case DType::kUInt32: for (int64_t i = 0; i < n; ++i) w.Uint(t.data<uint32_t>()[i]); break;
-    case DType::kUInt64: for (int64_t i = 0; i < n; ++i) w.Uint64(t.data<uint64_t>()[i]); break;
-    case DType::kInt8: for (int64_t i = 0; i < n; ++i) w.Int(t.data<int8_t>()[i]); break;
-    case DType::kInt16: for (int64_t i = 0; i < n; ++i) w.Int(t.data<int16_t>()[i]); break;
-    case DType::kInt32: for (int64_t i = 0; i < n; ++i) w.Int(t.data<int32_t>()[i]); break;
-    case DType::kInt64: for (int64_t i = 0; i < n; ++i) w.Int64(t.data<int64_t>()[i]); break;
-    default: break;  // refused by the caller
+    case DType::kFloat32:
+      for (int64_t i = 0; i < n; ++i) write_float(w, t.data<float>()[i]);
+      break;
+    case DType::kFloat64:
+      for (int64_t i = 0; i < n; ++i) write_float(w, t.data<double>()[i]);
+      break;
+    case DType::kFloat16:
+      for (int64_t i = 0; i < n; ++i) write_float(w, half_to_float(t.data<uint16_t>()[i]));
+      break;
+    case DType::kBFloat16:
+      for (int64_t i = 0; i < n; ++i) write_float(w, bfloat16_to_float(t.data<uint16_t>()[i]));
+      break;
+    case DType::kBool:
+      for (int64_t i = 0; i < n; ++i) w.Bool(t.data<uint8_t>()[i] != 0);
+      break;
+    case DType::kUInt8:
+      for (int64_t i = 0; i < n; ++i) w.Uint(t.data<uint8_t>()[i]);
+      break;
+    case DType::kUInt16:
+      for (int64_t i = 0; i < n; ++i) w.Uint(t.data<uint16_t>()[i]);
+      break;
+    case DType::kUInt32:
+      for (int64_t i = 0; i < n; ++i) w.Uint(t.data<uint32_t>()[i]);
+      break;
+    case DType::kUInt64:
+      for (int64_t i = 0; i < n; ++i) w.Uint64(t.data<uint64_t>()[i]);
+      break;
+    case DType::kInt8:
+      for (int64_t i = 0; i < n; ++i) w.Int(t.data<int8_t>()[i]);
+      break;
+    case DType::kInt16:
+      for (int64_t i = 0; i < n; ++i) w.Int(t.data<int16_t>()[i]);
+      break;
+    case DType::kInt32:
+      for (int64_t i = 0; i < n; ++i) w.Int(t.data<int32_t>()[i]);
+      break;
+    case DType::kInt64:
+      for (int64_t i = 0; i < n; ++i) w.Int64(t.data<int64_t>()[i]);
+      break;
+    default:
+      break;  // refused by the caller
   }
   w.EndArray();
 }
@@ -333,8 +379,7 @@ Result<DecodedInfer> decode_infer_request(std::string_view body, std::optional<s
   if (const Value* outputs = member(doc, "outputs")) SL_RETURN_IF_ERROR(decode_outputs(*outputs, &d));
 
   const Value* inputs = member(doc, "inputs");
-  if (!inputs || !inputs->IsArray() || inputs->Empty())
-    return invalid_argument("\"inputs\" must be a non-empty array");
+  if (!inputs || !inputs->IsArray() || inputs->Empty()) return invalid_argument("\"inputs\" must be a non-empty array");
   const std::string_view binary = body.substr(hl);
   size_t offset = 0;
   std::set<std::string> seen;
@@ -436,10 +481,14 @@ size_t utf8_sequence(std::string_view s, size_t i) {
   if (c < 0x80) return 1;
   size_t n = 0;
   uint32_t cp = 0;
-  if ((c & 0xE0) == 0xC0) n = 2, cp = c & 0x1F;
-  else if ((c & 0xF0) == 0xE0) n = 3, cp = c & 0x0F;
-  else if ((c & 0xF8) == 0xF0) n = 4, cp = c & 0x07;
-  else return 0;
+  if ((c & 0xE0) == 0xC0)
+    n = 2, cp = c & 0x1F;
+  else if ((c & 0xF0) == 0xE0)
+    n = 3, cp = c & 0x0F;
+  else if ((c & 0xF8) == 0xF0)
+    n = 4, cp = c & 0x07;
+  else
+    return 0;
   if (i + n > s.size()) return 0;
   for (size_t k = 1; k < n; ++k) {
     if ((b(i + k) & 0xC0) != 0x80) return 0;

@@ -29,7 +29,7 @@ struct RequestedOutput {
 };
 
 struct DecodedInfer {
-  InferRequest request;         // inputs, requested outputs, priority, timeout; id left to the caller
+  InferRequest request;           // inputs, requested outputs, priority, timeout; id left to the caller
   std::optional<std::string> id;  // the document's "id", echoed in the response
   // Outputs as listed in the request ("outputs"); empty = every model output.
   std::vector<RequestedOutput> outputs;
@@ -45,8 +45,7 @@ struct DecodedInfer {
 // JSON and the rest are the binary inputs, in the order of the inputs that declare
 // parameters.binary_data_size; their sizes must add up to exactly what follows the header.
 // Priority follows Triton's convention: 0 = the model's default, 1 = highest (InferRequest 0).
-[[nodiscard]] Result<DecodedInfer> decode_infer_request(std::string_view body,
-                                                        std::optional<size_t> header_length);
+[[nodiscard]] Result<DecodedInfer> decode_infer_request(std::string_view body, std::optional<size_t> header_length);
 
 struct EncodedInfer {
   std::string body;

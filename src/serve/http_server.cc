@@ -1,5 +1,6 @@
 #include "serve/http_server.h"
 
+#include <algorithm>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -7,8 +8,6 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
-#include <algorithm>
 #include <condition_variable>
 #include <exception>
 #include <future>
@@ -55,7 +54,7 @@ struct State : std::enable_shared_from_this<State> {
   std::mutex mu;
   std::condition_variable cv;
   std::map<const Session*, std::weak_ptr<Session>> sessions;  // open connections
-  int control_ops = 0;  // model loads/unloads running on their own threads
+  int control_ops = 0;                                        // model loads/unloads running on their own threads
   // Declared last so that it is destroyed first, while the members above still exist (the
   // connections it destroys unregister themselves).
   asio::io_context ioc;
@@ -144,8 +143,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // The server is stopping: close now when waiting for a request, else once the response is out.
   void stop() {
-    if (reading_) close();
-    else close_after_ = true;
+    if (reading_)
+      close();
+    else
+      close_after_ = true;
   }
 
   // Sends a response to the request being served, then reads the next one (or closes).
@@ -169,6 +170,23 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(static_cast<uint64_t>(std::max<int64_t>(0, state_.core.options().max_request_bytes)));
     stream_.expires_after(std::chrono::seconds(state_.options.idle_timeout_s));
     reading_ = true;
+    http::async_read_header(stream_, buffer_, *parser_,
+                            beast::bind_front_handler(&Session::on_header, shared_from_this()));
+  }
+
+  // A client that sent "Expect: 100-continue" waits for our go-ahead before it sends the body.
+  void on_header(beast::error_code ec, size_t) {
+    if (ec) return on_read(ec, 0);
+    if (parser_->is_done() || !beast::iequals(parser_->get()[http::field::expect], "100-continue")) return read_body();
+    go_ahead_.emplace(http::status::continue_, parser_->get().version());
+    http::async_write(stream_, *go_ahead_, [self = shared_from_this()](beast::error_code e, size_t) {
+      self->go_ahead_.reset();
+      if (e) return self->on_read(e, 0);
+      self->read_body();
+    });
+  }
+
+  void read_body() {
     http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
   }
 
@@ -181,8 +199,8 @@ class Session : public std::enable_shared_from_this<Session> {
       keep_alive_ = false;
       version_ = parser_->is_header_done() ? parser_->get().version() : 11;
       if (ec == http::error::body_limit)
-        return send(error_response(413, "request body larger than " +
-                                            std::to_string(state_.core.options().max_request_bytes) + " bytes"));
+        return send(error_response(
+            413, "request body larger than " + std::to_string(state_.core.options().max_request_bytes) + " bytes"));
       if (ec == http::error::header_limit) return send(error_response(431, "request headers too large"));
       return send(error_response(400, "malformed HTTP request: " + ec.message()));
     }
@@ -215,7 +233,8 @@ class Session : public std::enable_shared_from_this<Session> {
   State& state_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  std::optional<Response> response_;  // being written
+  std::optional<Response> response_;                          // being written
+  std::optional<http::response<http::empty_body>> go_ahead_;  // "100 Continue", being written
   bool reading_ = false;
   bool keep_alive_ = true;
   bool close_after_ = false;
@@ -230,7 +249,8 @@ std::optional<Response> Session::route(Request& req) {
   for (size_t pos = 1; pos <= target.size();) {
     size_t end = std::min(target.find('/', pos), target.size());
     std::string s;
-    if (!percent_decode(target.substr(pos, end - pos), &s)) return error_response(400, "malformed %-escape in the path");
+    if (!percent_decode(target.substr(pos, end - pos), &s))
+      return error_response(400, "malformed %-escape in the path");
     seg.push_back(std::move(s));
     pos = end + 1;
   }
@@ -411,7 +431,7 @@ std::optional<Response> Session::model_control(const std::string& model, bool lo
 
 struct HttpServer::Impl {
   std::shared_ptr<State> state;
-  std::unique_ptr<tcp::acceptor> acceptor;  // on its own strand
+  std::unique_ptr<tcp::acceptor> acceptor;    // on its own strand
   std::unique_ptr<asio::steady_timer> retry;  // backs off after a failed accept (out of descriptors)
   std::vector<std::thread> threads;
   std::mutex stop_mu;
@@ -441,9 +461,13 @@ HttpServer::HttpServer(ServerCore& core, HttpOptions options) : impl_(std::make_
   impl_->state = std::make_shared<State>(core, std::move(options));
 }
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+  stop();
+}
 
-int HttpServer::port() const { return impl_->port; }
+int HttpServer::port() const {
+  return impl_->port;
+}
 
 Status HttpServer::start() {
   std::lock_guard<std::mutex> lock(impl_->stop_mu);

@@ -12,7 +12,7 @@
 //   POST /v2/models/<m>[/versions/<v>]/infer   JSON tensors, or the binary tensor extension
 //                                              (Inference-Header-Content-Length)
 //   POST /v2/repository/index, /v2/repository/models/<m>/load, .../unload
-//   GET  /metrics                               (also served on the metrics port by MetricsServer)
+//   GET  /metrics                               (alone on the metrics port: HttpOptions::metrics_only)
 // Errors: {"error": "..."} with http_status() of the Status.
 
 #include <cstdint>

@@ -2,17 +2,19 @@
 // binary extension splits the body by binary_data_size, and malformed documents are refused with
 // a message naming the culprit.
 
+#include "serve/http_codec.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
 
-#include "serve/http_codec.h"
-
 namespace streamline::serve {
 namespace {
 
-Result<DecodedInfer> decode(const std::string& body) { return decode_infer_request(body, std::nullopt); }
+Result<DecodedInfer> decode(const std::string& body) {
+  return decode_infer_request(body, std::nullopt);
+}
 
 std::string one_input(const std::string& datatype, const std::string& shape, const std::string& data) {
   return R"({"inputs":[{"name":"x","datatype":")" + datatype + R"(","shape":)" + shape + R"(,"data":)" + data + "}]}";
@@ -94,8 +96,8 @@ TEST(HttpCodecTest, RefusesMalformedDocuments) {
                      one_input("FP32", "[1]", "[1]").substr(1),
                  "classification");
   // Deep nesting anywhere in the document: parsed iteratively, refused or accepted, never a crash.
-  std::string deep = "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "," +
-                     one_input("FP32", "[1]", "[1]").substr(1);
+  std::string deep =
+      "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "," + one_input("FP32", "[1]", "[1]").substr(1);
   EXPECT_TRUE(decode(deep).ok());
 }
 
@@ -168,10 +170,9 @@ TEST(HttpCodecTest, EncodesJsonAndBinaryOutputs) {
   ASSERT_TRUE(e.ok()) << e.status().to_string();
   ASSERT_TRUE(e->header_length.has_value());
   const std::string json = e->body.substr(0, *e->header_length);
-  EXPECT_EQ(json,
-            R"({"model_name":"m","model_version":"3","id":"abc","outputs":[)"
-            R"({"name":"y","datatype":"INT64","shape":[2],"parameters":{"binary_data_size":16}},)"
-            R"({"name":"h","datatype":"FP32","shape":[1,2],"data":[0.1,-2.5]}]})");
+  EXPECT_EQ(json, R"({"model_name":"m","model_version":"3","id":"abc","outputs":[)"
+                  R"({"name":"y","datatype":"INT64","shape":[2],"parameters":{"binary_data_size":16}},)"
+                  R"({"name":"h","datatype":"FP32","shape":[1,2],"data":[0.1,-2.5]}]})");
   ASSERT_EQ(e->body.size(), json.size() + 16);
   int64_t y[2];
   std::memcpy(y, e->body.data() + json.size(), 16);

@@ -324,7 +324,8 @@ TEST_F(HttpServerTest, BinaryRequestAndResponseAgreeWithJson) {
   expect_near(output_data(d, "h", 2), h);  // "h" asked without binary_data: JSON
 
   // binary_data_output: every output raw, in name order.
-  const std::string all = R"({"parameters":{"binary_data_output":true},)" + header.substr(1, header.find(",\"outputs\"") - 1) + "}";
+  const std::string all =
+      R"({"parameters":{"binary_data_output":true},)" + header.substr(1, header.find(",\"outputs\"") - 1) + "}";
   std::string body2 = all;
   body2.append(static_cast<const char*>(x.raw()), x.nbytes());
   Reply r2 = c.post("/v2/models/mm/infer", body2, {{"Inference-Header-Content-Length", std::to_string(all.size())}});
@@ -346,17 +347,17 @@ TEST_F(HttpServerTest, EachErrorHasItsStatus) {
   EXPECT_EQ(bad_json.status, 400u);
   EXPECT_NE(error_of(bad_json).find("malformed JSON"), std::string::npos);
 
-  Reply shape = c.post("/v2/models/mm/infer",
-                       R"({"inputs":[{"name":"x","datatype":"FP32","shape":[2,4],"data":[1,2,3,4]}]})");
+  Reply shape =
+      c.post("/v2/models/mm/infer", R"({"inputs":[{"name":"x","datatype":"FP32","shape":[2,4],"data":[1,2,3,4]}]})");
   EXPECT_EQ(shape.status, 400u);
   EXPECT_NE(error_of(shape).find("input 'x'"), std::string::npos) << shape.body;
 
-  Reply dtype = c.post("/v2/models/mm/infer",
-                       R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1,4],"data":[1,2,3,4]}]})");
+  Reply dtype =
+      c.post("/v2/models/mm/infer", R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1,4],"data":[1,2,3,4]}]})");
   EXPECT_EQ(dtype.status, 400u) << dtype.body;
 
-  Reply model_shape = c.post("/v2/models/mm/infer",
-                             R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,5],"data":[1,2,3,4,5]}]})");
+  Reply model_shape =
+      c.post("/v2/models/mm/infer", R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,5],"data":[1,2,3,4,5]}]})");
   EXPECT_EQ(model_shape.status, 400u) << model_shape.body;
 
   Reply unknown = c.post("/v2/models/nope/infer", infer_json(x));
@@ -390,6 +391,33 @@ TEST_F(HttpServerTest, EachErrorHasItsStatus) {
   EXPECT_EQ(res.result_int(), 413u);
   EXPECT_NE(res.body().find("\"error\""), std::string::npos);
   EXPECT_FALSE(res.keep_alive());
+}
+
+TEST_F(HttpServerTest, ExpectContinueGetsAGoAheadBeforeTheBody) {
+  const Tensor x = json_rounded(testing::random_input(1, 20));
+  const std::string body = infer_json(x);
+  asio::io_context ioc;
+  beast::tcp_stream s(ioc);
+  beast::error_code ec;
+  s.expires_after(10s);
+  s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port())), ec);
+  ASSERT_FALSE(ec);
+  const std::string head = "POST /v2/models/mm/infer HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: " +
+                           std::to_string(body.size()) + "\r\n\r\n";
+  asio::write(s.socket(), asio::buffer(head), ec);
+  ASSERT_FALSE(ec);
+  beast::flat_buffer buf;
+  http::response<http::empty_body> go;
+  http::read(s, buf, go, ec);  // a 1xx response has no body
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(go.result(), http::status::continue_);
+  asio::write(s.socket(), asio::buffer(body), ec);
+  ASSERT_FALSE(ec);
+  http::response<http::string_body> res;
+  http::read(s, buf, res, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_EQ(res.result_int(), 200u) << res.body();
+  expect_near(output_data(parse(res.body()), "y", 1), reference(x).second);
 }
 
 TEST_F(HttpServerTest, KeepAliveServesManyRequestsOnOneConnection) {
@@ -487,29 +515,33 @@ TEST_F(HttpServerTest, LoadAndUnloadThroughTheApi) {
 TEST_F(HttpServerTest, RandomMalformedRequestsAreAnsweredOrClosed) {
   const Tensor x = json_rounded(testing::random_input(2, 17));
   const std::string json = infer_json(x);
-  const std::string good = "POST /v2/models/mm/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                           "Content-Length: " + std::to_string(json.size()) + "\r\n\r\n" + json;
+  const std::string good =
+      "POST /v2/models/mm/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(json.size()) + "\r\n\r\n" + json;
   const std::string header =
       R"({"inputs":[{"name":"x","datatype":"FP32","shape":[2,4],"parameters":{"binary_data_size":32}}]})";
   const std::string bin_body = header + std::string(static_cast<const char*>(x.raw()), x.nbytes());
-  const std::string good_bin = "POST /v2/models/mm/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nInference-Header-Content-Length: " +
-                               std::to_string(header.size()) + "\r\nContent-Length: " +
-                               std::to_string(bin_body.size()) + "\r\n\r\n" + bin_body;
+  const std::string good_bin =
+      "POST /v2/models/mm/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nInference-Header-Content-Length: " +
+      std::to_string(header.size()) + "\r\nContent-Length: " + std::to_string(bin_body.size()) + "\r\n\r\n" + bin_body;
   std::mt19937 rng(2024);
   auto pick = [&](size_t n) { return static_cast<size_t>(rng() % std::max<size_t>(1, n)); };
-  const std::vector<std::string> junk = {"\r\n",      "\0\0\0",   ":",        "Content-Length: 5\r\n",
-                                         "\xff\xfe",  "[[[[[[[[", "}",        "Transfer-Encoding: chunked\r\n",
-                                         "\r\n\r\n",  " ",        "HTTP/1.1", "Inference-Header-Content-Length: 3\r\n"};
+  const std::vector<std::string> junk = {"\r\n",     "\0\0\0",   ":",        "Content-Length: 5\r\n",
+                                         "\xff\xfe", "[[[[[[[[", "}",        "Transfer-Encoding: chunked\r\n",
+                                         "\r\n\r\n", " ",        "HTTP/1.1", "Inference-Header-Content-Length: 3\r\n"};
   std::map<int, int> statuses;
   for (int i = 0; i < 200; ++i) {
     std::string m = i % 2 ? good_bin : good;
     switch (i % 7) {
-      case 0: m = m.substr(0, pick(m.size())); break;  // truncated
-      case 1: {                                         // wrong Content-Length
+      case 0:
+        m = m.substr(0, pick(m.size()));
+        break;   // truncated
+      case 1: {  // wrong Content-Length
         const size_t at = m.find("Content-Length: ", m.find("\r\nContent-Length") + 2) + 16;
         const size_t end = m.find("\r\n", at);
-        const std::vector<std::string> lengths = {"0", "1", std::to_string(pick(4000)), "-5", "abc",
-                                                  "99999999999999999999999", "18446744073709551615"};
+        const std::vector<std::string> lengths = {
+            "0", "1", std::to_string(pick(4000)), "-5", "abc", "99999999999999999999999", "18446744073709551615"};
         m.replace(at, end - at, lengths[pick(lengths.size())]);
         break;
       }
@@ -527,8 +559,10 @@ TEST_F(HttpServerTest, RandomMalformedRequestsAreAnsweredOrClosed) {
         break;
       default: {  // a huge declared binary size, or a deep nesting in the JSON
         const size_t at = m.find("\"data\":");
-        if (at != std::string::npos) m.insert(at + 7, std::string(5000, '['));
-        else m.replace(m.find("\"binary_data_size\":32"), 21, "\"binary_data_size\":9999999999999");
+        if (at != std::string::npos)
+          m.insert(at + 7, std::string(5000, '['));
+        else
+          m.replace(m.find("\"binary_data_size\":32"), 21, "\"binary_data_size\":9999999999999");
         break;
       }
     }
