@@ -167,6 +167,8 @@ class Planner {
       return c;
     }
     SL_ASSIGN_OR_RETURN(const ops::Kernel* k, layout_kernel(layout));
+    // add_slot() may grow plan_->slots and leave `s` dangling: copy what is needed after it.
+    const size_t in_bytes = s.bytes;
     TensorSlot out = s;
     out.name = s.name + "/" + layout_name(layout);
     out.layout = layout;
@@ -181,7 +183,7 @@ class Planner {
     st.kernel = k;
     st.inputs = {slot};
     st.outputs = {o};
-    st.cost = static_cast<double>(s.bytes) * 2 * kBytesWeight;
+    st.cost = static_cast<double>(in_bytes) * 2 * kBytesWeight;
     plan_->steps.push_back(std::move(st));
     inplace_hints_.push_back({});
     converted_[key] = o;
