@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   add(&streamline::tools::add_conformance_command);
   add(&streamline::tools::add_perf_command);
   add(&streamline::tools::add_serve_command);
+  add(&streamline::tools::add_classify_command);
   CLI11_PARSE(app, argc, argv);
   if (version) {
     std::cout << "streamline " << streamline::version_string() << std::endl;
