@@ -4,6 +4,7 @@
     .venv/bin/python bench/compare_ort.py
     .venv/bin/python bench/compare_ort.py --models resnet50,mobilenet_v2 --threads 1,2 \
         --seconds 10 --warmup 2 --json bench/results.json
+    .venv/bin/python bench/compare_ort.py --models bert --threads 2 --batch 1,8 --seq 128
 
 For every model, thread count and batch size it runs `streamline bench --json` and an
 onnxruntime.InferenceSession (ORT_ENABLE_ALL, intra-op threads = T, inter-op threads 1,
@@ -12,6 +13,12 @@ take turns going first from one model to the next, so neither always runs on a c
 warmer machine. ORT's latencies are timed per session.run and summarised exactly as
 `streamline bench` does (percentiles by linear interpolation between order statistics;
 throughput = runs * batch / measured seconds).
+
+Input shapes: --shape NAME=d0,d1,... when given; otherwise the model's declared shape with a
+symbolic first axis set to the batch size and every other symbolic axis (a sequence length) set
+to --seq (default 128). Both engines get the same shapes. Integer inputs (token ids) are drawn
+uniformly from [0, 1000) by both engines, so they index any embedding table of 1000+ rows;
+floating inputs are standard normal.
 
 Missing models are exported with scripts/export_models.py (needs torch).
 """
@@ -102,12 +109,34 @@ def parse_shapes(specs: List[str]) -> Dict[str, List[int]]:
     return shapes
 
 
-def run_streamline(binary: Path, model: Path, threads: int, batch: int, shapes: List[str],
+def model_input_shapes(model: Path, batch: int, shapes: Dict[str, List[int]], seq: int) -> Dict[str, List[int]]:
+    """Shape per graph input: SHAPES[name] when given, else the declared dims with a symbolic or
+    unknown first axis set to BATCH and any other to SEQ."""
+    import onnx
+
+    m = onnx.load(str(model), load_external_data=False)
+    initializers = {t.name for t in m.graph.initializer}
+    out = {}
+    for vi in m.graph.input:
+        if vi.name in initializers:
+            continue
+        if vi.name in shapes:
+            out[vi.name] = list(shapes[vi.name])
+            continue
+        dims = []
+        for i, d in enumerate(vi.type.tensor_type.shape.dim):
+            fixed = d.HasField("dim_value") and d.dim_value > 0
+            dims.append(int(d.dim_value) if fixed else (batch if i == 0 else seq))
+        out[vi.name] = dims
+    return out
+
+
+def run_streamline(binary: Path, model: Path, threads: int, batch: int, shapes: Dict[str, List[int]],
                    args) -> Dict:
     cmd = [str(binary), "bench", str(model), "--threads", str(threads), "--batch", str(batch),
            "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--json"]
-    for s in shapes:
-        cmd += ["--shape", s]
+    for name, dims in shapes.items():
+        cmd += ["--shape", f"{name}={','.join(map(str, dims))}"]
     if args.max_runs:
         cmd += ["--max-runs", str(args.max_runs)]
     limit = args.warmup + args.seconds + 300  # loading and planning a large model take a while
@@ -171,7 +200,12 @@ def run_ort(model: Path, threads: int, batch: int, shapes: Dict[str, List[int]],
             dtype = _ORT_TYPES.get(inp.type)
             if dtype is None:
                 raise ValueError(f"input '{inp.name}' has unsupported type {inp.type}")
-            feeds[inp.name] = rng.standard_normal(dims).astype(dtype)
+            if np.issubdtype(dtype, np.integer):
+                # Token ids and the like: valid indices for any table of 1000+ rows, as the
+                # streamline CLI draws them.
+                feeds[inp.name] = rng.randint(0, 1000, size=dims).astype(dtype)
+            else:
+                feeds[inp.name] = rng.standard_normal(dims).astype(dtype)
             shape_strs.append(f"{inp.name}=[{','.join(map(str, dims))}]")
     except Exception as e:  # a model ORT cannot load is reported, not fatal
         return {"error": f"{type(e).__name__}: {e}"}
@@ -275,6 +309,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-runs", type=int, default=0, help="stop measuring after this many runs (0: no limit)")
     ap.add_argument("--shape", action="append", default=[], metavar="NAME=d0,d1,...",
                     help="input shape for both engines (repeatable); overrides --batch for that input")
+    ap.add_argument("--seq", type=int, default=128,
+                    help="size of symbolic input axes after the first, e.g. a sequence length (default 128)")
     ap.add_argument("--model-dir", default=str(REPO / "build" / "models"),
                     help="where NAME.onnx lives (default build/models); missing models are exported")
     ap.add_argument("--binary", default=os.environ.get("SL_BINARY", str(REPO / "build" / "tools" / "streamline")),
@@ -316,12 +352,14 @@ def main(argv=None) -> int:
         for threads in args.threads:
             for batch in args.batch:
                 row = {"model": name, "threads": threads, "batch": batch, "order": order}
+                shapes = model_input_shapes(models[name], batch, shape_map, args.seq)
+                row["shapes"] = shapes
                 for eng in order:
                     print(f"{name}: {eng}, {threads} thread(s), batch {batch} ...", file=sys.stderr, flush=True)
                     if eng == "streamline":
-                        row[eng] = run_streamline(binary, models[name], threads, batch, args.shape, args)
+                        row[eng] = run_streamline(binary, models[name], threads, batch, shapes, args)
                     else:
-                        row[eng] = run_ort(models[name], threads, batch, shape_map, args)
+                        row[eng] = run_ort(models[name], threads, batch, shapes, args)
                 sl = row.get("streamline", {}).get("latency_ms", {}).get("p50")
                 ox = row.get("ort", {}).get("latency_ms", {}).get("p50")
                 row["ratio_p50"] = sl / ox if sl and ox else None
@@ -340,7 +378,8 @@ def main(argv=None) -> int:
             "onnxruntime_pin": pin,
             "settings": {"models": names, "threads": args.threads, "batch": args.batch,
                          "seconds": args.seconds, "warmup": args.warmup, "max_runs": args.max_runs,
-                         "shapes": args.shape, "engines": engines, "model_dir": str(Path(args.model_dir))},
+                         "shapes": args.shape, "seq": args.seq, "engines": engines,
+                         "model_dir": str(Path(args.model_dir))},
             "results": rows,
         }
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")

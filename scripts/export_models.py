@@ -1,16 +1,28 @@
 #!/usr/bin/env python3
-"""Export torchvision models (random weights, fixed seed) to ONNX for the model tests and benchmarks.
+"""Export test models (random weights, fixed seed) to ONNX for the model tests and benchmarks.
 
     .venv/bin/python scripts/export_models.py --out build/models
     .venv/bin/python scripts/export_models.py --out build/models --models resnet50,googlenet
+    .venv/bin/python scripts/export_models.py --out build/models --models bert,bert_tiny
 
 Weights: torch.manual_seed(0) before each constructor, then BatchNorm layers get seeded random
 scale/shift and running statistics measured on a seeded random batch (_calibrate_batchnorm), so
 every model's outputs are of order 1.
 
+Two kinds of model:
+  - torchvision CNNs (ModelSpec): opset 13, input "input" float32 [batch,3,224,224] (dynamic
+    "batch"), output "output"; reference input from numpy RandomState(0).standard_normal.
+  - BERT-like encoders (EncoderSpec, see _Encoder): token embedding + learned position embedding
+    (gathered at arange(seq), so the sequence length stays dynamic) + torch.nn.TransformerEncoder
+    (post-norm layers, GELU, eval mode); input "input_ids" int64 [batch,seq], output
+    "last_hidden_state" float32 [batch,seq,d_model], both axes dynamic; reference input: token ids
+    from numpy RandomState(0).randint at the spec's reference length. "bert" (BERT-base sizes) is
+    exported at opset 17, where LayerNorm becomes LayerNormalization; "bert_tiny" at opset 14, where
+    it is decomposed into ReduceMean/Sub/Pow/Sqrt/Div/Mul/Add, so both forms reach the runtime.
+
 For each model NAME it writes, in DIR:
-    NAME.onnx         opset 13, input "input" [batch,3,224,224] (dynamic "batch"), output "output"
-    NAME.input.npy    float32 [1,3,224,224] from numpy RandomState(0).standard_normal
+    NAME.onnx         the model
+    NAME.input.npy    the reference input, batch 1
     NAME.torch.npy    PyTorch's float32 output on NAME.input.npy (eval mode, torch.no_grad())
     NAME.sha256       digest of the export parameters; a model whose files exist and whose digest
                       matches is not exported again
@@ -34,7 +46,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -47,6 +59,8 @@ BATCH_AXIS = "batch"
 CALIBRATION_BATCH = 8
 # Bump when the export procedure changes in a way the parameters below do not capture.
 FORMAT_VERSION = 1
+# The same for the encoders alone (their module code and weight initialisation).
+ENCODER_FORMAT_VERSION = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +75,25 @@ class ModelSpec:
     calibrate_bn: bool = True
 
 
-MODELS: Dict[str, ModelSpec] = {
+@dataclasses.dataclass(frozen=True)
+class EncoderSpec:
+    """A BERT-like encoder: embeddings + torch.nn.TransformerEncoder, random weights."""
+
+    layers: int
+    d_model: int = 768
+    heads: int = 12
+    ff: int = 3072
+    vocab: int = 30522
+    max_positions: int = 512
+    opset: int = 17
+    ref_seq: int = 8  # sequence length of NAME.input.npy
+
+
+ENCODER_INPUT = "input_ids"
+ENCODER_OUTPUT = "last_hidden_state"
+ENCODER_AXES = {0: "batch", 1: "seq"}
+
+MODELS: Dict[str, Union[ModelSpec, EncoderSpec]] = {
     "resnet50": ModelSpec("resnet50", {"weights": None}),
     "mobilenet_v2": ModelSpec("mobilenet_v2", {"weights": None}),
     "squeezenet1_1": ModelSpec("squeezenet1_1", {"weights": None}),
@@ -70,10 +102,26 @@ MODELS: Dict[str, ModelSpec] = {
         "googlenet",
         {"weights": None, "aux_logits": False, "init_weights": True, "transform_input": False},
     ),
+    # BERT-base sizes: 12 layers, d=768, 12 heads, FFN 3072, WordPiece vocabulary size.
+    "bert": EncoderSpec(layers=12),
+    # Small and at opset 14 (decomposed LayerNorm) for quick tests of the transformer fusions.
+    "bert_tiny": EncoderSpec(layers=2, d_model=128, heads=4, ff=512, vocab=1000, opset=14),
 }
 
 
-def _spec(name: str) -> ModelSpec:
+def is_encoder(name: str) -> bool:
+    return isinstance(_spec(name), EncoderSpec)
+
+
+def input_name(name: str) -> str:
+    return ENCODER_INPUT if is_encoder(name) else INPUT_NAME
+
+
+def output_name(name: str) -> str:
+    return ENCODER_OUTPUT if is_encoder(name) else OUTPUT_NAME
+
+
+def _spec(name: str) -> Union[ModelSpec, EncoderSpec]:
     if name not in MODELS:
         raise KeyError(f"unknown model '{name}' (known: {', '.join(MODELS)})")
     return MODELS[name]
@@ -107,6 +155,17 @@ def export_parameters(name: str) -> Dict[str, Any]:
     """Everything that determines the exported files; its digest is the cache key."""
     torch, torchvision = _import_torch()
     spec = _spec(name)
+    if isinstance(spec, EncoderSpec):
+        return {
+            "format": FORMAT_VERSION,
+            "model": name,
+            "kind": "encoder",
+            "encoder_format": ENCODER_FORMAT_VERSION,
+            "spec": dataclasses.asdict(spec),
+            "seed": SEED,
+            "torch": torch.__version__,
+            "numpy": np.__version__,
+        }
     return {
         "format": FORMAT_VERSION,
         "model": name,
@@ -160,11 +219,53 @@ def _calibrate_batchnorm(model, spec: ModelSpec) -> None:
             bn.momentum = m
 
 
+def _encoder_class():
+    """The encoder module class (defined lazily: torch is imported only when a model is built)."""
+    torch, _ = _import_torch()
+
+    class _Encoder(torch.nn.Module):
+        """Token + learned position embeddings, then a post-norm GELU TransformerEncoder.
+
+        Positions are arange(seq) gathered from the position table (Range + Gather in ONNX), so
+        the exported graph keeps the sequence length dynamic.
+        """
+
+        def __init__(self, spec: EncoderSpec):
+            super().__init__()
+            self.tokens = torch.nn.Embedding(spec.vocab, spec.d_model)
+            self.positions = torch.nn.Embedding(spec.max_positions, spec.d_model)
+            layer = torch.nn.TransformerEncoderLayer(spec.d_model, spec.heads, spec.ff, activation="gelu",
+                                                     batch_first=True)
+            self.encoder = torch.nn.TransformerEncoder(layer, spec.layers, enable_nested_tensor=False)
+            # TransformerEncoder deep-copies one layer, so every layer would start with the same
+            # weights (and the exporter would store them once). Draw each layer's own: default
+            # initialisation for the projections, small random biases, LayerNorm scale near 1.
+            with torch.no_grad():
+                for lyr in self.encoder.layers:
+                    lyr.self_attn._reset_parameters()
+                    for lin in (lyr.self_attn.out_proj, lyr.linear1, lyr.linear2):
+                        lin.reset_parameters()
+                    for pname, prm in lyr.named_parameters():
+                        if pname.endswith("bias"):
+                            prm.uniform_(-0.1, 0.1)
+                    for norm in (lyr.norm1, lyr.norm2):
+                        norm.weight.uniform_(0.8, 1.2)
+
+        def forward(self, input_ids):
+            pos = torch.arange(input_ids.shape[1], device=input_ids.device)
+            return self.encoder(self.tokens(input_ids) + self.positions(pos))
+
+    return _Encoder
+
+
 def build_model(name: str):
     """The eval-mode torch module for NAME, with the seeded random weights the ONNX file has."""
     torch, torchvision = _import_torch()
     spec = _spec(name)
     torch.manual_seed(SEED)
+    if isinstance(spec, EncoderSpec):
+        # nn.Linear's default initialisation keeps activations of order 1 through post-norm layers.
+        return _encoder_class()(spec).eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = getattr(torchvision.models, spec.constructor)(**spec.kwargs)
@@ -173,15 +274,64 @@ def build_model(name: str):
     return model.eval()
 
 
-def reference_input(name: str, batch: int = 1, seed: int = SEED) -> np.ndarray:
-    """Seeded standard-normal float32 input [batch, *input_shape]."""
-    shape = (batch,) + tuple(_spec(name).input_shape)
+def reference_input(name: str, batch: int = 1, seed: int = SEED, seq: Optional[int] = None) -> np.ndarray:
+    """Seeded input for NAME: standard-normal float32 [batch, *input_shape] for an image model,
+    uniform token ids int64 [batch, seq] (seq defaults to the spec's ref_seq) for an encoder."""
+    spec = _spec(name)
+    if isinstance(spec, EncoderSpec):
+        shape = (batch, seq if seq is not None else spec.ref_seq)
+        return np.random.RandomState(seed).randint(0, spec.vocab, size=shape).astype(np.int64)
+    shape = (batch,) + tuple(spec.input_shape)
     return np.random.RandomState(seed).standard_normal(shape).astype(np.float32)
 
 
+@contextlib.contextmanager
+def _onednn_products(torch):
+    """Runs F.linear, torch.bmm and torch.baddbmm on PyTorch's oneDNN (mkldnn) kernels.
+
+    Debian's torch is built against the generic reference BLAS (about 1 GFLOP/s here), which makes
+    one BERT-base reference at seq 512 take minutes; torch's oneDNN linear is an order of magnitude
+    faster. Only the float32 matrix products move: LayerNorm, softmax, GELU and the attention code
+    are still PyTorch's own (nn.MultiheadAttention's Python path, which calls these three).
+    """
+    F = torch.nn.functional
+    saved = (F.linear, torch.bmm, torch.baddbmm)
+
+    def mk(t):
+        return t.detach().contiguous().to_mkldnn()
+
+    def linear(x, w, b=None):
+        lead = x.shape[:-1]
+        y = torch._C._nn.mkldnn_linear(mk(x.reshape(-1, x.shape[-1])), mk(w), mk(b) if b is not None else None)
+        return y.to_dense().reshape(*lead, w.shape[0])
+
+    def bmm(a, b):
+        # a[i] @ b[i] as linear(a[i], b[i]^T).
+        return torch.stack([torch._C._nn.mkldnn_linear(mk(a[i]), mk(b[i].transpose(0, 1)), None).to_dense()
+                            for i in range(a.shape[0])])
+
+    def baddbmm(c, a, b):
+        return c + bmm(a, b)
+
+    F.linear, torch.bmm, torch.baddbmm = linear, bmm, baddbmm
+    try:
+        yield
+    finally:
+        F.linear, torch.bmm, torch.baddbmm = saved
+
+
 def torch_forward(model, x: np.ndarray) -> np.ndarray:
-    """MODEL's float32 output on X (no autograd)."""
+    """MODEL's float32 output on X (no autograd). Integer X (token ids) is passed as int64.
+
+    An encoder runs TransformerEncoderLayer's Python path (autograd on, so the fused C++ fast path
+    is not taken) with its matrix products on oneDNN (_onednn_products); no autograd graph is kept,
+    as those products return plain tensors."""
     torch, _ = _import_torch()
+    if np.issubdtype(x.dtype, np.integer):
+        ids = torch.from_numpy(np.ascontiguousarray(x, dtype=np.int64))
+        with torch.enable_grad(), _onednn_products(torch):
+            y = model(ids)
+        return y.detach().to(torch.float32).numpy()
     with torch.no_grad():
         y = model(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)))
     return y.detach().to(torch.float32).numpy()
@@ -220,18 +370,27 @@ def _save_npy(path: Path, a: np.ndarray) -> None:
 
 def _export_onnx(model, name: str, path: Path) -> None:
     torch, _ = _import_torch()
+    spec = _spec(name)
     dummy = torch.from_numpy(reference_input(name))
     tmp = _tmp_name(path)
+    if isinstance(spec, EncoderSpec):
+        # Tracing (which export does) never takes TransformerEncoderLayer's fused fast path: that
+        # path needs autograd off, and export traces with it on, so the graph holds plain ONNX ops.
+        opset = spec.opset
+        axes = {ENCODER_INPUT: ENCODER_AXES, ENCODER_OUTPUT: ENCODER_AXES}
+    else:
+        opset = OPSET
+        axes = {INPUT_NAME: {0: BATCH_AXIS}, OUTPUT_NAME: {0: BATCH_AXIS}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
             model,
             dummy,
             str(tmp),
-            opset_version=OPSET,
-            input_names=[INPUT_NAME],
-            output_names=[OUTPUT_NAME],
-            dynamic_axes={INPUT_NAME: {0: BATCH_AXIS}, OUTPUT_NAME: {0: BATCH_AXIS}},
+            opset_version=opset,
+            input_names=[input_name(name)],
+            output_names=[output_name(name)],
+            dynamic_axes=axes,
             do_constant_folding=True,
             export_params=True,
             verbose=False,

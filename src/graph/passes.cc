@@ -46,7 +46,10 @@ bool retarget_producer(Graph& g, const ProtectedValues& prot, ValueId x, ValueId
 std::string PassReport::to_string() const {
   return "folded=" + std::to_string(folded) + " eliminated=" + std::to_string(eliminated) +
          " batchnorm_folded=" + std::to_string(batchnorm_folded) + " conv_fused=" + std::to_string(conv_fused) +
-         " gemm_fused=" + std::to_string(gemm_fused) + " dead_removed=" + std::to_string(dead_removed);
+         " gemm_fused=" + std::to_string(gemm_fused) + " dead_removed=" + std::to_string(dead_removed) +
+         (layer_norm_fused ? " layer_norm_fused=" + std::to_string(layer_norm_fused) : "") +
+         (gelu_fused ? " gelu_fused=" + std::to_string(gelu_fused) : "") +
+         (attention_fused ? " attention_fused=" + std::to_string(attention_fused) : "");
 }
 
 // Removes Identity and inference-mode Dropout by sending their consumers to the input. When the
@@ -107,7 +110,10 @@ int eliminate_dead_code(Graph& g) {
 // Order: (1) Identity/Dropout elimination and constant folding, repeated until neither changes
 // anything, since each can expose work for the other; (2) BatchNormalization folded into Conv
 // weights, which needs the weights already constant; (3) Conv fusion after the BN fold so the Relu
-// behind a BN reaches the Conv; (4) Gemm/MatMul fusion; (5) dead-code elimination; then compact.
+// behind a BN reaches the Conv; (4) transformer fusions (LayerNorm, GELU, attention), before (5)
+// Gemm/MatMul fusion so that the attention MatMuls are still plain and a MatMul's bias Add is not
+// taken for part of a pattern; (6) a GELU into the product before it; (7) dead-code elimination;
+// then compact.
 Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evaluator, PassReport* report) {
   PassReport local;
   PassReport& r = report ? *report : local;
@@ -135,9 +141,14 @@ Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evalu
   }
   if (options.fold_batchnorm) r.batchnorm_folded += fold_batchnorm_into_conv(g);
   if (options.fuse_conv) r.conv_fused += fuse_conv_activation(g);
+  if (options.fuse_layer_norm) r.layer_norm_fused += fuse_layer_norm(g);
+  if (options.fuse_gelu) r.gelu_fused += fuse_gelu(g);
+  if (options.fuse_attention) r.attention_fused += fuse_attention(g);
   if (options.fuse_gemm) r.gemm_fused += fuse_gemm_activation(g);
+  if (options.fuse_gelu) r.gemm_fused += fuse_matmul_gelu(g);
   if (options.dead_code) r.dead_removed += eliminate_dead_code(g);
-  if (r.conv_fused + r.gemm_fused > 0) g.opsets[kStreamlineDomain] = 1;
+  if (r.conv_fused + r.gemm_fused + r.layer_norm_fused + r.gelu_fused + r.attention_fused > 0)
+    g.opsets[kStreamlineDomain] = 1;
   g.compact();
   return ok_status();
 }

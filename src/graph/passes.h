@@ -7,9 +7,10 @@
 // Passes: constant folding (nodes whose inputs are all constants, evaluated through a
 // ConstantEvaluator the ops layer provides), Identity/Dropout elimination, BatchNormalization
 // folded into a preceding Conv, Conv + residual Add + Relu/Clip fusion, Gemm/MatMul + bias +
-// activation fusion, and dead-code elimination. Fused nodes use the op types and attributes
-// documented in docs/architecture.md ("FusedConv", "FusedGemm", "FusedMatMul" in domain
-// "streamline").
+// activation fusion, transformer fusions (decomposed LayerNorm, erf GELU, scaled-dot-product
+// attention; see pass_transformer.cc), and dead-code elimination. Fused nodes use the op types and
+// attributes documented in docs/architecture.md ("FusedConv", "FusedGemm", "FusedMatMul",
+// "LayerNormalization", "Gelu", "Attention" in domain "streamline").
 
 #include <span>
 #include <string>
@@ -38,6 +39,9 @@ struct PassOptions {
   bool fold_batchnorm = true;      // BatchNormalization after Conv folded into its weights
   bool fuse_conv = true;           // Conv [+ Add residual] [+ Relu/Clip/...] -> FusedConv
   bool fuse_gemm = true;           // Gemm/MatMul [+ Add bias] [+ activation] -> FusedGemm/FusedMatMul
+  bool fuse_layer_norm = true;     // ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div [+ Mul + Add] -> LayerNormalization
+  bool fuse_gelu = true;           // x * 0.5 * (1 + Erf(x / sqrt 2)) -> Gelu, then into a preceding MatMul/Gemm
+  bool fuse_attention = true;      // [Transpose] MatMul [scale] [+ mask] Softmax MatMul [Transpose] -> Attention
   bool dead_code = true;           // drop nodes no output depends on
   // Largest tensor (bytes) constant folding may create; bigger results are left to run time.
   int64_t max_folded_bytes = int64_t{64} << 20;
@@ -49,6 +53,9 @@ struct PassReport {
   int batchnorm_folded = 0;
   int conv_fused = 0;
   int gemm_fused = 0;
+  int layer_norm_fused = 0;
+  int gelu_fused = 0;         // Gelu nodes made (some then move into a MatMul as its activation)
+  int attention_fused = 0;
   int dead_removed = 0;
   std::string to_string() const;
 };
@@ -62,6 +69,12 @@ int fold_constants(Graph& g, ConstantEvaluator& evaluator, int64_t max_bytes);
 int fold_batchnorm_into_conv(Graph& g);
 int fuse_conv_activation(Graph& g);
 int fuse_gemm_activation(Graph& g);
+// Transformer fusions (pass_transformer.cc).
+int fuse_layer_norm(Graph& g);
+int fuse_gelu(Graph& g);
+int fuse_attention(Graph& g);
+// streamline.Gelu after a MatMul/Gemm/FusedMatMul/FusedGemm without activation -> its activation.
+int fuse_matmul_gelu(Graph& g);
 int eliminate_dead_code(Graph& g);
 
 }  // namespace streamline::graph

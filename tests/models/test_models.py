@@ -1,8 +1,9 @@
-"""End-to-end model tests: torchvision CNNs exported to ONNX, run by the streamline CLI, compared
-with PyTorch.
+"""End-to-end model tests: torchvision CNNs and BERT-like encoders exported to ONNX, run by the
+streamline CLI, compared with PyTorch.
 
     .venv/bin/python -m pytest -q tests/models/test_models.py            # all models
     .venv/bin/python -m pytest -q tests/models/test_models.py -k resnet50
+    .venv/bin/python -m pytest -q tests/models/test_models.py -k "bert and not tiny"
 
 Metric (every comparison): max|ours - torch| <= 1e-4 * max(1, max|torch|), i.e. an absolute
 tolerance of 1e-4 for outputs up to 1 in magnitude and a relative one above that.
@@ -16,9 +17,18 @@ import pytest
 import export_models
 from conftest import binary_path, run_cli, run_cli_ok
 
-MODELS = list(export_models.MODELS)
+MODELS = [n for n in export_models.MODELS if not export_models.is_encoder(n)]
+ENCODERS = [n for n in export_models.MODELS if export_models.is_encoder(n)]
 TOL = 1e-4
 THREADS = 2
+# (batch, seq) per encoder: short, typical and the longest sequence the position table allows.
+ENCODER_SHAPES = {
+    "bert": [(1, 8), (2, 128), (8, 64), (1, 512)],
+    "bert_tiny": [(1, 1), (1, 8), (3, 17), (2, 128), (8, 64), (4, 200), (1, 512)],
+}
+# Ops the transformer passes must leave in an encoder's plan, and ops they must remove.
+ENCODER_FUSED_OPS = ("Attention", "LayerNormalization", "FusedMatMul")
+ENCODER_GONE_OPS = ("Softmax", "Erf", "ReduceMean", "Sqrt", "Pow")
 
 
 def assert_close(ours: np.ndarray, ref: np.ndarray, what: str) -> None:
@@ -38,11 +48,12 @@ def assert_close(ours: np.ndarray, ref: np.ndarray, what: str) -> None:
     assert err <= TOL * scale, msg
 
 
-def run_model(onnx_path, input_path, out_dir) -> np.ndarray:
-    """`streamline run` on one input file; returns the "output" tensor it wrote."""
-    run_cli_ok(["run", onnx_path, "--input", f"input={input_path}", "--output-dir", out_dir,
-                "--threads", THREADS])
-    out = out_dir / "output.npy"
+def run_model(onnx_path, input_path, out_dir, input_name="input", output_name="output", extra=None) -> np.ndarray:
+    """`streamline run` on one input file (with --threads 2, or EXTRA's flags instead); returns the
+    output tensor it wrote."""
+    flags = ["--threads", THREADS] if extra is None else list(extra)
+    run_cli_ok(["run", onnx_path, "--input", f"{input_name}={input_path}", "--output-dir", out_dir, *flags])
+    out = out_dir / f"{output_name}.npy"
     assert out.is_file(), f"streamline exited 0 but wrote no {out}"
     return np.load(out)
 
@@ -115,3 +126,63 @@ def test_model_streams_match_single_stream(name, streamline_binary, exported, tm
         assert plan["streams_used"] <= streams
         assert plan["events_after_pruning"] <= plan["events_inserted"]
         assert plan["arena_bytes"] <= plan["naive_bytes"]
+
+
+# --- BERT-like encoders --------------------------------------------------------------------------
+
+def run_encoder(name, p, ids: np.ndarray, out_dir, extra=None) -> np.ndarray:
+    x_path = out_dir.parent / f"{out_dir.name}_ids.npy"
+    np.save(x_path, ids)
+    return run_model(p["onnx"], x_path, out_dir, export_models.input_name(name),
+                     export_models.output_name(name), extra)
+
+
+@pytest.mark.parametrize("name", ENCODERS)
+def test_encoder_matches_torch(name, streamline_binary, exported, torch, tmp_path):
+    """Token ids of several (batch, seq) through the dynamic axes, reference computed here with
+    PyTorch: max|ours - torch| <= 1e-4 * max(1, max|torch|) for every shape."""
+    p = exported(name)
+    model = export_models.build_model(name)
+    # The exported reference pair first (it was computed at export time).
+    ours = run_model(p["onnx"], p["input"], tmp_path / "ref", export_models.input_name(name),
+                     export_models.output_name(name))
+    assert_close(ours, np.load(p["torch"]), f"{name} exported pair")
+    for k, (batch, seq) in enumerate(ENCODER_SHAPES[name]):
+        ids = export_models.reference_input(name, batch=batch, seed=10 + k, seq=seq)
+        ref = export_models.torch_forward(model, ids)
+        if batch > 1:
+            assert np.abs(ref[0] - ref[1]).max() > 1e-3, f"{name}: two reference rows are nearly equal"
+        ours = run_encoder(name, p, ids, tmp_path / f"b{batch}s{seq}")
+        assert_close(ours, ref, f"{name} batch {batch} seq {seq}")
+
+
+@pytest.mark.parametrize("name", ENCODERS)
+def test_encoder_plan_is_fused(name, streamline_binary, exported):
+    """The plan of an exported encoder runs attention, LayerNorm and GELU fused: one Attention and
+    two LayerNormalization steps per layer, every GELU inside a FusedMatMul, and none of the ops
+    the patterns were made of left over."""
+    p = exported(name)
+    layers = export_models.MODELS[name].layers
+    plan = json.loads(run_cli_ok(["plan", p["onnx"], "--shape", f"{export_models.input_name(name)}=2,16",
+                                  "--json"]).stdout)
+    ops = [s["op"] for s in plan["nodes"]]
+    assert ops.count("Attention") == layers, ops
+    assert ops.count("LayerNormalization") == 2 * layers, ops
+    for op in ENCODER_GONE_OPS:
+        assert op not in ops, f"{name}: {op} left in the plan: {ops}"
+    assert "Gelu" not in ops, f"{name}: the GELU did not go into its MatMul: {ops}"
+    for op in ENCODER_FUSED_OPS:
+        assert op in ops, f"{name}: no {op} in the plan"
+
+
+@pytest.mark.parametrize("name", ENCODERS)
+def test_encoder_streams_match_single_stream(name, streamline_binary, exported, tmp_path):
+    """S = 2 and 4 (one thread per stream, safe mode) give the S=1 outputs within 1e-5 absolute."""
+    p = exported(name)
+    ids = export_models.reference_input(name, batch=2, seed=3, seq=16)
+    base = run_encoder(name, p, ids, tmp_path / "s1", ["--threads", 1, "--safe"])
+    for streams in (2, 4):
+        ours = run_encoder(name, p, ids, tmp_path / f"s{streams}",
+                           ["--streams", streams, "--threads-per-stream", 1, "--safe"])
+        err = float(np.abs(ours.astype(np.float64) - base).max())
+        assert err <= 1e-5, f"{name}: S={streams} differs from S=1 by {err:.3e} (bound 1e-5)"

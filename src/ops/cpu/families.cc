@@ -15,6 +15,8 @@ Status register_cpu_kernels(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(cpu::register_shape_ops(reg));
   SL_RETURN_IF_ERROR(cpu::register_tensor_ops(reg));
   SL_RETURN_IF_ERROR(cpu::register_loss(reg));
+  SL_RETURN_IF_ERROR(cpu::register_transformer(reg));
+  SL_RETURN_IF_ERROR(cpu::register_attention(reg));
   SL_RETURN_IF_ERROR(cpu::register_rnn(reg));
   SL_RETURN_IF_ERROR(cpu::register_elementwise_types(reg));
   SL_RETURN_IF_ERROR(cpu::register_reduce_types(reg));

@@ -1,6 +1,6 @@
-// BatchNormalization (inference), InstanceNormalization, LRN, LayerNormalization (opset 17) and
-// MeanVarianceNormalization. All take plain NC... tensors; statistics are two-pass (mean, then the
-// mean of squared deviations) for accuracy.
+// BatchNormalization (inference), InstanceNormalization, LRN, LayerNormalization (opset 17, and
+// streamline.LayerNormalization at any opset) and MeanVarianceNormalization. All take plain NC...
+// tensors; statistics are two-pass (mean, then the mean of squared deviations) for accuracy.
 
 #include <cmath>
 #include <cstring>
@@ -410,6 +410,16 @@ Status register_normalization(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(math::register_ops(reg, {"LRN"}, 1, INT_MAX, math::validated_factory<math::LrnKernel>()));
   SL_RETURN_IF_ERROR(
       math::register_ops(reg, {"LayerNormalization"}, 17, INT_MAX, math::validated_factory<math::LayerNormKernel>()));
+  // The same op at any model opset, as the transformer passes make it from a decomposed LayerNorm.
+  KernelDef fused;
+  fused.op = "LayerNormalization";
+  fused.domain = "streamline";
+  fused.since_version = 1;
+  fused.device = Device::kCpu;
+  fused.dtype = DType::kUndefined;
+  fused.provider = "cpu";
+  fused.create = math::validated_factory<math::LayerNormKernel>();
+  SL_RETURN_IF_ERROR(reg.add(std::move(fused)));
   return math::register_ops(reg, {"MeanVarianceNormalization"}, 9, INT_MAX, math::validated_factory<math::MvnKernel>());
 }
 

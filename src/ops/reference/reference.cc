@@ -1,5 +1,7 @@
 #include "ops/reference/reference.h"
 
+#include "ops/reference/ref_transformer.h"
+
 namespace streamline::ops {
 
 Status register_reference_kernels(KernelRegistry& reg) {
@@ -17,6 +19,7 @@ Status register_reference_kernels(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(reference::register_optimizer(reg));
   SL_RETURN_IF_ERROR(reference::register_signal(reg));
   SL_RETURN_IF_ERROR(reference::register_value_shaped(reg));
+  SL_RETURN_IF_ERROR(reference::register_transformer(reg));
   return ok_status();
 }
 
