@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "core/logging.h"
+#include "graph/legacy_opset.h"
 #include "graph/onnx_infer.h"
 #include "graph/onnx_tensor.h"
 
@@ -475,7 +476,14 @@ Result<Graph> import_model(onnx::ModelProto& model, const std::string& base_dir,
   Status s = import_graph(*model.mutable_graph(), ctx, nullptr, g);
   if (!s.ok()) return s.with_context(what);
   g.producer_name = model.producer_name();
+  // Inference reads the proto, whose nodes keep the model's opset; the upgrade then needs the
+  // ranks it found.
   infer_shapes(model, ctx.opsets, g, what);
+  auto legacy = ctx.opsets.find("");
+  if (legacy != ctx.opsets.end() && legacy->second < kLegacyOpsetLimit) {
+    s = upgrade_legacy_nodes(g, legacy->second);
+    if (!s.ok()) return s.with_context(what);
+  }
   return g;
 }
 

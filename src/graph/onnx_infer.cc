@@ -3,6 +3,7 @@
 #include <onnx/defs/shape_inference.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <climits>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -118,14 +119,25 @@ bool expand_ok(InferenceContext& ctx) {
   return shape_input_ok(ctx, 1);
 }
 
+// Gemm before opset 7 reads two dims of A and of B whatever their rank.
+bool gemm_legacy_ok(InferenceContext& ctx) {
+  for (size_t i = 0; i < 2; ++i) {
+    const onnx::TensorShapeProto* s = input_shape(ctx, i);
+    if (!s || s->dim_size() != 2) return false;
+  }
+  return true;
+}
+
 using Guard = bool (*)(InferenceContext&);
 struct OpGuard {
   const char* op;
-  Guard guard;  // nullptr: the op's inference is never run
+  Guard guard;          // nullptr: the op's inference is never run
+  int below = INT_MAX;  // the guard covers the op's schema versions below this one
 };
 
 // Default-domain operators whose ONNX 1.12 inference needs a check first, or cannot be trusted at
-// all (found by fuzz/infer_stress.cc; Loop and Scan bodies are left alone as well).
+// all (found by fuzz/infer_stress.cc; Loop and Scan bodies are left alone as well). The last
+// entries cover only the versions of opsets 1..6.
 constexpr OpGuard kGuards[] = {
     {"Conv", conv_weight1_ok},
     {"ConvInteger", conv_weight1_ok},
@@ -146,11 +158,15 @@ constexpr OpGuard kGuards[] = {
     {"SequenceMap", nullptr},
     {"Loop", nullptr},
     {"Scan", nullptr},
+    {"Gemm", gemm_legacy_ok, 7},
+    {"RNN", nullptr, 7},
+    {"GRU", nullptr, 7},
+    {"LSTM", nullptr, 7},
 };
 
-const OpGuard* find_guard(const std::string& op) {
+const OpGuard* find_guard(const std::string& op, int version) {
   for (const OpGuard& g : kGuards)
-    if (op == g.op) return &g;
+    if (op == g.op && version < g.below) return &g;
   return nullptr;
 }
 
@@ -171,7 +187,7 @@ class GuardedRegistry final : public onnx::ISchemaRegistry {
 
  private:
   static std::unique_ptr<onnx::OpSchema> wrap(const onnx::OpSchema& s) {
-    const OpGuard* g = find_guard(s.Name());
+    const OpGuard* g = find_guard(s.Name(), s.since_version());
     if (g && !g->guard) return nullptr;
     auto copy = std::make_unique<onnx::OpSchema>(s);
     if (!s.has_type_and_shape_inference_function()) return copy;  // function body: its nodes are guarded

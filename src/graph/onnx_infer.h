@@ -15,7 +15,7 @@
 //      functions of the operators known to misbehave in checks of their actual input types and
 //      attributes, and leaves out those it cannot make safe (and every non-default domain);
 //   3. model-local functions are dropped (a function calling itself would recurse forever).
-// The guards were chosen by stress-testing every default-domain schema of opsets 7..17 with
+// The guards were chosen by stress-testing every default-domain schema of opsets 1..17 with
 // random schema-valid nodes; see fuzz/infer_stress.cc.
 //
 // Thread-safe: concurrent calls on different models are fine.
