@@ -16,7 +16,7 @@ build="${SL_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 jobs="${SL_FUZZ_JOBS:-2}"
 
 CC=clang CXX=clang++ cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DSL_BUILD_FUZZERS=ON -DSL_BUILD_TESTS=OFF -DSL_NATIVE=OFF >/dev/null
+  -DSL_BUILD_FUZZERS=ON -DSL_BUILD_TESTS=OFF -DSL_NATIVE=OFF -DSL_CUDA=OFF >/dev/null
 ninja -C "$build" -j "$jobs" loader_fuzz
 
 work="$build/fuzz"

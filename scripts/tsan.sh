@@ -15,7 +15,7 @@ JOBS=${JOBS:-2}
 FILTER=${SL_TSAN_FILTER:-'Batcher*:Scheduler*'}
 REPEAT=${SL_TSAN_REPEAT:-3}
 
-cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSL_SANITIZE=OFF \
+cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSL_SANITIZE=OFF -DSL_CUDA=OFF \
   -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
   -DCMAKE_C_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \

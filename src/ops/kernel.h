@@ -67,6 +67,10 @@ struct RunContext {
   void* workspace = nullptr;
   const void* state = nullptr;      // ReshapeResult::state
   int num_threads = 1;              // intra-op threads this run may use
+  // Device::kCuda kernels only: the cudaStream_t to enqueue on (nullptr = the legacy default
+  // stream). Their inputs, outputs and workspace are device pointers; run() returns once the work
+  // is enqueued, not when it finished. CPU kernels ignore it.
+  void* device_stream = nullptr;
 };
 
 // How a kernel wants its rank-4 activation inputs laid out; the planner inserts layout changes.

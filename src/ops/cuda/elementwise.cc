@@ -1,0 +1,203 @@
+// CUDA elementwise kernels: unary ops, Add/Sub/Mul/Div with numpy broadcasting, and Transpose.
+// The device code is in elementwise.cu; these classes check shapes and fill the launch structs.
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/cuda/cuda_status.h"
+#include "ops/cuda/cuda_common.h"
+#include "ops/cuda/launch.h"
+
+namespace streamline::ops::cuda {
+namespace {
+
+Status expect_float(const TensorInfo& t, const std::string& who) {
+  if (t.dtype != DType::kFloat32)
+    return unsupported(who + ": the CUDA kernel takes float32, got " + dtype_name(t.dtype));
+  if (t.layout != Layout::kPlain) return unsupported(who + ": the CUDA kernel takes plain layouts only");
+  return ok_status();
+}
+
+class UnaryKernel final : public Kernel {
+ public:
+  UnaryKernel(UnaryOp op, std::string who) : op_(op), who_(std::move(who)) {}
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    if (in.empty() || !in[0].present()) return invalid_argument(who_ + ": expects one input");
+    SL_RETURN_IF_ERROR(expect_float(in[0], who_));
+    ReshapeResult rr;
+    rr.outputs.push_back(OutputInfo{DType::kFloat32, in[0].shape});
+    rr.inplace = {0};  // each thread reads and writes the same element
+    return rr;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    const Tensor& x = ctx.inputs[0];
+    SL_CUDA_RETURN_IF_ERROR(launch_unary(op_, dev_in(x), dev_out(ctx.outputs[0]), x.numel(), stream_of(ctx)), who_);
+    return ok_status();
+  }
+
+ private:
+  UnaryOp op_;
+  std::string who_;
+};
+
+// The numpy broadcast of two shapes; InvalidArgument when they do not broadcast.
+Result<Shape> broadcast_shape(const Shape& a, const Shape& b, const std::string& who) {
+  const size_t rank = std::max(a.rank(), b.rank());
+  Shape out;
+  out.resize(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t da = i + a.rank() >= rank ? a[i + a.rank() - rank] : 1;
+    const int64_t db = i + b.rank() >= rank ? b[i + b.rank() - rank] : 1;
+    if (da != db && da != 1 && db != 1)
+      return invalid_argument(who + ": shapes " + a.to_string() + " and " + b.to_string() + " do not broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// Per output dim, the element stride of `in` (0 where it broadcasts); `in` is right-aligned.
+void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {
+  const size_t rank = out.rank();
+  int64_t s = 1;
+  for (size_t k = rank; k-- > 0;) {
+    if (k + in.rank() < rank) {
+      strides[k] = 0;
+      continue;
+    }
+    const int64_t d = in[k + in.rank() - rank];
+    strides[k] = d == 1 ? 0 : s;
+    s *= d;
+  }
+}
+
+class BinaryKernel final : public Kernel {
+ public:
+  BinaryKernel(BinaryOp op, std::string who) : op_(op), who_(std::move(who)) {}
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    if (in.size() != 2 || !in[0].present() || !in[1].present()) return invalid_argument(who_ + ": expects two inputs");
+    SL_RETURN_IF_ERROR(expect_float(in[0], who_));
+    SL_RETURN_IF_ERROR(expect_float(in[1], who_));
+    SL_ASSIGN_OR_RETURN(Shape out, broadcast_shape(in[0].shape, in[1].shape, who_));
+    if (out.rank() > static_cast<size_t>(kMaxRank))
+      return unsupported(who_ + ": the CUDA kernel broadcasts up to rank " + std::to_string(kMaxRank));
+    ReshapeResult rr;
+    rr.outputs.push_back(OutputInfo{DType::kFloat32, out});
+    // Safe to write over an input of the output's shape: element i reads only index i of it.
+    rr.inplace = {in[0].shape == out ? 0 : in[1].shape == out ? 1 : -1};
+    return rr;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    const Tensor& a = ctx.inputs[0];
+    const Tensor& b = ctx.inputs[1];
+    const Tensor& y = ctx.outputs[0];
+    BroadcastDims d;
+    d.rank = static_cast<int32_t>(y.shape().rank());
+    for (size_t k = 0; k < y.shape().rank(); ++k) d.out[k] = y.shape()[k];
+    broadcast_strides(a.shape(), y.shape(), d.a_stride);
+    broadcast_strides(b.shape(), y.shape(), d.b_stride);
+    d.same_shape = a.shape() == y.shape() && b.shape() == y.shape();
+    SL_CUDA_RETURN_IF_ERROR(launch_binary(op_, dev_in(a), dev_in(b), dev_out(y), y.numel(), d, stream_of(ctx)), who_);
+    return ok_status();
+  }
+
+ private:
+  BinaryOp op_;
+  std::string who_;
+};
+
+class TransposeKernel final : public Kernel {
+ public:
+  TransposeKernel(std::vector<int64_t> perm, std::string who) : perm_(std::move(perm)), who_(std::move(who)) {}
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    if (in.empty() || !in[0].present()) return invalid_argument(who_ + ": expects one input");
+    SL_RETURN_IF_ERROR(expect_float(in[0], who_));
+    const Shape& x = in[0].shape;
+    SL_ASSIGN_OR_RETURN(std::vector<int64_t> perm, perm_for(x.rank()));
+    if (x.rank() > static_cast<size_t>(kMaxRank))
+      return unsupported(who_ + ": the CUDA kernel transposes up to rank " + std::to_string(kMaxRank));
+    Shape y;
+    for (int64_t p : perm) y.push_back(x[static_cast<size_t>(p)]);
+    ReshapeResult rr;
+    rr.outputs.push_back(OutputInfo{DType::kFloat32, y});
+    return rr;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    const Tensor& x = ctx.inputs[0];
+    const Tensor& y = ctx.outputs[0];
+    // reshape() validated the permutation for this rank.
+    const size_t rank = x.shape().rank();
+    StridedCopyDims d;
+    d.rank = static_cast<int32_t>(rank);
+    for (size_t k = 0; k < rank; ++k) {
+      const size_t p = perm_.empty() ? rank - 1 - k : static_cast<size_t>(perm_[k]);
+      d.out[k] = y.shape()[k];
+      d.in_stride[k] = x.shape().stride(p);
+    }
+    SL_CUDA_RETURN_IF_ERROR(launch_strided_copy(dev_in(x), dev_out(y), y.numel(), d, stream_of(ctx)), who_);
+    return ok_status();
+  }
+
+ private:
+  // The permutation for an input of `rank` (reversed dims when the attribute is absent).
+  Result<std::vector<int64_t>> perm_for(size_t rank) const {
+    std::vector<int64_t> perm = perm_;
+    if (perm.empty()) {
+      perm.resize(rank);
+      std::iota(perm.rbegin(), perm.rend(), 0);
+    }
+    std::vector<int64_t> sorted = perm;
+    std::sort(sorted.begin(), sorted.end());
+    bool ok = sorted.size() == rank;
+    for (size_t i = 0; ok && i < sorted.size(); ++i) ok = sorted[i] == static_cast<int64_t>(i);
+    if (!ok)
+      return invalid_argument(who_ + ": perm is not a permutation of the input's " + std::to_string(rank) + " dims");
+    return perm;
+  }
+
+  std::vector<int64_t> perm_;
+  std::string who_;
+};
+
+KernelFactory unary_factory(UnaryOp op) {
+  return [op](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
+    if (args.node.op_type == "Gelu" && args.node.domain.empty() &&
+        args.node.attr_string("approximate", "none") != "none")
+      return unsupported(args.node.describe() + ": the CUDA Gelu supports approximate=\"none\" only");
+    return std::unique_ptr<Kernel>(std::make_unique<UnaryKernel>(op, args.node.describe()));
+  };
+}
+
+KernelFactory binary_factory(BinaryOp op) {
+  return [op](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
+    return std::unique_ptr<Kernel>(std::make_unique<BinaryKernel>(op, args.node.describe()));
+  };
+}
+
+}  // namespace
+
+Status register_elementwise(KernelRegistry& reg) {
+  const std::pair<const char*, UnaryOp> unary[] = {{"Relu", UnaryOp::kRelu}, {"Sigmoid", UnaryOp::kSigmoid},
+                                                   {"Tanh", UnaryOp::kTanh}, {"Exp", UnaryOp::kExp},
+                                                   {"Log", UnaryOp::kLog},   {"Sqrt", UnaryOp::kSqrt},
+                                                   {"Neg", UnaryOp::kNeg},   {"Abs", UnaryOp::kAbs},
+                                                   {"Erf", UnaryOp::kErf},   {"Reciprocal", UnaryOp::kReciprocal}};
+  for (const auto& [op, kind] : unary) SL_RETURN_IF_ERROR(reg.add(cuda_def(op, 6, unary_factory(kind))));
+  SL_RETURN_IF_ERROR(reg.add(cuda_def("Gelu", 20, unary_factory(UnaryOp::kGelu))));
+  SL_RETURN_IF_ERROR(reg.add(cuda_def("Gelu", 1, unary_factory(UnaryOp::kGelu), "streamline")));
+  const std::pair<const char*, BinaryOp> binary[] = {
+      {"Add", BinaryOp::kAdd}, {"Sub", BinaryOp::kSub}, {"Mul", BinaryOp::kMul}, {"Div", BinaryOp::kDiv}};
+  // Opset 7 is where these ops took numpy broadcasting.
+  for (const auto& [op, kind] : binary) SL_RETURN_IF_ERROR(reg.add(cuda_def(op, 7, binary_factory(kind))));
+  return reg.add(cuda_def("Transpose", 1, [](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
+    return std::unique_ptr<Kernel>(
+        std::make_unique<TransposeKernel>(args.node.attr_ints("perm"), args.node.describe()));
+  }));
+}
+
+}  // namespace streamline::ops::cuda

@@ -1,0 +1,297 @@
+// The CUDA kernels. Without a GPU: registration, and create + reshape (shapes, errors) for every
+// family. With a GPU (Gpu* suites): each kernel against the plain reference kernel on random
+// inputs with a fixed seed; tolerances are relative to the largest reference magnitude.
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "cuda/cuda_test_util.h"
+
+namespace streamline::ops::cuda_test {
+namespace {
+
+using test_util::floats;
+using test_util::ints;
+using test_util::one_int;
+using test_util::str;
+
+graph::Attribute one_float(float v) {
+  graph::Attribute a;
+  a.kind = graph::Attribute::Kind::kFloat;
+  a.f = v;
+  return a;
+}
+
+std::vector<Tensor> zeros(const std::vector<Shape>& shapes) {
+  std::vector<Tensor> t;
+  for (const Shape& s : shapes) t.push_back(Tensor::empty(DType::kFloat32, s));
+  return t;
+}
+
+// Output shape of the CUDA kernel for these input shapes, or its error.
+Result<Shape> cuda_shape(const std::string& op, const std::string& domain, int opset, const std::vector<Shape>& shapes,
+                         std::map<std::string, graph::Attribute> attrs = {}) {
+  const std::vector<Tensor> in = zeros(shapes);
+  auto n = make_node(op, domain, in, std::move(attrs));
+  n->g.node(n->id).opset = opset;
+  SL_ASSIGN_OR_RETURN(Prepared p, prepare_cuda(n->g, n->node(), in));
+  return p.rr.outputs.at(0).shape;
+}
+
+// The output shape, or [-1] (with a test failure naming the error) when the kernel refused.
+Shape shape_of(const std::string& op, const std::string& domain, int opset, const std::vector<Shape>& shapes,
+               std::map<std::string, graph::Attribute> attrs = {}) {
+  auto r = cuda_shape(op, domain, opset, shapes, std::move(attrs));
+  if (!r.ok()) {
+    ADD_FAILURE() << op << ": " << r.status().to_string();
+    return Shape{-1};
+  }
+  return *r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// No GPU needed.
+
+TEST(CudaKernels, RegisterSeparatelyFromTheCpuKernels) {
+  KernelRegistry reg;
+  ASSERT_TRUE(cuda::register_cuda_kernels(reg).ok());
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Exp", "Add", "Sub", "Mul", "Div", "Transpose", "Softmax", "Gemm",
+                         "MatMul", "Conv"}) {
+    EXPECT_TRUE(reg.has_op(op, "", 13, Device::kCuda)) << op;
+    EXPECT_FALSE(reg.has_op(op, "", 13, Device::kCpu)) << op;
+    EXPECT_FALSE(default_cpu_registry().has_op(op, "", 13, Device::kCuda)) << op;
+  }
+  EXPECT_TRUE(reg.has_op("LayerNormalization", "", 17, Device::kCuda));
+  EXPECT_TRUE(reg.has_op("Gelu", "", 20, Device::kCuda));
+  for (const char* op : {"FusedConv", "FusedGemm", "Gelu", "LayerNormalization"})
+    EXPECT_TRUE(reg.has_op(op, "streamline", 1, Device::kCuda)) << op;
+  auto def = reg.find("Conv", "", 13, Device::kCuda, DType::kFloat32);
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ((*def)->provider, "cuda");
+  // Registering twice is a duplicate-key error, not a silent overwrite.
+  EXPECT_FALSE(cuda::register_cuda_kernels(reg).ok());
+}
+
+TEST(CudaKernels, ElementwiseShapesAndErrors) {
+  EXPECT_EQ(shape_of("Relu", "", 14, {{2, 3}}), (Shape{2, 3}));
+  EXPECT_EQ(shape_of("Add", "", 14, {{2, 1, 4}, {3, 1}}), (Shape{2, 3, 4}));
+  EXPECT_EQ(shape_of("Mul", "", 14, {{}, {5}}), (Shape{5}));
+  EXPECT_EQ(cuda_shape("Add", "", 14, {{2, 3}, {4}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cuda_shape("Add", "", 14, {{1, 1, 1, 1, 1, 1, 1, 1, 2}, {2}}).status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(shape_of("Transpose", "", 13, {{2, 3, 4}}), (Shape{4, 3, 2}));
+  EXPECT_EQ(shape_of("Transpose", "", 13, {{2, 3, 4}}, {{"perm", ints({1, 2, 0})}}), (Shape{3, 4, 2}));
+  auto bad = cuda_shape("Transpose", "", 13, {{2, 3, 4}}, {{"perm", ints({0, 0, 1})}});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("node0"), std::string::npos) << bad.status().message();
+  EXPECT_EQ(cuda_shape("Gelu", "", 20, {{4}}, {{"approximate", str("tanh")}}).status().code(),
+            StatusCode::kUnsupported);
+}
+
+TEST(CudaKernels, NormalizationShapesAndErrors) {
+  EXPECT_EQ(shape_of("Softmax", "", 13, {{2, 7}}), (Shape{2, 7}));
+  EXPECT_EQ(cuda_shape("Softmax", "", 13, {{2, 7}}, {{"axis", one_int(0)}}).status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(shape_of("Softmax", "", 11, {{2, 3, 7}}, {{"axis", one_int(1)}}), (Shape{2, 3, 7}));
+  EXPECT_EQ(cuda_shape("Softmax", "", 13, {{2, 7}}, {{"axis", one_int(2)}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(shape_of("LayerNormalization", "", 17, {{2, 5, 8}, {8}, {8}}), (Shape{2, 5, 8}));
+  EXPECT_EQ(shape_of("LayerNormalization", "", 17, {{2, 5, 8}, {5, 8}}, {{"axis", one_int(1)}}), (Shape{2, 5, 8}));
+  EXPECT_EQ(cuda_shape("LayerNormalization", "", 17, {{2, 5, 8}, {1, 8}}, {{"axis", one_int(1)}}).status().code(),
+            StatusCode::kUnsupported);
+}
+
+TEST(CudaKernels, MatMulAndGemmShapesAndErrors) {
+  EXPECT_EQ(shape_of("MatMul", "", 13, {{5, 4}, {4, 3}}), (Shape{5, 3}));
+  EXPECT_EQ(shape_of("MatMul", "", 13, {{4}, {4, 3}}), (Shape{3}));
+  EXPECT_EQ(shape_of("MatMul", "", 13, {{2, 5, 4}, {4}}), (Shape{2, 5}));
+  EXPECT_EQ(shape_of("MatMul", "", 13, {{2, 3, 5, 4}, {4, 6}}), (Shape{2, 3, 5, 6}));
+  EXPECT_EQ(shape_of("MatMul", "", 13, {{5, 4}, {3, 4, 6}}), (Shape{3, 5, 6}));
+  EXPECT_EQ(shape_of("MatMul", "", 13, {{2, 5, 4}, {2, 4, 6}}), (Shape{2, 5, 6}));
+  EXPECT_EQ(cuda_shape("MatMul", "", 13, {{2, 1, 5, 4}, {3, 4, 6}}).status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(cuda_shape("MatMul", "", 13, {{5, 4}, {3, 6}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(shape_of("Gemm", "", 13, {{5, 4}, {6, 4}, {6}}, {{"transB", one_int(1)}}), (Shape{5, 6}));
+  EXPECT_EQ(shape_of("Gemm", "", 13, {{4, 5}, {4, 6}, {5, 1}}, {{"transA", one_int(1)}}), (Shape{5, 6}));
+  EXPECT_EQ(cuda_shape("Gemm", "", 13, {{5, 4}, {4, 6}, {4}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cuda_shape("FusedGemm", "streamline", 1, {{5, 4}, {4, 6}}, {{"activation", str("Tanh")}}).status().code(),
+            StatusCode::kUnsupported);
+}
+
+TEST(CudaKernels, ConvShapesAndErrors) {
+  EXPECT_EQ(shape_of("Conv", "", 11, {{1, 3, 8, 8}, {4, 3, 3, 3}}, {{"pads", ints({1, 1, 1, 1})}}),
+            (Shape{1, 4, 8, 8}));
+  EXPECT_EQ(shape_of("Conv", "", 11, {{2, 4, 9, 9}, {6, 2, 3, 3}, {6}},
+                     {{"strides", ints({2, 2})}, {"group", one_int(2)}, {"dilations", ints({1, 2})}}),
+            (Shape{2, 6, 4, 3}));
+  EXPECT_EQ(shape_of("Conv", "", 11, {{1, 3, 8, 8}, {4, 3, 3, 3}}, {{"auto_pad", str("SAME_UPPER")}}),
+            (Shape{1, 4, 8, 8}));
+  EXPECT_EQ(cuda_shape("Conv", "", 11, {{1, 3, 8, 8}, {4, 3, 3, 3}}, {{"pads", ints({0, 0, 1, 1})}}).status().code(),
+            StatusCode::kUnsupported);
+  EXPECT_EQ(cuda_shape("Conv", "", 11, {{1, 3, 8}, {4, 3, 3}}).status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(cuda_shape("Conv", "", 11, {{1, 3, 8, 8}, {4, 2, 3, 3}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cuda_shape("Conv", "", 11, {{1, 3, 8, 8}, {4, 3, 3, 3}, {5}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cuda_shape("FusedConv", "streamline", 1, {{1, 3, 8, 8}, {4, 3, 3, 3}}, {{"activation", str("Sigmoid")}})
+                .status()
+                .code(),
+            StatusCode::kUnsupported);
+}
+
+// ---------------------------------------------------------------------------------------------
+// On a GPU: against the reference kernels.
+
+TEST(GpuKernels, UnaryOpsMatchReference) {
+  SL_REQUIRE_GPU();
+  std::mt19937 rng(101);
+  struct Case {
+    const char* op;
+    float lo, hi;
+  };
+  for (const Case& c :
+       {Case{"Relu", -2, 2}, Case{"Sigmoid", -6, 6}, Case{"Tanh", -4, 4}, Case{"Exp", -3, 3}, Case{"Log", 0.1f, 5},
+        Case{"Sqrt", 0.f, 9}, Case{"Neg", -2, 2}, Case{"Abs", -2, 2}, Case{"Erf", -3, 3}, Case{"Reciprocal", 0.5f, 4}})
+    for (const Shape& s : {Shape{3, 17, 33}, Shape{1}, Shape{(1 << 20) + 3}}) {
+      SCOPED_TRACE(std::string(c.op) + " " + s.to_string());
+      expect_matches_reference(c.op, "", 13, {random_tensor(s, rng, c.lo, c.hi)}, {}, 2e-6);
+    }
+  SCOPED_TRACE("Gelu");
+  expect_matches_reference("Gelu", "streamline", 1, {random_tensor({4, 1000}, rng, -5, 5)}, {}, 2e-6);
+}
+
+TEST(GpuKernels, BinaryBroadcastMatchesReference) {
+  SL_REQUIRE_GPU();
+  std::mt19937 rng(202);
+  const std::vector<std::pair<Shape, Shape>> cases{{{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {4}}, {{2, 1, 4}, {3, 1}},
+                                                   {{1}, {5, 6}},          {{}, {2, 2}},     {{7, 1, 1, 5}, {1, 6, 1}},
+                                                   {{64, 768}, {768}},     {{0, 3}, {3}}};
+  for (const char* op : {"Add", "Sub", "Mul", "Div"})
+    for (const auto& [a, b] : cases) {
+      SCOPED_TRACE(std::string(op) + " " + a.to_string() + " " + b.to_string());
+      // Divisors kept away from zero.
+      expect_matches_reference(op, "", 14, {random_tensor(a, rng), random_tensor(b, rng, 0.5f, 2.f)}, {}, 1e-6);
+    }
+}
+
+TEST(GpuKernels, TransposeMatchesReference) {
+  SL_REQUIRE_GPU();
+  std::mt19937 rng(303);
+  expect_matches_reference("Transpose", "", 13, {random_tensor({2, 3, 4, 5}, rng)}, {{"perm", ints({0, 2, 3, 1})}}, 0);
+  expect_matches_reference("Transpose", "", 13, {random_tensor({2, 3, 4, 5}, rng)}, {}, 0);
+  expect_matches_reference("Transpose", "", 13, {random_tensor({67, 129}, rng)}, {{"perm", ints({1, 0})}}, 0);
+}
+
+TEST(GpuKernels, SoftmaxMatchesReference) {
+  SL_REQUIRE_GPU();
+  std::mt19937 rng(404);
+  for (const Shape& s : {Shape{4, 1000}, Shape{2, 3, 7}, Shape{5}, Shape{3, 4099}}) {
+    SCOPED_TRACE(s.to_string());
+    expect_matches_reference("Softmax", "", 13, {random_tensor(s, rng, -8, 8)}, {}, 1e-5);
+  }
+  // Opset 11 flattens at the axis.
+  expect_matches_reference("Softmax", "", 11, {random_tensor({2, 3, 7}, rng, -8, 8)}, {{"axis", one_int(1)}}, 1e-5);
+}
+
+TEST(GpuKernels, LayerNormalizationMatchesReference) {
+  SL_REQUIRE_GPU();
+  std::mt19937 rng(505);
+  expect_matches_reference("LayerNormalization", "", 17,
+                           {random_tensor({4, 768}, rng, -3, 5), random_tensor({768}, rng), random_tensor({768}, rng)},
+                           {{"epsilon", one_float(1e-5f)}}, 2e-5);
+  expect_matches_reference("LayerNormalization", "", 17, {random_tensor({2, 5, 33}, rng), random_tensor({33}, rng)}, {},
+                           2e-5);
+  expect_matches_reference("LayerNormalization", "", 17,
+                           {random_tensor({2, 5, 6}, rng), random_tensor({5, 6}, rng), random_tensor({5, 6}, rng)},
+                           {{"axis", one_int(1)}}, 2e-5);
+}
+
+TEST(GpuKernels, GemmMatchesReference) {
+  SL_REQUIRE_GPU();
+  std::mt19937 rng(606);
+  const int64_t m = 33, k = 70, n = 65;
+  const std::vector<Shape> c_shapes{{n}, {1, n}, {m, n}, {m, 1}, {}, {1, 1}};
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (size_t ci = 0; ci <= c_shapes.size(); ++ci)
+        for (const auto& [alpha, beta] : std::vector<std::pair<float, float>>{{1.f, 1.f}, {0.5f, 2.f}}) {
+          std::vector<Tensor> in{random_tensor(ta ? Shape{k, m} : Shape{m, k}, rng),
+                                 random_tensor(tb ? Shape{n, k} : Shape{k, n}, rng)};
+          if (ci < c_shapes.size()) in.push_back(random_tensor(c_shapes[ci], rng));
+          SCOPED_TRACE("transA " + std::to_string(ta) + " transB " + std::to_string(tb) + " C " +
+                       (ci < c_shapes.size() ? c_shapes[ci].to_string() : "none") + " alpha " + std::to_string(alpha));
+          expect_matches_reference("Gemm", "", 13, in,
+                                   {{"transA", one_int(ta)},
+                                    {"transB", one_int(tb)},
+                                    {"alpha", one_float(alpha)},
+                                    {"beta", one_float(beta)}},
+                                   1e-5);
+        }
+  // Relu in the epilogue, with and without the bias epilogue.
+  for (const Shape& c : {Shape{n}, Shape{m, n}}) {
+    SCOPED_TRACE("FusedGemm Relu C " + c.to_string());
+    expect_matches_reference("FusedGemm", "streamline", 1,
+                             {random_tensor({m, k}, rng), random_tensor({n, k}, rng), random_tensor(c, rng)},
+                             {{"transB", one_int(1)}, {"activation", str("Relu")}}, 1e-5);
+  }
+}
+
+TEST(GpuKernels, MatMulMatchesReference) {
+  SL_REQUIRE_GPU();
+  std::mt19937 rng(707);
+  const std::vector<std::pair<Shape, Shape>> cases{{{4}, {4}},
+                                                   {{4}, {4, 3}},
+                                                   {{2, 4}, {4}},
+                                                   {{5, 4}, {4, 3}},
+                                                   {{2, 3, 5, 4}, {4, 6}},
+                                                   {{2, 5, 4}, {2, 4, 6}},
+                                                   {{5, 4}, {3, 4, 6}},
+                                                   {{1, 5, 4}, {1, 1, 4, 6}},
+                                                   {{3, 5, 4}, {4}},
+                                                   {{8, 128, 64}, {8, 64, 128}},
+                                                   {{256, 768}, {768, 3072}}};
+  for (const auto& [a, b] : cases) {
+    SCOPED_TRACE(a.to_string() + " x " + b.to_string());
+    expect_matches_reference("MatMul", "", 13, {random_tensor(a, rng), random_tensor(b, rng)}, {}, 1e-5);
+  }
+}
+
+TEST(GpuKernels, ConvMatchesReference) {
+  SL_REQUIRE_GPU();
+  std::mt19937 rng(808);
+  struct Case {
+    Shape x, w;
+    std::map<std::string, graph::Attribute> attrs;
+    bool bias;
+  };
+  const std::vector<Case> cases{
+      {{1, 3, 16, 16}, {8, 3, 3, 3}, {{"pads", ints({1, 1, 1, 1})}}, true},
+      {{2, 4, 15, 17}, {6, 4, 3, 3}, {{"strides", ints({2, 2})}}, true},
+      {{1, 8, 12, 12}, {8, 2, 3, 3}, {{"group", one_int(4)}, {"pads", ints({1, 1, 1, 1})}}, false},
+      {{1, 8, 12, 12}, {8, 1, 3, 3}, {{"group", one_int(8)}, {"pads", ints({1, 1, 1, 1})}}, true},
+      {{1, 3, 20, 20}, {4, 3, 3, 3}, {{"dilations", ints({2, 2})}, {"pads", ints({2, 2, 2, 2})}}, true},
+      {{1, 16, 7, 7}, {32, 16, 1, 1}, {}, true},
+      {{1, 3, 9, 9}, {4, 3, 3, 3}, {{"auto_pad", str("SAME_UPPER")}}, false},
+      {{1, 64, 56, 56}, {64, 64, 3, 3}, {{"pads", ints({1, 1, 1, 1})}}, true}};
+  for (const Case& c : cases) {
+    std::vector<Tensor> in{random_tensor(c.x, rng), random_tensor(c.w, rng)};
+    if (c.bias) in.push_back(random_tensor({c.w[0]}, rng));
+    SCOPED_TRACE(c.x.to_string() + " * " + c.w.to_string());
+    expect_matches_reference("Conv", "", 11, in, c.attrs, 1e-5);
+    auto fused = c.attrs;
+    fused["activation"] = str("Relu");
+    expect_matches_reference("FusedConv", "streamline", 1, in, fused, 1e-5);
+  }
+}
+
+TEST(GpuKernels, RunErrorsNameTheNode) {
+  SL_REQUIRE_GPU();
+  // A MatMul whose batch broadcasts on both sides is refused before any device work, naming the node.
+  std::mt19937 rng(909);
+  const std::vector<Tensor> in{random_tensor({2, 1, 5, 4}, rng), random_tensor({3, 4, 6}, rng)};
+  auto n = make_node("MatMul", "", in, {});
+  auto r = run_cuda(n->g, n->node(), in);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(r.status().message().find("MatMul 'node0'"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace streamline::ops::cuda_test
