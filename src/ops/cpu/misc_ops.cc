@@ -7,7 +7,8 @@
 //   Det              determinant of the trailing [M, M] matrices (LU with partial pivoting, double).
 //   Shrink           x < -lambd ? x + bias : x > lambd ? x - bias : 0.
 //   ReverseSequence  reverses the first sequence_lens[b] steps of each batch entry along time_axis.
-//   MaxUnpool        zeros with y.flat[indices[i]] = x[i]; output size from kernel/strides/pads or a
+//   MaxUnpool        zeros with y[unravel(indices[i])] = x[i], indices unravelled in the default
+//                    unpooled shape (kernel/strides/pads); output size that shape or a
 //                    constant output_shape.
 
 #include <algorithm>
@@ -365,18 +366,15 @@ class MaxUnpoolKernel final : public DataKernel {
     const Shape& x = in[0].shape;
     const size_t sp = kernel_.size();
     if (x.rank() != sp + 2) return invalid("kernel_shape does not match the input rank");
-    Shape out;
+    Shape out = default_shape(x);
     if (in.size() > 2 && in[2].present()) {
       SL_ASSIGN_OR_RETURN(std::vector<int64_t> os, constant_ints(in[2], "output_shape", desc_));
+      const Shape def = out;
       out = Shape(os);
       if (out.rank() != x.rank()) return invalid("output_shape rank differs from the input's");
-    } else {
-      out = Shape{x[0], x[1]};
-      for (size_t d = 0; d < sp; ++d) {
-        const int64_t s = strides_.empty() ? 1 : strides_[d];
-        const int64_t pb = pads_.empty() ? 0 : pads_[d], pe = pads_.empty() ? 0 : pads_[d + sp];
-        out.push_back((x[d + 2] - 1) * s - pb - pe + kernel_[d]);
-      }
+      for (size_t d = 0; d < out.rank(); ++d)
+        if (out[d] < def[d])
+          return invalid("output_shape " + out.to_string() + " is smaller than the unpooled shape " + def.to_string());
     }
     ReshapeResult rr;
     rr.outputs.push_back(OutputInfo{in[0].dtype, out, Layout::kPlain});
@@ -387,16 +385,44 @@ class MaxUnpoolKernel final : public DataKernel {
     const size_t esz = dtype_size(y.dtype());
     std::memset(y.raw(), 0, y.nbytes());
     const int64_t* idx = ctx.inputs[1].data<int64_t>();
+    // Indices address the default unpooled shape; a larger output_shape keeps each element's
+    // coordinates (the extra rows and columns stay zero).
+    const Shape def = default_shape(ctx.inputs[0].shape());
+    const Shape& out = y.shape();
+    const bool same = def == out;
+    const int64_t def_numel = def.numel();
     for (int64_t i = 0; i < ctx.inputs[0].numel(); ++i) {
-      if (idx[i] < 0 || idx[i] >= y.numel())
-        return invalid("index " + std::to_string(idx[i]) + " is outside the output");
-      std::memcpy(static_cast<uint8_t*>(y.raw()) + static_cast<size_t>(idx[i]) * esz,
+      if (idx[i] < 0 || idx[i] >= def_numel)
+        return invalid("index " + std::to_string(idx[i]) + " is outside the unpooled shape " + def.to_string());
+      int64_t at = idx[i];
+      if (!same) {
+        int64_t rest = idx[i], stride = 1;
+        at = 0;
+        for (size_t d = def.rank(); d-- > 0;) {
+          at += (rest % def[d]) * stride;
+          rest /= def[d];
+          stride *= out[d];
+        }
+      }
+      std::memcpy(static_cast<uint8_t*>(y.raw()) + static_cast<size_t>(at) * esz,
                   static_cast<const uint8_t*>(ctx.inputs[0].raw()) + static_cast<size_t>(i) * esz, esz);
     }
     return ok_status();
   }
 
  private:
+  // The unpooled shape implied by kernel_shape, strides and pads.
+  Shape default_shape(const Shape& x) const {
+    const size_t sp = kernel_.size();
+    Shape out{x[0], x[1]};
+    for (size_t d = 0; d < sp; ++d) {
+      const int64_t s = strides_.empty() ? 1 : strides_[d];
+      const int64_t pb = pads_.empty() ? 0 : pads_[d], pe = pads_.empty() ? 0 : pads_[d + sp];
+      out.push_back((x[d + 2] - 1) * s - pb - pe + kernel_[d]);
+    }
+    return out;
+  }
+
   std::vector<int64_t> kernel_, pads_, strides_;
 };
 

@@ -132,8 +132,16 @@ class RefMiscKernel final : public Kernel {
         copy_element(x, ravel(idx, s), y, i);
       }
     } else if (op == "MaxUnpool") {
+      // Indices address the default unpooled shape; with output_shape the element keeps its
+      // coordinates in the larger output.
+      const auto k = node_.attr_ints("kernel_shape"), st = node_.attr_ints("strides"), p = node_.attr_ints("pads");
+      const Shape& xs = x.shape();
+      Shape def{xs[0], xs[1]};
+      for (size_t d = 0; d < k.size(); ++d)
+        def.push_back((xs[d + 2] - 1) * (st.empty() ? 1 : st[d]) - (p.empty() ? 0 : p[d] + p[d + k.size()]) + k[d]);
       for (int64_t i = 0; i < y.numel(); ++i) write_f(y, i, 0.0);
-      for (int64_t i = 0; i < x.numel(); ++i) copy_element(x, i, y, read_i(ctx.inputs[1], i));
+      for (int64_t i = 0; i < x.numel(); ++i)
+        copy_element(x, i, y, ravel(unravel(read_i(ctx.inputs[1], i), def), y.shape()));
     }
     return ok_status();
   }
