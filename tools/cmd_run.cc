@@ -29,11 +29,14 @@ int run_once(const RunFlags& f) {
   auto* shapes = &prepared->shapes;
   auto* inputs = &prepared->inputs;
   const auto p0 = std::chrono::steady_clock::now();
-  auto plan = (*model)->plan_for(*shapes);
-  if (!plan.ok()) {
-    std::cerr << "error: " << plan.status().to_string() << std::endl;
+  auto mode = (*model)->execution_mode(*shapes);
+  if (!mode.ok()) {
+    std::cerr << "error: " << mode.status().to_string() << std::endl;
     return 2;
   }
+  if (*mode == ExecutionMode::kEager)
+    std::cout << "no plan for these shapes (" << (*model)->eager_reason(*shapes) << "); running node by node"
+              << std::endl;
   const double plan_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p0).count();
   Session session(*model);
   exec::TraceRecorder trace;
@@ -79,7 +82,8 @@ int run_once(const RunFlags& f) {
     }
     std::cout << "trace: " << f.trace << " (open in Perfetto or chrome://tracing)" << std::endl;
   }
-  std::cout << "plan: " << fmt(plan_ms) << " ms, run: " << fmt(ms) << " ms (first run)" << std::endl;
+  std::cout << "plan: " << fmt(plan_ms) << " ms (" << execution_mode_name(*mode) << "), run: " << fmt(ms)
+            << " ms (first run)" << std::endl;
   return 0;
 }
 

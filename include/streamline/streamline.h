@@ -14,7 +14,9 @@
 // Ownership and threads: a Model is immutable after load and shared (std::shared_ptr) by any
 // number of Sessions on any threads; its weights exist once. A Session owns one execution context
 // (arena) and must be used by one thread at a time. Plans are made per input shapes on first use
-// and cached in the Model (thread-safe).
+// and cached in the Model (thread-safe). Shape sets whose shapes depend on run-time values (a
+// Reshape to a computed shape, NonMaxSuppression) cannot be planned and run node by node instead
+// (Model::execution_mode says which).
 
 #include <map>
 #include <memory>
@@ -56,6 +58,15 @@ struct ModelOptions {
   bool safe = false;
 };
 
+// How runs with one input-shape set execute (Model::execution_mode).
+enum class ExecutionMode {
+  kPlanned,  // through a cached ExecutionPlan: every shape is known before the run starts
+  kEager,    // node by node: some shape depends on values computed during the run (a Reshape to a
+             // computed shape, TopK with a computed k, NonMaxSuppression on run-time boxes); slower
+};
+// "planned" / "eager".
+const char* execution_mode_name(ExecutionMode m);
+
 // An input or output as the model declares it; dims are -1 where symbolic or unknown.
 struct TensorDesc {
   std::string name;
@@ -79,7 +90,16 @@ class Model {
   const graph::PassReport& pass_report() const { return report_; }
 
   // The plan for these input shapes (model input order), made once and cached. Thread-safe.
+  // Unsupported when the shape set runs eagerly (see execution_mode): no plan exists for it.
   Result<std::shared_ptr<const plan::ExecutionPlan>> plan_for(const std::vector<Shape>& shapes) const;
+  // How Session::run executes these input shapes, decided once per shape set and cached: planning
+  // is tried first; when it fails only because some output shape depends on values computed during
+  // the run, the shape set runs eagerly (node by node). Errors: planning's, for any other failure.
+  // Thread-safe.
+  Result<ExecutionMode> execution_mode(const std::vector<Shape>& shapes) const;
+  // For an eager shape set: why it cannot be planned (the first value-dependent node); "" otherwise
+  // or when the shape set has not been decided yet.
+  std::string eager_reason(const std::vector<Shape>& shapes) const;
   // Default shapes: symbolic dims take `batch` for the first dim and 1 elsewhere; unknown dims fail.
   Result<std::vector<Shape>> default_shapes(int64_t batch = 1) const;
   int default_threads() const;
@@ -90,19 +110,28 @@ class Model {
   Model& operator=(const Model&) = delete;
 
  private:
+  friend class Session;
+  // What is cached per shape set: a plan, or (plan null) the reason it runs eagerly.
+  struct Prepared {
+    std::shared_ptr<const plan::ExecutionPlan> plan;
+    std::string eager_reason;
+  };
   Model() = default;
+  Result<Prepared> prepare(const std::vector<Shape>& shapes) const;
+  // Runs the graph node by node (ExecutionMode::kEager).
+  Result<std::vector<Tensor>> run_eager(const std::vector<Tensor>& inputs, int num_threads) const;
   ModelOptions options_;
   graph::Graph graph_;
   graph::PassReport report_;
   plan::KernelSet kernels_;
   std::vector<TensorDesc> inputs_, outputs_;
   mutable std::mutex plans_mu_;
-  mutable std::unordered_map<std::string, std::shared_ptr<const plan::ExecutionPlan>> plans_;
+  mutable std::unordered_map<std::string, Prepared> plans_;
 };
 
 struct RunOptions {
   int num_threads = 0;                      // intra-op threads per stream; 0 = the model's default
-  exec::ExecObserver* observer = nullptr;   // per-step hooks (tracing)
+  exec::ExecObserver* observer = nullptr;   // per-step hooks (tracing); planned runs only
 };
 
 class Session {
@@ -122,7 +151,8 @@ class Session {
   exec::ExecutionContext ctx_;
 };
 
-// "0.1.0 (oneDNN 2.6.3, CPU; CUDA: no)".
+// "0.1.0 (oneDNN 2.6.3, CPU; CUDA: no)"; with the CUDA backend built in, "CUDA: yes (runtime 13.0,
+// driver 13.0, cuDNN 9.19.0, 1 device: NVIDIA H200 sm_90)" or "CUDA: yes (..., no device: reason)".
 std::string version_string();
 
 }  // namespace streamline

@@ -5,8 +5,12 @@
 #include "core/logging.h"
 #include "core/version.h"
 #include "graph/onnx_import.h"
+#include "ops/eager.h"
 #include "ops/evaluator.h"
 #include "streamline/streamline.h"
+#if SL_HAVE_CUDA
+#include "exec/cuda/device.h"
+#endif
 
 namespace streamline {
 namespace {
@@ -40,8 +44,13 @@ std::string shapes_key(const std::vector<Shape>& shapes) {
 
 std::string version_string() {
   const dnnl_version_t* v = dnnl_version();
+#if SL_HAVE_CUDA
+  const std::string cuda = exec::cuda::backend_summary();
+#else
+  const std::string cuda = "CUDA: no";
+#endif
   return std::string(SL_VERSION_STRING) + " (oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) +
-         "." + std::to_string(v->patch) + ", CPU; CUDA: no)";
+         "." + std::to_string(v->patch) + ", CPU; " + cuda + ")";
 }
 
 Result<std::shared_ptr<Model>> Model::load(const std::string& path, const ModelOptions& options) {
@@ -107,7 +116,17 @@ int Model::threads_per_stream() const {
   return std::max(1, default_threads() / std::max(1, options_.num_streams));
 }
 
-Result<std::shared_ptr<const plan::ExecutionPlan>> Model::plan_for(const std::vector<Shape>& shapes) const {
+const char* execution_mode_name(ExecutionMode m) {
+  switch (m) {
+    case ExecutionMode::kPlanned:
+      return "planned";
+    case ExecutionMode::kEager:
+      return "eager";
+  }
+  return "?";
+}
+
+Result<Model::Prepared> Model::prepare(const std::vector<Shape>& shapes) const {
   const std::string key = shapes_key(shapes);
   std::lock_guard<std::mutex> lock(plans_mu_);
   auto it = plans_.find(key);
@@ -124,9 +143,46 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Model::plan_for(const std::ve
   po.num_threads = threads_per_stream();
   po.pinned_streams = options_.pinned_streams;
   po.guard_bytes = options_.safe ? 64 : 0;
-  SL_ASSIGN_OR_RETURN(auto p, plan::make_plan(graph_, kernels_, in, po));
-  plans_.emplace(key, p);
-  return p;
+  auto p = plan::make_plan(graph_, kernels_, in, po);
+  Prepared prepared;
+  if (p.ok()) {
+    prepared.plan = std::move(p).value();
+  } else {
+    // Planning needs every shape before the run. When it failed for want of run-time values, the
+    // shape set runs eagerly; any other failure stays an error.
+    if (p.status().code() != StatusCode::kUnsupported) return p.status();
+    auto probe = ops::probe_shapes(graph_, kernels_.kernels, shapes);
+    if (!probe.ok() || !probe->value_dependent) return p.status();
+    prepared.eager_reason = probe->reason;
+    SL_LOG(kInfo) << "shapes " << key << " run eagerly: " << probe->reason;
+  }
+  plans_.emplace(key, prepared);
+  return prepared;
+}
+
+Result<std::shared_ptr<const plan::ExecutionPlan>> Model::plan_for(const std::vector<Shape>& shapes) const {
+  SL_ASSIGN_OR_RETURN(Prepared p, prepare(shapes));
+  if (!p.plan)
+    return unsupported("no plan for shapes " + shapes_key(shapes) + ": they run eagerly because " + p.eager_reason);
+  return p.plan;
+}
+
+Result<ExecutionMode> Model::execution_mode(const std::vector<Shape>& shapes) const {
+  SL_ASSIGN_OR_RETURN(Prepared p, prepare(shapes));
+  return p.plan ? ExecutionMode::kPlanned : ExecutionMode::kEager;
+}
+
+std::string Model::eager_reason(const std::vector<Shape>& shapes) const {
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  auto it = plans_.find(shapes_key(shapes));
+  return it == plans_.end() ? std::string() : it->second.eager_reason;
+}
+
+Result<std::vector<Tensor>> Model::run_eager(const std::vector<Tensor>& inputs, int num_threads) const {
+  // The shapes were checked against the declared ones when the shape set was decided.
+  ops::EagerOptions eo;
+  eo.num_threads = num_threads;
+  return ops::run_eager(graph_, kernels_.kernels, inputs, eo);
 }
 
 namespace {
@@ -151,9 +207,12 @@ Session::Session(std::shared_ptr<const Model> model) : model_(std::move(model)),
 Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, const RunOptions& options) {
   std::vector<Shape> shapes;
   for (const auto& t : inputs) shapes.push_back(t.shape());
-  SL_ASSIGN_OR_RETURN(auto plan, model_->plan_for(shapes));
+  SL_ASSIGN_OR_RETURN(Model::Prepared prepared, model_->prepare(shapes));
+  const int threads = options.num_threads > 0 ? options.num_threads : model_->threads_per_stream();
+  if (!prepared.plan) return model_->run_eager(inputs, threads);
+  const plan::ExecutionPlan* plan = prepared.plan.get();
   exec::RunOptions ro;
-  ro.num_threads = options.num_threads > 0 ? options.num_threads : model_->threads_per_stream();
+  ro.num_threads = threads;
   ro.observer = options.observer;
   ro.safe = model_->options().safe;
   std::vector<Tensor> outs;

@@ -30,5 +30,6 @@ Status register_misc_ops(KernelRegistry& reg);     // CumSum, TopK, Det, Shrink,
 Status register_optimizer(KernelRegistry& reg);    // Adagrad, Momentum, Adam (ai.onnx.preview.training)
 Status register_signal(KernelRegistry& reg);       // DFT, TfIdfVectorizer
 Status register_value_shaped(KernelRegistry& reg); // NonZero, Unique, Compress, NMS, *Window (constant inputs)
+Status register_control_flow(KernelRegistry& reg); // If, Loop, Scan (run eagerly: ops/eager.h)
 
 }  // namespace streamline::ops::cpu

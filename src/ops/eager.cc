@@ -1,0 +1,428 @@
+// Node-by-node execution of a graph (run_eager) and the shape-only walk that tells when a graph
+// needs it (probe_shapes). See eager.h.
+
+#include "ops/eager.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <unordered_set>
+
+#include "core/allocator.h"
+#include "core/layout_convert.h"
+#include "ops/cpu/data_common.h"
+#include "ops/registry.h"
+
+namespace streamline::ops {
+namespace {
+
+// Stand-in values larger than this are not made when probing (the node is taken as value-dependent).
+constexpr int64_t kMaxStandInElements = int64_t{1} << 24;
+
+// The kernel for node n, given the inputs it is about to get (subgraph runners pick by dtype).
+using KernelFor = std::function<Result<const Kernel*>(graph::NodeId n, std::span<const Tensor> inputs)>;
+
+KernelFor from_table(const graph::Graph& g, KernelTable kernels) {
+  return [&g, kernels](graph::NodeId n, std::span<const Tensor>) -> Result<const Kernel*> {
+    const Kernel* k = static_cast<size_t>(n) < kernels.size() ? kernels[static_cast<size_t>(n)].get() : nullptr;
+    if (!k) return internal_error("no kernel for " + g.node(n).describe());
+    return k;
+  };
+}
+
+// A value of a subgraph that the subgraph does not define: a reference to an enclosing scope.
+bool is_outer_reference(const graph::Graph& g, graph::ValueId v) {
+  const graph::Value& val = g.value(v);
+  return val.producer == graph::kNoNode && !val.constant && !g.is_graph_input(v);
+}
+
+// Names a node's subgraphs (recursively) read from the scope the node is in.
+void outer_names(const graph::Node& node, std::unordered_set<std::string>& names) {
+  for (const auto& [key, attr] : node.attrs) {
+    if (attr.kind != graph::Attribute::Kind::kGraph || !attr.g) continue;
+    const graph::Graph& sub = *attr.g;
+    for (size_t v = 0; v < sub.num_values(); ++v)
+      if (is_outer_reference(sub, static_cast<graph::ValueId>(v))) names.insert(sub.value(static_cast<graph::ValueId>(v)).name);
+    for (size_t n = 0; n < sub.num_nodes(); ++n) {
+      const graph::Node& inner = sub.node(static_cast<graph::NodeId>(n));
+      if (inner.dead) continue;
+      std::unordered_set<std::string> deeper;
+      outer_names(inner, deeper);
+      for (const auto& name : deeper) {
+        const graph::ValueId here = sub.find_value(name);
+        if (here == graph::kNoValue || is_outer_reference(sub, here)) names.insert(name);
+      }
+    }
+  }
+}
+
+// Per value: how many reads are left (explicit inputs plus names read by subgraphs). Graph outputs
+// get one extra read that is never released.
+std::vector<int> count_reads(const graph::Graph& g, const std::vector<graph::NodeId>& order) {
+  std::vector<int> reads(g.num_values(), 0);
+  for (graph::NodeId n : order) {
+    const graph::Node& node = g.node(n);
+    for (graph::ValueId v : node.inputs)
+      if (v != graph::kNoValue) ++reads[static_cast<size_t>(v)];
+    std::unordered_set<std::string> names;
+    outer_names(node, names);
+    for (const auto& name : names) {
+      const graph::ValueId v = g.find_value(name);
+      if (v != graph::kNoValue) ++reads[static_cast<size_t>(v)];
+    }
+  }
+  for (graph::ValueId v : g.outputs()) ++reads[static_cast<size_t>(v)];
+  return reads;
+}
+
+// Runs one kernel on known inputs: known values when reshape gives them, otherwise allocated
+// outputs and run(). Outputs come back plain.
+Result<std::vector<Tensor>> evaluate(const graph::Node& node, const Kernel& kernel, std::span<const Tensor> inputs,
+                                     int num_threads) {
+  std::vector<TensorInfo> infos(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) continue;
+    infos[i].dtype = inputs[i].dtype();
+    infos[i].shape = inputs[i].shape();
+    infos[i].layout = inputs[i].layout();
+    infos[i].value = &inputs[i];
+  }
+  auto rr = kernel.reshape(infos);
+  if (!rr.ok()) return rr.status().with_context(node.describe());
+  ReshapeResult& r = *rr;
+  if (r.outputs.size() < node.outputs.size())
+    return internal_error(node.describe() + ": kernel returned " + std::to_string(r.outputs.size()) +
+                          " outputs for " + std::to_string(node.outputs.size()));
+  std::vector<Tensor> outs;
+  const bool known = !r.known_values.empty() &&
+                     std::all_of(r.known_values.begin(), r.known_values.end(), [](const auto& t) { return t.has_value(); });
+  if (known) {
+    for (auto& t : r.known_values) outs.push_back(std::move(*t));
+  } else {
+    for (const OutputInfo& o : r.outputs) {
+      outs.push_back(Tensor::empty(o.dtype, o.shape, o.layout));
+      if (o.shape.numel() > 0 && !outs.back().raw())
+        return resource_exhausted(node.describe() + ": cannot allocate output " + outs.back().describe());
+    }
+    auto ws = AlignedBuffer::allocate(r.workspace_bytes);
+    if (r.workspace_bytes > 0 && !ws)
+      return resource_exhausted(node.describe() + ": cannot allocate " + std::to_string(r.workspace_bytes) +
+                                " bytes of workspace");
+    RunContext rc;
+    rc.inputs = inputs;
+    rc.outputs = outs;
+    rc.workspace = ws ? ws->data() : nullptr;
+    rc.state = r.state.get();
+    rc.num_threads = num_threads;
+    SL_RETURN_IF_ERROR(kernel.run(rc).with_context(node.describe()));
+  }
+  for (Tensor& t : outs)
+    if (t.defined() && t.layout() != Layout::kPlain) {
+      SL_ASSIGN_OR_RETURN(t, to_layout(t, Layout::kPlain));
+    }
+  return outs;
+}
+
+// Sets the OpenMP thread count for the calling thread and restores it on exit (oneDNN sizes its
+// work split from it).
+class OmpThreads {
+ public:
+  explicit OmpThreads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(std::max(1, n)); }
+  ~OmpThreads() { omp_set_num_threads(saved_); }
+  OmpThreads(const OmpThreads&) = delete;
+  OmpThreads& operator=(const OmpThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
+// A tensor of this dtype and shape with every element `v` (converted as store_scalar does).
+Tensor filled(DType dtype, const Shape& shape, double v) {
+  Tensor t = Tensor::empty(dtype, shape);
+  if (!t.raw() || v == 0.0) return t;
+  const size_t esz = dtype_size(dtype);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    cpu::store_scalar(dtype, v, static_cast<uint8_t*>(t.raw()) + static_cast<size_t>(i) * esz);
+  return t;
+}
+
+Result<std::vector<Tensor>> run_graph(const graph::Graph& g, const KernelFor& kernel_for, std::span<const Tensor> inputs,
+                                      const EagerOptions& options) {
+  if (inputs.size() != g.inputs().size())
+    return invalid_argument("graph has " + std::to_string(g.inputs().size()) + " inputs, got " +
+                            std::to_string(inputs.size()));
+  SL_ASSIGN_OR_RETURN(std::vector<graph::NodeId> order, g.topological_order());
+  const OmpThreads threads(options.num_threads);
+  std::vector<Tensor> values(g.num_values());
+  std::vector<int> reads = count_reads(g, order);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const graph::Value& val = g.value(g.inputs()[i]);
+    const Tensor& t = inputs[i];
+    if (!t.defined()) return invalid_argument("input '" + val.name + "' is not given");
+    if (val.dtype != DType::kUndefined && t.dtype() != val.dtype)
+      return invalid_argument("input '" + val.name + "' must be " + dtype_name(val.dtype) + ", got " + t.describe());
+    if (t.layout() != Layout::kPlain) return invalid_argument("input '" + val.name + "' must be in plain layout");
+    if (!t.raw() && t.numel() > 0) return invalid_argument("input '" + val.name + "' has no data");
+    values[static_cast<size_t>(g.inputs()[i])] = t;
+  }
+  // The tensor of value v as a node reads it.
+  auto read = [&](graph::ValueId v, const graph::Node& user) -> Result<Tensor> {
+    const Tensor& t = values[static_cast<size_t>(v)];
+    if (t.defined()) return t;
+    const graph::Value& val = g.value(v);
+    if (val.constant) return *val.constant;
+    if (options.outer && is_outer_reference(g, v))
+      if (const Tensor* o = options.outer(val.name)) return *o;
+    return internal_error("value '" + val.name + "' used by " + user.describe() + " has not been computed");
+  };
+  // Values of this scope (and the ones around it) by name, for the subgraphs of scoped kernels.
+  const std::function<const Tensor*(const std::string&)> scope = [&](const std::string& name) -> const Tensor* {
+    const graph::ValueId v = g.find_value(name);
+    if (v != graph::kNoValue) {
+      if (values[static_cast<size_t>(v)].defined()) return &values[static_cast<size_t>(v)];
+      if (g.value(v).constant) return &*g.value(v).constant;
+    }
+    return options.outer ? options.outer(name) : nullptr;
+  };
+  auto release = [&](graph::ValueId v) {
+    if (v != graph::kNoValue && --reads[static_cast<size_t>(v)] <= 0) values[static_cast<size_t>(v)] = Tensor();
+  };
+  for (graph::NodeId n : order) {
+    const graph::Node& node = g.node(n);
+    std::vector<Tensor> ins;
+    ins.reserve(node.inputs.size());
+    for (graph::ValueId v : node.inputs) {
+      if (v == graph::kNoValue) {
+        ins.emplace_back();
+        continue;
+      }
+      SL_ASSIGN_OR_RETURN(Tensor t, read(v, node));
+      ins.push_back(std::move(t));
+    }
+    SL_ASSIGN_OR_RETURN(const Kernel* kernel, kernel_for(n, ins));
+    std::vector<Tensor> outs;
+    if (const auto* scoped = dynamic_cast<const ScopedKernel*>(kernel)) {
+      EagerOptions inner;
+      inner.num_threads = options.num_threads;
+      inner.outer = scope;
+      SL_ASSIGN_OR_RETURN(outs, scoped->run_scoped(ins, inner));
+      if (outs.size() < node.outputs.size())
+        return internal_error(node.describe() + " returned " + std::to_string(outs.size()) + " outputs for " +
+                              std::to_string(node.outputs.size()));
+    } else {
+      SL_ASSIGN_OR_RETURN(outs, evaluate(node, *kernel, ins, options.num_threads));
+    }
+    ins.clear();
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      const graph::ValueId v = node.outputs[i];
+      if (v == graph::kNoValue) continue;
+      if (reads[static_cast<size_t>(v)] > 0) values[static_cast<size_t>(v)] = std::move(outs[i]);
+    }
+    for (graph::ValueId v : node.inputs) release(v);
+    std::unordered_set<std::string> names;
+    outer_names(node, names);
+    for (const auto& name : names) release(g.find_value(name));
+  }
+  std::vector<Tensor> result;
+  for (graph::ValueId v : g.outputs()) {
+    const graph::Value& val = g.value(v);
+    Tensor t = values[static_cast<size_t>(v)];
+    if (!t.defined() && val.constant) t = *val.constant;
+    if (!t.defined() && options.outer && is_outer_reference(g, v))
+      if (const Tensor* o = options.outer(val.name)) t = *o;
+    if (!t.defined()) return invalid_argument("graph output '" + val.name + "' is never computed");
+    // Deep copies: a value may share memory with a caller's input or a constant (a known value
+    // that is a view, an input passed straight through).
+    result.push_back(t.clone());
+  }
+  return result;
+}
+
+}  // namespace
+
+Result<ReshapeResult> ScopedKernel::reshape(std::span<const TensorInfo>) const {
+  return unsupported(desc_ + " runs subgraphs: its outputs are known only by running it");
+}
+
+Status ScopedKernel::run(const RunContext&) const {
+  return internal_error(desc_ + " cannot run as a plan step");
+}
+
+Result<std::vector<Tensor>> run_eager(const graph::Graph& g, KernelTable kernels, std::span<const Tensor> inputs,
+                                      const EagerOptions& options) {
+  return run_graph(g, from_table(g, kernels), inputs, options);
+}
+
+// Per node, kernels by the dtypes of their inputs.
+struct SubgraphRunner::Cache {
+  std::mutex mu;
+  std::vector<std::map<std::vector<DType>, std::unique_ptr<Kernel>>> kernels;
+};
+
+SubgraphRunner::SubgraphRunner(std::shared_ptr<const graph::Graph> g, KernelOptions options)
+    : graph_(std::move(g)), options_(options), cache_(std::make_unique<Cache>()) {
+  cache_->kernels.resize(graph_->num_nodes());
+}
+
+SubgraphRunner::~SubgraphRunner() = default;
+
+namespace {
+
+// Appends the nodes of g (and of the subgraphs inside it) that have no CPU kernel.
+void find_missing(const graph::Graph& g, const KernelRegistry& reg, std::string& missing) {
+  for (size_t n = 0; n < g.num_nodes(); ++n) {
+    const graph::Node& node = g.node(static_cast<graph::NodeId>(n));
+    if (node.dead) continue;
+    if (!reg.has_op(node.op_type, node.domain, node.opset, Device::kCpu))
+      missing += (missing.empty() ? "" : ", ") + node.describe() + " (opset " + std::to_string(node.opset) + ")";
+    for (const auto& [key, attr] : node.attrs)
+      if (attr.kind == graph::Attribute::Kind::kGraph && attr.g) find_missing(*attr.g, reg, missing);
+  }
+}
+
+}  // namespace
+
+Status SubgraphRunner::check_supported() const {
+  std::string missing;
+  find_missing(*graph_, default_cpu_registry(), missing);
+  if (!missing.empty())
+    return unsupported("subgraph" + (graph_->name.empty() ? std::string() : " '" + graph_->name + "'") +
+                       " has unsupported operators: " + missing);
+  return ok_status();
+}
+
+Result<std::vector<Tensor>> SubgraphRunner::run(std::span<const Tensor> inputs, const EagerOptions& options) const {
+  const graph::Graph& g = *graph_;
+  KernelFor kernel_for = [&](graph::NodeId n, std::span<const Tensor> ins) -> Result<const Kernel*> {
+    std::vector<DType> dtypes;
+    for (const Tensor& t : ins) dtypes.push_back(t.defined() ? t.dtype() : DType::kUndefined);
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    auto& by_dtype = cache_->kernels[static_cast<size_t>(n)];
+    auto it = by_dtype.find(dtypes);
+    if (it != by_dtype.end()) return it->second.get();
+    const graph::Node& node = g.node(n);
+    const KernelRegistry& reg = default_cpu_registry();
+    SL_ASSIGN_OR_RETURN(const KernelDef* def,
+                        reg.find(node.op_type, node.domain, node.opset, Device::kCpu, selector_dtype(dtypes, 0)));
+    SL_ASSIGN_OR_RETURN(def, reg.find(node.op_type, node.domain, node.opset, Device::kCpu,
+                                      selector_dtype(dtypes, def->dtype_input)));
+    std::vector<const Tensor*> constants;
+    for (graph::ValueId v : node.inputs)
+      constants.push_back(v != graph::kNoValue && g.value(v).constant ? &*g.value(v).constant : nullptr);
+    KernelCreateArgs args{g, node, constants, dtypes, options_};
+    auto k = def->create(args);
+    if (!k.ok()) return k.status().with_context("creating kernel for " + node.describe());
+    const Kernel* made = k->get();
+    by_dtype.emplace(std::move(dtypes), std::move(k).value());
+    return made;
+  };
+  return run_graph(g, kernel_for, inputs, options);
+}
+
+Result<ShapeProbe> probe_shapes(const graph::Graph& g, KernelTable kernels, std::span<const Shape> shapes) {
+  if (shapes.size() != g.inputs().size())
+    return invalid_argument("graph has " + std::to_string(g.inputs().size()) + " inputs, got " +
+                            std::to_string(shapes.size()) + " shapes");
+  SL_ASSIGN_OR_RETURN(std::vector<graph::NodeId> order, g.topological_order());
+  // Per value: dtype and shape once computed, and the tensor when its value is known.
+  std::vector<std::optional<TensorInfo>> infos(g.num_values());
+  std::vector<Tensor> known(g.num_values());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    TensorInfo info;
+    info.dtype = g.value(g.inputs()[i]).dtype;
+    info.shape = shapes[i];
+    infos[static_cast<size_t>(g.inputs()[i])] = info;
+  }
+  for (graph::NodeId n : order) {
+    const graph::Node& node = g.node(n);
+    const Kernel* kernel = static_cast<size_t>(n) < kernels.size() ? kernels[static_cast<size_t>(n)].get() : nullptr;
+    if (!kernel) return internal_error("no kernel for " + node.describe());
+    if (dynamic_cast<const ScopedKernel*>(kernel)) {
+      ShapeProbe p;
+      p.value_dependent = true;
+      p.node = n;
+      p.reason = node.describe() + " runs subgraphs: its outputs are known only by running it";
+      return p;
+    }
+    std::vector<TensorInfo> in(node.inputs.size());
+    bool all_known = true;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const graph::ValueId v = node.inputs[i];
+      if (v == graph::kNoValue) continue;
+      const graph::Value& val = g.value(v);
+      if (val.constant && !infos[static_cast<size_t>(v)]) {
+        known[static_cast<size_t>(v)] = *val.constant;
+        infos[static_cast<size_t>(v)] = TensorInfo{val.constant->dtype(), val.constant->shape(), Layout::kPlain, nullptr};
+      }
+      if (!infos[static_cast<size_t>(v)])
+        return internal_error("value '" + val.name + "' used by " + node.describe() + " has not been computed");
+      in[i] = *infos[static_cast<size_t>(v)];
+      in[i].value = known[static_cast<size_t>(v)].defined() ? &known[static_cast<size_t>(v)] : nullptr;
+      if (!in[i].value) all_known = false;
+    }
+    if (all_known) {
+      // Folds, as the planner would.
+      std::vector<Tensor> ins(node.inputs.size());
+      for (size_t i = 0; i < node.inputs.size(); ++i)
+        if (in[i].value) ins[i] = *in[i].value;
+      SL_ASSIGN_OR_RETURN(std::vector<Tensor> outs, evaluate(node, *kernel, ins, 1));
+      for (size_t i = 0; i < node.outputs.size(); ++i) {
+        const graph::ValueId v = node.outputs[i];
+        if (v == graph::kNoValue) continue;
+        infos[static_cast<size_t>(v)] = TensorInfo{outs[i].dtype(), outs[i].shape(), Layout::kPlain, nullptr};
+        known[static_cast<size_t>(v)] = std::move(outs[i]);
+      }
+      continue;
+    }
+    auto rr = kernel->reshape(in);
+    if (!rr.ok()) {
+      if (rr.status().code() != StatusCode::kUnsupported) return rr.status().with_context(node.describe());
+      // Unsupported without some values: does it answer when it has them? Stand-in values (all
+      // ones, then all zeros) decide; any answer but Unsupported means the values were missing.
+      bool answers = false;
+      for (double fill : {1.0, 0.0}) {
+        std::vector<TensorInfo> with = in;
+        std::vector<Tensor> stand_ins(in.size());
+        for (size_t i = 0; i < in.size(); ++i) {
+          if (!in[i].present() || in[i].value) continue;
+          if (in[i].shape.numel() > kMaxStandInElements || !dtype_supported(in[i].dtype)) continue;
+          stand_ins[i] = filled(in[i].dtype, in[i].shape, fill);
+          with[i].value = &stand_ins[i];
+        }
+        auto retry = kernel->reshape(with);
+        if (retry.ok() || retry.status().code() != StatusCode::kUnsupported) {
+          answers = true;
+          break;
+        }
+      }
+      if (!answers) return rr.status().with_context(node.describe());
+      ShapeProbe p;
+      p.value_dependent = true;
+      p.node = n;
+      // Kernels usually name their node already.
+      const std::string said = rr.status().message();
+      p.reason = said.rfind(node.describe(), 0) == 0 ? said : node.describe() + ": " + said;
+      return p;
+    }
+    const ReshapeResult& r = *rr;
+    if (r.outputs.size() < node.outputs.size())
+      return internal_error(node.describe() + ": kernel returned " + std::to_string(r.outputs.size()) +
+                            " outputs for " + std::to_string(node.outputs.size()));
+    const bool all_values = !r.known_values.empty() && std::all_of(r.known_values.begin(), r.known_values.end(),
+                                                                   [](const auto& t) { return t.has_value(); });
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      const graph::ValueId v = node.outputs[i];
+      if (v == graph::kNoValue) continue;
+      infos[static_cast<size_t>(v)] = TensorInfo{r.outputs[i].dtype, r.outputs[i].shape, Layout::kPlain, nullptr};
+      if (all_values) {
+        SL_ASSIGN_OR_RETURN(known[static_cast<size_t>(v)], to_layout(*r.known_values[i], Layout::kPlain));
+      }
+    }
+  }
+  return ShapeProbe{};
+}
+
+}  // namespace streamline::ops

@@ -1,0 +1,115 @@
+#pragma once
+// Eager execution: running a graph node by node, for input shapes a plan cannot be made for because
+// some output shape depends on values computed during the run (Reshape to a computed shape, TopK
+// with a computed k, NonMaxSuppression on run-time boxes).
+//
+//   // Once per input-shape set: is the planning failure of that kind?
+//   SL_ASSIGN_OR_RETURN(ops::ShapeProbe probe, ops::probe_shapes(graph, kernels, shapes));
+//   if (probe.value_dependent) ...                      // run eagerly from now on
+//
+//   // Every run:
+//   ops::EagerOptions eo;
+//   eo.num_threads = 4;
+//   SL_ASSIGN_OR_RETURN(std::vector<Tensor> outs, ops::run_eager(graph, kernels, inputs, eo));
+//
+// Each node's kernel gets reshape() with every input's value known (TensorInfo::value non-null),
+// so value-dependent kernels can answer; when reshape returns known values those are the outputs,
+// otherwise the outputs (in the layout reshape asked for) and the workspace are allocated and run()
+// is called. Every value is handed to kernels in plain layout and stored plain: outputs a kernel
+// writes in another layout are converted back. A value is released after its last reader.
+//
+// This is slower than a plan (reshape on every run, allocation per node, no in-place reuse); the
+// runtime uses it only for shape sets that cannot be planned.
+// Thread-safety: both functions only read the graph and the kernels; concurrent calls are fine.
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "ops/kernel.h"
+
+namespace streamline::ops {
+
+// One kernel per node, indexed by NodeId; null for dead nodes.
+using KernelTable = std::span<const std::unique_ptr<Kernel>>;
+
+struct EagerOptions {
+  // Intra-op threads kernels may use (RunContext::num_threads and the OpenMP thread count).
+  int num_threads = 1;
+  // Values of enclosing scopes, by name, for graphs that are subgraphs (If/Loop/Scan bodies): a
+  // value with no producer that is neither a graph input nor a constant is looked up here. Null:
+  // no enclosing scope. The returned tensor must outlive the call.
+  std::function<const Tensor*(const std::string& name)> outer;
+};
+
+// A kernel whose node runs subgraphs (If, Loop, Scan). Its output shapes are known only by running
+// it, and its subgraphs read values of the enclosing scope by name, which a plan step cannot hand
+// it: reshape() answers Unsupported (so such graphs run eagerly) and the interpreter calls
+// run_scoped() instead of reshape() and run().
+class ScopedKernel : public Kernel {
+ public:
+  explicit ScopedKernel(const graph::Node& node) : desc_(node.describe()) {}
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const final;
+  Status run(const RunContext& ctx) const final;
+  // `inputs`: the node's inputs, plain (undefined for omitted optional ones). `scope.outer` finds
+  // values of the scope the node is in (and the scopes around it) by name. Returns owned plain
+  // outputs, one per node output.
+  virtual Result<std::vector<Tensor>> run_scoped(std::span<const Tensor> inputs, const EagerOptions& scope) const = 0;
+
+ protected:
+  std::string desc_;  // "If 'if0'"
+};
+
+// A subgraph (an If branch, a Loop or Scan body) and its kernels, made on first use for the input
+// dtypes they are run with (subgraph values often have no declared type). Thread-safe; `g` must
+// outlive the runner.
+//
+//   SubgraphRunner body(*node.attrs.at("body").g, args.options);
+//   SL_RETURN_IF_ERROR(body.check_supported());                      // at kernel create
+//   SL_ASSIGN_OR_RETURN(std::vector<Tensor> outs, body.run(ins, scope));
+class SubgraphRunner {
+ public:
+  SubgraphRunner(std::shared_ptr<const graph::Graph> g, KernelOptions options);
+  ~SubgraphRunner();
+  SubgraphRunner(const SubgraphRunner&) = delete;
+  SubgraphRunner& operator=(const SubgraphRunner&) = delete;
+
+  const graph::Graph& graph() const { return *graph_; }
+  // Unsupported listing every op of the subgraph without a CPU kernel.
+  Status check_supported() const;
+  // run_eager on the subgraph; `options.outer` resolves its references to enclosing scopes.
+  Result<std::vector<Tensor>> run(std::span<const Tensor> inputs, const EagerOptions& options) const;
+
+ private:
+  struct Cache;
+  std::shared_ptr<const graph::Graph> graph_;
+  KernelOptions options_;
+  std::unique_ptr<Cache> cache_;
+};
+
+// Runs the live nodes of `g` in topological order. `inputs` are in graph-input order, plain layout,
+// with the dtypes the graph declares. Returns owned plain outputs in graph-output order.
+// Errors name the node ("Reshape 'r1': ...").
+Result<std::vector<Tensor>> run_eager(const graph::Graph& g, KernelTable kernels, std::span<const Tensor> inputs,
+                                      const EagerOptions& options = {});
+
+// What a shape-only walk of the graph found (see probe_shapes).
+struct ShapeProbe {
+  // True when some node's output shapes cannot be known without run-time values.
+  bool value_dependent = false;
+  // Then: the first such node, and the kernel's answer without the values.
+  graph::NodeId node = graph::kNoNode;
+  std::string reason;
+};
+
+// Walks the graph with input shapes only, as a planner does (values known only for constants and
+// what folds from them), and finds whether planning fails because a shape depends on run-time
+// values: the first node whose reshape answers Unsupported while some of its inputs have no value,
+// and that no longer answers Unsupported when given stand-in values (all ones, or all zeros) for
+// them; or the first node with a ScopedKernel. Any other failure is returned as an error. `shapes` are in graph-input order.
+Result<ShapeProbe> probe_shapes(const graph::Graph& g, KernelTable kernels, std::span<const Shape> shapes);
+
+}  // namespace streamline::ops

@@ -1,0 +1,269 @@
+// Eager execution: shape sets whose shapes depend on run-time values run node by node, against
+// hand-computed references (ONNX's NonMaxSuppression example) and the planned path; shape sets that
+// plan still use plans, and failures of another kind stay errors.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "streamline/streamline.h"
+
+namespace streamline {
+namespace {
+
+using graph::Attribute;
+using graph::DimList;
+
+Tensor random_tensor(const Shape& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  Tensor t = Tensor::empty(DType::kFloat32, s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+  return t;
+}
+
+Attribute ints_attr(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
+Attribute int_attr(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInt;
+  a.i = v;
+  return a;
+}
+
+std::shared_ptr<Model> load(graph::Graph g, ModelOptions mo = {}) {
+  mo.num_threads = 2;
+  auto m = Model::from_graph(std::move(g), mo);
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  return m.ok() ? *m : nullptr;
+}
+
+// x[2,3,4], n[1] -> Reshape(x, [n, prod(Shape(x)) / n]) * 2. With `n_value` the count is a
+// constant (the planned twin of the graph).
+graph::Graph reshape_graph(std::optional<int64_t> n_value) {
+  graph::Graph g;
+  g.opsets[""] = 13;
+  const auto x = g.add_value("x", DType::kFloat32, DimList{2, 3, 4});
+  g.add_input(x);
+  graph::ValueId n;
+  if (n_value) {
+    n = g.add_constant("n", Tensor::from_vector<int64_t>(Shape{1}, {*n_value}));
+  } else {
+    n = g.add_value("n", DType::kInt64, DimList{1});
+    g.add_input(n);
+  }
+  const auto s = g.add_value("s", DType::kInt64);
+  const auto total = g.add_value("total", DType::kInt64);
+  const auto m = g.add_value("m", DType::kInt64);
+  const auto shape = g.add_value("shape", DType::kInt64);
+  const auto r = g.add_value("r", DType::kFloat32);
+  const auto y = g.add_value("y", DType::kFloat32);
+  const auto two = g.add_constant("two", Tensor::scalar<float>(2.f));
+  g.add_node("Shape", "shape_of_x", {x}, {s});
+  g.add_node("ReduceProd", "count", {s}, {total});
+  g.add_node("Div", "per_row", {total, n}, {m});
+  const auto cat = g.add_node("Concat", "new_shape", {n, m}, {shape});
+  g.node(cat).attrs["axis"] = int_attr(0);
+  g.add_node("Reshape", "reshape", {x, shape}, {r});
+  g.add_node("Mul", "double", {r, two}, {y});
+  g.add_output(y);
+  return g;
+}
+
+void expect_doubled(const Tensor& x, const Tensor& y, const Shape& shape) {
+  ASSERT_EQ(y.dtype(), DType::kFloat32);
+  ASSERT_EQ(y.shape(), shape);
+  ASSERT_EQ(y.layout(), Layout::kPlain);
+  for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(y.data<float>()[i], 2.f * x.data<float>()[i]) << i;
+}
+
+TEST(Eager, ReshapeToRunTimeShapeRunsNodeByNode) {
+  auto model = load(reshape_graph(std::nullopt));
+  ASSERT_TRUE(model);
+  const std::vector<Shape> shapes{Shape{2, 3, 4}, Shape{1}};
+  auto mode = model->execution_mode(shapes);
+  ASSERT_TRUE(mode.ok()) << mode.status().to_string();
+  EXPECT_EQ(*mode, ExecutionMode::kEager);
+  EXPECT_STREQ(execution_mode_name(*mode), "eager");
+  EXPECT_NE(model->eager_reason(shapes).find("Reshape 'reshape'"), std::string::npos) << model->eager_reason(shapes);
+  auto plan = model->plan_for(shapes);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kUnsupported);
+
+  // One shape set, two run-time shapes: the output shape follows n.
+  Session session(model);
+  const Tensor x = random_tensor(Shape{2, 3, 4}, 1);
+  for (int64_t n : {3, 6, 24}) {
+    auto outs = session.run(std::vector<Tensor>{x, Tensor::from_vector<int64_t>(Shape{1}, {n})});
+    ASSERT_TRUE(outs.ok()) << outs.status().to_string();
+    ASSERT_EQ(outs->size(), 1u);
+    expect_doubled(x, (*outs)[0], Shape{n, 24 / n});
+  }
+  // A count that does not divide the element count is the kernel's error, with the node named.
+  auto bad = session.run(std::vector<Tensor>{x, Tensor::from_vector<int64_t>(Shape{1}, {5})});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("Reshape 'reshape'"), std::string::npos) << bad.status().to_string();
+}
+
+TEST(Eager, ConstantShapesStillPlan) {
+  auto model = load(reshape_graph(int64_t{6}));
+  ASSERT_TRUE(model);
+  const std::vector<Shape> shapes{Shape{2, 3, 4}};
+  auto mode = model->execution_mode(shapes);
+  ASSERT_TRUE(mode.ok()) << mode.status().to_string();
+  EXPECT_EQ(*mode, ExecutionMode::kPlanned);
+  EXPECT_EQ(model->eager_reason(shapes), "");
+  auto plan = model->plan_for(shapes);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  auto again = model->plan_for(shapes);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(plan->get(), again->get());  // cached
+  Session session(model);
+  const Tensor x = random_tensor(Shape{2, 3, 4}, 2);
+  auto outs = session.run(std::vector<Tensor>{x});
+  ASSERT_TRUE(outs.ok()) << outs.status().to_string();
+  expect_doubled(x, (*outs)[0], Shape{6, 4});
+  EXPECT_GT(session.arena_bytes(), 0u);  // ran through the plan's arena
+}
+
+// NonMaxSuppression with every input given at run time. Boxes and expected selections are the
+// suppress_by_IOU example of the ONNX operator documentation.
+TEST(Eager, NonMaxSuppressionWithRunTimeInputs) {
+  graph::Graph g;
+  g.opsets[""] = 11;
+  const auto boxes = g.add_value("boxes", DType::kFloat32, DimList{1, 6, 4});
+  const auto scores = g.add_value("scores", DType::kFloat32, DimList{1, 1, 6});
+  const auto max_out = g.add_value("max_output_boxes_per_class", DType::kInt64, DimList{1});
+  const auto iou = g.add_value("iou_threshold", DType::kFloat32, DimList{1});
+  const auto thr = g.add_value("score_threshold", DType::kFloat32, DimList{1});
+  for (auto v : {boxes, scores, max_out, iou, thr}) g.add_input(v);
+  const auto selected = g.add_value("selected", DType::kInt64);
+  g.add_node("NonMaxSuppression", "nms", {boxes, scores, max_out, iou, thr}, {selected});
+  g.add_output(selected);
+  auto model = load(std::move(g));
+  ASSERT_TRUE(model);
+
+  const Tensor b = Tensor::from_vector<float>(
+      Shape{1, 6, 4}, {0, 0, 1, 1, 0, 0.1f, 1, 1.1f, 0, -0.1f, 1, 0.9f, 0, 10, 1, 11, 0, 10.1f, 1, 11.1f, 0, 100, 1, 101});
+  const Tensor s = Tensor::from_vector<float>(Shape{1, 1, 6}, {0.9f, 0.75f, 0.6f, 0.95f, 0.5f, 0.3f});
+  const Tensor i = Tensor::from_vector<float>(Shape{1}, {0.5f});
+  const Tensor t = Tensor::from_vector<float>(Shape{1}, {0.f});
+  auto mode = model->execution_mode({b.shape(), s.shape(), Shape{1}, i.shape(), t.shape()});
+  ASSERT_TRUE(mode.ok()) << mode.status().to_string();
+  EXPECT_EQ(*mode, ExecutionMode::kEager);
+
+  Session session(model);
+  const std::vector<int64_t> all{0, 0, 3, 0, 0, 0, 0, 0, 5};
+  for (int64_t keep : {3, 2}) {
+    auto outs = session.run(std::vector<Tensor>{b, s, Tensor::from_vector<int64_t>(Shape{1}, {keep}), i, t});
+    ASSERT_TRUE(outs.ok()) << outs.status().to_string();
+    const Tensor& y = (*outs)[0];
+    ASSERT_EQ(y.dtype(), DType::kInt64);
+    ASSERT_EQ(y.shape(), (Shape{keep, 3}));
+    for (int64_t k = 0; k < keep * 3; ++k) EXPECT_EQ(y.data<int64_t>()[k], all[static_cast<size_t>(k)]) << k;
+  }
+  // A score threshold above every score selects nothing.
+  auto none = session.run(std::vector<Tensor>{b, s, Tensor::from_vector<int64_t>(Shape{1}, {3}), i,
+                           Tensor::from_vector<float>(Shape{1}, {0.99f})});
+  ASSERT_TRUE(none.ok()) << none.status().to_string();
+  EXPECT_EQ((*none)[0].shape(), (Shape{0, 3}));
+}
+
+// x[1,32] -> Reshape(x, shape) -> Conv 2->8 (3x3, pad 1) -> Conv 8->8 (1x1) -> Relu. Conv kernels
+// prefer channels-last or nChw8c; eagerly they get plain inputs and their outputs come back plain.
+graph::Graph conv_graph(bool constant_shape) {
+  graph::Graph g;
+  g.opsets[""] = 13;
+  const auto x = g.add_value("x", DType::kFloat32, DimList{1, 32});
+  g.add_input(x);
+  graph::ValueId shape;
+  if (constant_shape) {
+    shape = g.add_constant("shape", Tensor::from_vector<int64_t>(Shape{4}, {1, 2, 4, 4}));
+  } else {
+    shape = g.add_value("shape", DType::kInt64, DimList{4});
+    g.add_input(shape);
+  }
+  const auto w1 = g.add_constant("w1", random_tensor(Shape{8, 2, 3, 3}, 11));
+  const auto b1 = g.add_constant("b1", random_tensor(Shape{8}, 12));
+  const auto w2 = g.add_constant("w2", random_tensor(Shape{8, 8, 1, 1}, 13));
+  const auto r = g.add_value("r", DType::kFloat32);
+  const auto c1 = g.add_value("c1", DType::kFloat32);
+  const auto c2 = g.add_value("c2", DType::kFloat32);
+  const auto y = g.add_value("y", DType::kFloat32);
+  g.add_node("Reshape", "reshape", {x, shape}, {r});
+  const auto conv1 = g.add_node("Conv", "conv1", {r, w1, b1}, {c1});
+  g.node(conv1).attrs["pads"] = ints_attr({1, 1, 1, 1});
+  g.add_node("Conv", "conv2", {c1, w2}, {c2});
+  g.add_node("Relu", "relu", {c2}, {y});
+  g.add_output(c1);
+  g.add_output(y);
+  return g;
+}
+
+TEST(Eager, ChannelsLastKernelsGivePlainOutputs) {
+  auto eager = load(conv_graph(false));
+  auto planned = load(conv_graph(true));
+  ASSERT_TRUE(eager && planned);
+  const Tensor x = random_tensor(Shape{1, 32}, 3);
+  const Tensor shape = Tensor::from_vector<int64_t>(Shape{4}, {1, 2, 4, 4});
+  auto mode = eager->execution_mode({x.shape(), shape.shape()});
+  ASSERT_TRUE(mode.ok()) << mode.status().to_string();
+  EXPECT_EQ(*mode, ExecutionMode::kEager);
+  Session es(eager), ps(planned);
+  auto got = es.run(std::vector<Tensor>{x, shape});
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  auto want = ps.run(std::vector<Tensor>{x});
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  ASSERT_EQ(got->size(), 2u);
+  for (size_t o = 0; o < 2; ++o) {
+    const Tensor& a = (*got)[o];
+    const Tensor& b = (*want)[o];
+    ASSERT_EQ(a.layout(), Layout::kPlain);
+    ASSERT_EQ(a.shape(), (Shape{1, 8, 4, 4}));
+    ASSERT_EQ(a.shape(), b.shape());
+    for (int64_t k = 0; k < a.numel(); ++k)
+      ASSERT_NEAR(a.data<float>()[k], b.data<float>()[k], 1e-4f) << "output " << o << " element " << k;
+  }
+}
+
+// A failure that values would not cure (an exponent dtype Pow does not take) stays an error.
+TEST(Eager, OtherPlanningFailuresStayErrors) {
+  graph::Graph g;
+  g.opsets[""] = 15;
+  const auto x = g.add_value("x", DType::kFloat32, DimList{3});
+  const auto e = g.add_value("e", DType::kUInt32, DimList{3});
+  g.add_input(x);
+  g.add_input(e);
+  const auto y = g.add_value("y", DType::kFloat32);
+  g.add_node("Pow", "pow", {x, e}, {y});
+  g.add_output(y);
+  auto model = load(std::move(g));
+  ASSERT_TRUE(model);
+  auto mode = model->execution_mode({Shape{3}, Shape{3}});
+  ASSERT_FALSE(mode.ok());
+  EXPECT_EQ(mode.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(mode.status().message().find("Pow 'pow'"), std::string::npos) << mode.status().to_string();
+  Session session(model);
+  auto outs = session.run(std::vector<Tensor>{Tensor::empty(DType::kFloat32, Shape{3}), Tensor::empty(DType::kUInt32, Shape{3})});
+  ASSERT_FALSE(outs.ok());
+  EXPECT_EQ(outs.status().code(), StatusCode::kUnsupported);
+}
+
+TEST(Eager, WrongInputDtypeIsAnError) {
+  auto model = load(reshape_graph(std::nullopt));
+  ASSERT_TRUE(model);
+  Session session(model);
+  auto outs = session.run(std::vector<Tensor>{random_tensor(Shape{2, 3, 4}, 4), Tensor::from_vector<float>(Shape{1}, {3.f})});
+  ASSERT_FALSE(outs.ok());
+  EXPECT_EQ(outs.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace streamline
