@@ -53,6 +53,8 @@ Result<std::shared_ptr<Model>> Model::load(const std::string& path, const ModelO
 }
 
 Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOptions& options) {
+  if (options.elastic_threads && options.pin_threads)
+    return invalid_argument("elastic_threads and pin_threads cannot be combined: elastic steps use any core");
   std::shared_ptr<Model> m(new Model());
   m->options_ = options;
   m->graph_ = std::move(g);
@@ -107,6 +109,10 @@ int Model::threads_per_stream() const {
   return std::max(1, default_threads() / std::max(1, options_.num_streams));
 }
 
+int Model::elastic_threads() const {
+  return options_.elastic_threads && options_.num_streams > 1 ? default_threads() : 0;
+}
+
 Result<std::shared_ptr<const plan::ExecutionPlan>> Model::plan_for(const std::vector<Shape>& shapes) const {
   const std::string key = shapes_key(shapes);
   std::lock_guard<std::mutex> lock(plans_mu_);
@@ -121,7 +127,7 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Model::plan_for(const std::ve
   po.channels_last = options_.channels_last;
   po.blocked = options_.blocked_layout;
   po.num_streams = std::max(1, options_.num_streams);
-  po.num_threads = threads_per_stream();
+  po.num_threads = elastic_threads() > 0 ? elastic_threads() : threads_per_stream();
   po.pinned_streams = options_.pinned_streams;
   po.guard_bytes = options_.safe ? 64 : 0;
   SL_ASSIGN_OR_RETURN(auto p, plan::make_plan(graph_, kernels_, in, po));
@@ -154,6 +160,7 @@ Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, cons
   SL_ASSIGN_OR_RETURN(auto plan, model_->plan_for(shapes));
   exec::RunOptions ro;
   ro.num_threads = options.num_threads > 0 ? options.num_threads : model_->threads_per_stream();
+  ro.elastic_threads = model_->elastic_threads();
   ro.observer = options.observer;
   ro.safe = model_->options().safe;
   std::vector<Tensor> outs;
