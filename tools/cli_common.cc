@@ -38,6 +38,8 @@ void add_model_flags(CLI::App* c, ModelFlags& f) {
       ->check(CLI::NonNegativeNumber);
   c->add_option("--pin-streams", f.pin_streams, "JSON file {\"node name\": stream, ...} pinning nodes to streams");
   c->add_flag("--pin-threads", f.pin_threads, "Pin each stream's threads to their own cores");
+  c->add_flag("--elastic-threads", f.elastic_threads,
+              "With several streams: each step uses threads/(streams busy at that moment) threads");
   c->add_flag("--safe", f.safe, "Safe mode: canaries checked after every step, dead buffers poisoned");
   c->add_flag("--no-optimize", f.no_optimize, "Turn graph passes off (debugging)");
 }
@@ -55,6 +57,7 @@ Result<std::shared_ptr<Model>> load_model(const ModelFlags& f) {
   mo.num_streams = f.streams;
   mo.threads_per_stream = f.threads_per_stream;
   mo.pin_threads = f.pin_threads;
+  mo.elastic_threads = f.elastic_threads;
   mo.safe = f.safe;
   if (!f.pin_streams.empty()) {
     SL_ASSIGN_OR_RETURN(mo.pinned_streams, plan::parse_pin_file(f.pin_streams));

@@ -26,6 +26,7 @@ struct ModelFlags {
   int threads_per_stream = 0;  // 0 = threads / streams
   std::string pin_streams;     // JSON file {"node": stream}
   bool pin_threads = false;
+  bool elastic_threads = false;
   bool safe = false;
   bool no_optimize = false;
 };

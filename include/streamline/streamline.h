@@ -50,6 +50,11 @@ struct ModelOptions {
   int num_streams = 1;
   // Intra-op threads per stream; 0 = max(1, num_threads / num_streams).
   int threads_per_stream = 0;
+  // With several streams: instead of a fixed threads_per_stream, each step runs on
+  // num_threads / (streams running a step at that moment) threads, so a stream running alone uses
+  // every thread and concurrent branches share them. Takes effect when plans are made (their
+  // workspaces are sized for num_threads per stream). Not combined with pin_threads.
+  bool elastic_threads = false;
   // Node name -> stream, overriding the planner's choice.
   std::map<std::string, int> pinned_streams;
   // Pin each stream's thread(s) to its own cores (stream s gets cores [s*T, (s+1)*T)).
@@ -105,6 +110,8 @@ class Model {
   int default_threads() const;
   // Intra-op threads each stream uses.
   int threads_per_stream() const;
+  // num_threads when elastic threads are on and there are several streams, else 0.
+  int elastic_threads() const;
 
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;

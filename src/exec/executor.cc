@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -23,6 +24,7 @@ struct RunState {
   const RunOptions* options;
   uint64_t generation;
   std::atomic<bool> failed{false};
+  std::atomic<int> busy_streams{0};  // streams inside a kernel (elastic threads)
   std::mutex error_mu;
   Status error;
 
@@ -65,7 +67,8 @@ struct RunState {
 
   // Runs one stream's steps in order.
   void run_stream(int stream) {
-    omp_set_num_threads(options->num_threads);
+    const bool elastic = options->elastic_threads > 0 && plan->stream_steps.size() > 1;
+    omp_set_num_threads(elastic ? options->elastic_threads : options->num_threads);
     char* base = static_cast<char*>(binding->arena_base);
     std::atomic<uint64_t>* events = ctx->events_.get();
     for (int i : plan->stream_steps[static_cast<size_t>(stream)]) {
@@ -89,7 +92,12 @@ struct RunState {
         rc.workspace = st.workspace_bytes ? base + st.workspace_offset : nullptr;
         rc.state = st.state.get();
         rc.num_threads = options->num_threads;
+        if (elastic) {
+          const int busy = busy_streams.fetch_add(1, std::memory_order_acq_rel) + 1;
+          rc.num_threads = std::max(1, options->elastic_threads / busy);
+        }
         Status s = st.kernel->run(rc);
+        if (elastic) busy_streams.fetch_sub(1, std::memory_order_acq_rel);
         if (s.ok() && safe) s = check_canaries(st, base);
         if (options->observer) options->observer->on_step_end(*plan, i, stream);
         if (!s.ok()) fail(s.with_context("node '" + st.name + "' (" + st.op + ")"));

@@ -40,6 +40,11 @@ class ExecObserver {
 
 struct RunOptions {
   int num_threads = 1;                // intra-op threads per stream for this run
+  // Elastic threads, for plans with several streams: when > 0, each step runs on
+  // max(1, elastic_threads / streams running a step at that moment) threads, so a stream running
+  // alone (a network's stem, a long branch) uses every core and concurrent branches share them.
+  // The plan must have been made for elastic_threads threads per stream (workspaces sized for it).
+  int elastic_threads = 0;
   ExecObserver* observer = nullptr;   // optional hooks
   bool copy_outputs = true;           // false: outputs are views into the context, valid until its next run
   bool safe = false;                  // poison dead buffers, check canaries after each step (needs guard_bytes)

@@ -70,6 +70,7 @@ Status InstancePool::start_instance(int instance, const std::vector<Shape>* warm
   SL_ASSIGN_OR_RETURN(auto plan, model_->plan_for(*warm_shapes));
   exec::RunOptions ro;
   ro.num_threads = threads_per_stream_;
+  ro.elastic_threads = std::min(model_->elastic_threads(), options_.threads_per_instance);
   ro.copy_outputs = false;
   ro.safe = model_->options().safe;
   SL_RETURN_IF_ERROR(exec::run_plan(*plan, in.ctx, zeros, &in.outputs, ro).with_context("warm-up run"));
@@ -144,6 +145,7 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
   // Pass 3: run; outputs stay in the arena until they are split.
   exec::RunOptions ro;
   ro.num_threads = threads_per_stream_;
+  ro.elastic_threads = std::min(model_->elastic_threads(), options_.threads_per_instance);
   ro.copy_outputs = false;
   ro.safe = model_->options().safe;
   SL_RETURN_IF_ERROR(exec::run_plan(*plan, in.ctx, in.inputs, &in.outputs, ro));

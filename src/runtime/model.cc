@@ -62,6 +62,8 @@ Result<std::shared_ptr<Model>> Model::load(const std::string& path, const ModelO
 }
 
 Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOptions& options) {
+  if (options.elastic_threads && options.pin_threads)
+    return invalid_argument("elastic_threads and pin_threads cannot be combined: elastic steps use any core");
   std::shared_ptr<Model> m(new Model());
   m->options_ = options;
   m->graph_ = std::move(g);
@@ -116,6 +118,10 @@ int Model::threads_per_stream() const {
   return std::max(1, default_threads() / std::max(1, options_.num_streams));
 }
 
+int Model::elastic_threads() const {
+  return options_.elastic_threads && options_.num_streams > 1 ? default_threads() : 0;
+}
+
 const char* execution_mode_name(ExecutionMode m) {
   switch (m) {
     case ExecutionMode::kPlanned:
@@ -140,7 +146,7 @@ Result<Model::Prepared> Model::prepare(const std::vector<Shape>& shapes) const {
   po.channels_last = options_.channels_last;
   po.blocked = options_.blocked_layout;
   po.num_streams = std::max(1, options_.num_streams);
-  po.num_threads = threads_per_stream();
+  po.num_threads = elastic_threads() > 0 ? elastic_threads() : threads_per_stream();
   po.pinned_streams = options_.pinned_streams;
   po.guard_bytes = options_.safe ? 64 : 0;
   auto p = plan::make_plan(graph_, kernels_, in, po);
@@ -213,6 +219,7 @@ Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, cons
   const plan::ExecutionPlan* plan = prepared.plan.get();
   exec::RunOptions ro;
   ro.num_threads = threads;
+  ro.elastic_threads = model_->elastic_threads();
   ro.observer = options.observer;
   ro.safe = model_->options().safe;
   std::vector<Tensor> outs;

@@ -132,7 +132,7 @@ struct IntParam {
   int64_t lo, hi;
 };
 constexpr IntParam kIntParams[] = {{"streams", 1, 64}, {"threads", 0, 1024}, {"threads_per_stream", 0, 1024}};
-constexpr const char* kBoolParams[] = {"pin", "warmup"};
+constexpr const char* kBoolParams[] = {"pin", "warmup", "elastic_threads"};
 
 Status check_parameters(const std::map<std::string, std::string>& params, const std::string& where) {
   for (const auto& [key, value] : params) {
@@ -523,6 +523,7 @@ ModelOptions model_options(const ModelConfig& config) {
   mo.num_threads = int_param(config, "threads", 0);
   mo.threads_per_stream = int_param(config, "threads_per_stream", 0);
   mo.pin_threads = bool_param(config, "pin", false);
+  mo.elastic_threads = bool_param(config, "elastic_threads", false);
   return mo;
 }
 

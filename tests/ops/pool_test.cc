@@ -31,23 +31,30 @@ TEST(PoolOp, RandomShapesMatchReference) {
   }
 }
 
-// Max and average pools in nChw8c (channels multiples of 8) against the reference.
+// Max and average pools in nChw8c (channels multiples of 8) against the reference. 2-D MaxPool
+// with whole blocks of 8 channels (nChw8c or channels-last) runs streamline's own loop, so ceil
+// mode, dilations, asymmetric pads and both layouts are covered here.
 TEST(PoolOp, BlockedLayoutMatchesReference) {
   std::mt19937 rng(57);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  for (int iter = 0; iter < 16; ++iter) {
+  for (int iter = 0; iter < 24; ++iter) {
     const bool is_max = iter % 2 == 0;
     const int64_t k = pick(2, 3), s = pick(1, 2);
     std::map<std::string, graph::Attribute> attrs{{"kernel_shape", ints({k, k})},
                                                   {"strides", ints({s, s})},
-                                                  {"pads", ints({1, 1, 1, 1})}};
+                                                  {"pads", ints({1, pick(0, 1), pick(0, 1), 1})},
+                                                  {"ceil_mode", one_int(iter % 3 == 0)}};
+    if (is_max && iter % 4 == 2) attrs["dilations"] = ints({2, 1});
     Tensor x = random_tensor({pick(1, 2), 8 * pick(1, 3), pick(5, 11), pick(5, 11)}, rng);
-    RunOpts o;
-    o.blocked = true;
-    o.threads = 1 + iter % 2;
     SCOPED_TRACE("iter " + std::to_string(iter));
-    compare(is_max ? "MaxPool" : "AveragePool", "", {x}, attrs, o);
-    compare(is_max ? "GlobalMaxPool" : "GlobalAveragePool", "", {x}, {}, o);
+    for (bool blocked : {true, false}) {
+      RunOpts o;
+      o.blocked = blocked;
+      o.channels_last = !blocked;
+      o.threads = 1 + iter % 2;
+      compare(is_max ? "MaxPool" : "AveragePool", "", {x}, attrs, o);
+      compare(is_max ? "GlobalMaxPool" : "GlobalAveragePool", "", {x}, {}, o);
+    }
   }
 }
 

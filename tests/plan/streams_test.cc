@@ -95,6 +95,59 @@ TEST(Streams, MultiStreamOutputsEqualSingleStream) {
   }
 }
 
+// Elastic threads: a step that runs while no other stream is inside a kernel gets every thread;
+// no step gets more than that or fewer than one; the outputs do not change.
+TEST(Streams, ElasticThreadsGiveALoneStreamEveryThread) {
+  Graph g;
+  g.opsets[""] = 13;
+  ValueId x = g.add_value("x", DType::kFloat32, graph::DimList{1, kN});
+  g.add_input(x);
+  ValueId stem = g.add_value("stem");
+  g.add_node("NoteTwice", "stem", {x}, {stem});  // everything else depends on it: it runs alone
+  std::vector<ValueId> tips;
+  for (int b = 0; b < 3; ++b) {
+    ValueId v = stem;
+    for (int d = 0; d < 4; ++d) {
+      ValueId o = g.add_value("e" + std::to_string(b) + "_" + std::to_string(d));
+      g.add_node("NoteTwice", "n" + std::to_string(b) + "_" + std::to_string(d), {v}, {o});
+      v = o;
+    }
+    tips.push_back(v);
+  }
+  ValueId s1 = g.add_value("s1"), s2 = g.add_value("s2");
+  g.add_node("Add2", "add1", {tips[0], tips[1]}, {s1});
+  g.add_node("Add2", "add2", {s1, tips[2]}, {s2});
+  g.add_output(s2);
+
+  auto p = make(g, 3);
+  ASSERT_TRUE(p->plan);
+  ASSERT_GT(p->plan->num_streams, 1);
+  auto ref = run(*p->plan);
+  ASSERT_TRUE(ref.ok());
+  for (int rep = 0; rep < 10; ++rep) {
+    testing::thread_notes().seen.clear();
+    exec::ExecutionContext ctx;
+    Tensor in = Tensor::empty(DType::kFloat32, Shape{1, kN});
+    for (int64_t i = 0; i < kN; ++i) in.data<float>()[i] = static_cast<float>(i % 97);
+    std::vector<Tensor> outs;
+    exec::RunOptions ro;
+    ro.num_threads = 1;
+    ro.elastic_threads = 4;
+    ASSERT_TRUE(exec::run_plan(*p->plan, ctx, {&in, 1}, &outs, ro).ok());
+    EXPECT_EQ(std::vector<float>(outs[0].data<float>(), outs[0].data<float>() + kN), *ref);
+    ASSERT_EQ(testing::thread_notes().seen.size(), 13u);
+    for (const auto& [name, threads] : testing::thread_notes().seen) {
+      if (name == "stem") EXPECT_EQ(threads, 4);
+      EXPECT_GE(threads, 1) << name;
+      EXPECT_LE(threads, 4) << name;
+    }
+  }
+  // Without elastic threads every step gets num_threads.
+  testing::thread_notes().seen.clear();
+  ASSERT_TRUE(run(*p->plan).ok());
+  for (const auto& [name, threads] : testing::thread_notes().seen) EXPECT_EQ(threads, 1) << name;
+}
+
 TEST(Streams, ChainStaysOnOneStreamWhenEventsAreExpensive) {
   auto p = std::make_unique<Planned>();
   const Graph g = wide(1, 6);
