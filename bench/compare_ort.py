@@ -316,6 +316,9 @@ def main(argv=None) -> int:
     ap.add_argument("--binary", default=os.environ.get("SL_BINARY", str(REPO / "build" / "tools" / "streamline")),
                     help="streamline CLI (default $SL_BINARY or build/tools/streamline)")
     ap.add_argument("--engines", default="streamline,ort", help="which engines to run (default both)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run both engines this many times per setting, alternating; the table shows "
+                         "the median run of each and the median of the per-round ratios")
     ap.add_argument("--json", metavar="FILE", help="also write all figures to FILE as JSON")
     args = ap.parse_args(argv)
     if args.seconds <= 0 or args.warmup < 0:
@@ -354,15 +357,29 @@ def main(argv=None) -> int:
                 row = {"model": name, "threads": threads, "batch": batch, "order": order}
                 shapes = model_input_shapes(models[name], batch, shape_map, args.seq)
                 row["shapes"] = shapes
-                for eng in order:
-                    print(f"{name}: {eng}, {threads} thread(s), batch {batch} ...", file=sys.stderr, flush=True)
-                    if eng == "streamline":
-                        row[eng] = run_streamline(binary, models[name], threads, batch, shapes, args)
-                    else:
-                        row[eng] = run_ort(models[name], threads, batch, shapes, args)
-                sl = row.get("streamline", {}).get("latency_ms", {}).get("p50")
-                ox = row.get("ort", {}).get("latency_ms", {}).get("p50")
-                row["ratio_p50"] = sl / ox if sl and ox else None
+                runs = {eng: [] for eng in engines}
+                ratios = []
+                for rnd in range(args.rounds):
+                    # Alternate the order between rounds too, so neither engine always goes first.
+                    for eng in (order if rnd % 2 == 0 else list(reversed(order))):
+                        print(f"{name}: {eng}, {threads} thread(s), batch {batch}, round {rnd + 1} ...",
+                              file=sys.stderr, flush=True)
+                        if eng == "streamline":
+                            runs[eng].append(run_streamline(binary, models[name], threads, batch, shapes, args))
+                        else:
+                            runs[eng].append(run_ort(models[name], threads, batch, shapes, args))
+                    sl = runs.get("streamline", [{}])[-1].get("latency_ms", {}).get("p50")
+                    ox = runs.get("ort", [{}])[-1].get("latency_ms", {}).get("p50")
+                    if sl and ox:
+                        ratios.append(sl / ox)
+                for eng in engines:
+                    # The run with the median p50 stands for the engine (its figures stay consistent).
+                    ok = [r for r in runs[eng] if "latency_ms" in r]
+                    row[eng] = sorted(ok, key=lambda r: r["latency_ms"]["p50"])[len(ok) // 2] if ok else runs[eng][0]
+                    row[eng + "_p50_rounds"] = [r["latency_ms"]["p50"] for r in ok]
+                ratios.sort()
+                row["ratio_p50_rounds"] = ratios
+                row["ratio_p50"] = ratios[len(ratios) // 2] if ratios else None
                 rows.append(row)
 
     print_table(rows)
@@ -378,7 +395,7 @@ def main(argv=None) -> int:
             "onnxruntime_pin": pin,
             "settings": {"models": names, "threads": args.threads, "batch": args.batch,
                          "seconds": args.seconds, "warmup": args.warmup, "max_runs": args.max_runs,
-                         "shapes": args.shape, "seq": args.seq, "engines": engines,
+                         "shapes": args.shape, "seq": args.seq, "engines": engines, "rounds": args.rounds,
                          "model_dir": str(Path(args.model_dir))},
             "results": rows,
         }

@@ -126,6 +126,12 @@ def test_model_streams_match_single_stream(name, streamline_binary, exported, tm
         assert plan["streams_used"] <= streams
         assert plan["events_after_pruning"] <= plan["events_inserted"]
         assert plan["arena_bytes"] <= plan["naive_bytes"]
+    # Elastic threads: each step gets 2 / (busy streams) threads; same outputs.
+    out_dir = tmp_path / "elastic"
+    run_cli_ok(["run", p["onnx"], "--input", f"input={p['input']}", "--output-dir", out_dir,
+                "--streams", 2, "--threads", 2, "--elastic-threads", "--safe"])
+    err = float(np.abs(np.load(out_dir / "output.npy").astype(np.float64) - base).max())
+    assert err <= 1e-5, f"{name}: elastic threads differ from S=1 by {err:.3e} (bound 1e-5)"
 
 
 # --- BERT-like encoders --------------------------------------------------------------------------
@@ -177,11 +183,11 @@ def test_encoder_plan_is_fused(name, streamline_binary, exported):
 
 @pytest.mark.parametrize("name", ENCODERS)
 def test_encoder_streams_match_single_stream(name, streamline_binary, exported, tmp_path):
-    """S = 2 and 4 (one thread per stream, safe mode) give the S=1 outputs within 1e-5 absolute."""
+    """S = 2, 4 and 8 (one thread per stream, safe mode) give the S=1 outputs within 1e-5 absolute."""
     p = exported(name)
     ids = export_models.reference_input(name, batch=2, seed=3, seq=16)
     base = run_encoder(name, p, ids, tmp_path / "s1", ["--threads", 1, "--safe"])
-    for streams in (2, 4):
+    for streams in (2, 4, 8):
         ours = run_encoder(name, p, ids, tmp_path / f"s{streams}",
                            ["--streams", streams, "--threads-per-stream", 1, "--safe"])
         err = float(np.abs(ours.astype(np.float64) - base).max())
