@@ -31,6 +31,13 @@ namespace streamline::ops {
 enum class Device { kCpu = 0, kCuda = 1 };
 const char* device_name(Device d);
 
+// Arithmetic of device kernels. kFp32: true fp32 everywhere. kTf32: fp32 tensors, matrix products
+// and convolutions on TF32 tensor cores (10-bit mantissa inputs, fp32 accumulation). kFp16: the
+// model's float32 activations and weights are float16 (converted when the model loads); kernels
+// accumulate in fp32 where it matters (reductions, Softmax, LayerNorm, GEMM). CPU kernels run fp32.
+enum class Precision { kFp32 = 0, kTf32 = 1, kFp16 = 2 };
+const char* precision_name(Precision p);  // "fp32", "tf32", "fp16"
+
 // What reshape knows about one input. `value` is non-null when the input is a constant (an
 // initializer or a folded value), so shape-like inputs (Reshape's shape, Slice's starts) can be read.
 struct TensorInfo {
@@ -100,6 +107,9 @@ struct KernelOptions {
   bool allow_channels_last = true;
   // Lets them use the blocked nChw8c layout where channel counts allow (with allow_channels_last).
   bool allow_blocked = true;
+  // Device kernels: the math mode (see Precision). kFp16 models arrive with float16 dtypes, so the
+  // dtype picks the def and this field only tells fp32 defs whether TF32 is allowed.
+  Precision precision = Precision::kFp32;
 };
 
 struct KernelCreateArgs {

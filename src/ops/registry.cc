@@ -7,6 +7,15 @@ namespace streamline::ops {
 
 const char* device_name(Device d) { return d == Device::kCuda ? "cuda" : "cpu"; }
 
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kTf32: return "tf32";
+    case Precision::kFp16: return "fp16";
+  }
+  return "?";
+}
+
 Status KernelRegistry::add(KernelDef def) {
   if (!def.create) return invalid_argument("kernel def for " + def.op + " has no factory");
   for (const auto& d : defs_) {

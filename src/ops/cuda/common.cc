@@ -44,14 +44,15 @@ Result<cublasLtHandle_t> cublaslt_handle() {
   return handle;
 }
 
-KernelDef cuda_def(const std::string& op, int since, KernelFactory create, const std::string& domain, int end) {
+KernelDef cuda_def(const std::string& op, int since, KernelFactory create, const std::string& domain, int end,
+                   DType dtype) {
   KernelDef d;
   d.op = op;
   d.domain = domain;
   d.since_version = since;
   d.end_version = end;
   d.device = Device::kCuda;
-  d.dtype = DType::kFloat32;
+  d.dtype = dtype;
   d.provider = "cuda";
   d.create = std::move(create);
   return d;

@@ -25,9 +25,9 @@ Result<cudnnHandle_t> cudnn_handle(cudaStream_t stream);
 // The process's cuBLASLt handle (made on first use); cuBLASLt allows sharing it across threads.
 Result<cublasLtHandle_t> cublaslt_handle();
 
-// A KernelDef for Device::kCuda, fp32, provider "cuda".
+// A KernelDef for Device::kCuda, provider "cuda", for `dtype` (kUndefined: any dtype).
 KernelDef cuda_def(const std::string& op, int since, KernelFactory create, const std::string& domain = "",
-                   int end = INT_MAX);
+                   int end = INT_MAX, DType dtype = DType::kFloat32);
 
 // Elements of a float tensor as a device pointer (the kernel's contract; see cuda_kernels.h).
 inline const float* dev_in(const Tensor& t) {
