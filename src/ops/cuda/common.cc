@@ -62,6 +62,9 @@ Status register_cuda_kernels(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(register_elementwise(reg));
   SL_RETURN_IF_ERROR(register_norm(reg));
   SL_RETURN_IF_ERROR(register_matmul(reg));
+  SL_RETURN_IF_ERROR(register_pool(reg));
+  SL_RETURN_IF_ERROR(register_tensor_ops(reg));
+  SL_RETURN_IF_ERROR(register_attention(reg));
   return register_conv(reg);
 }
 

@@ -1,17 +1,27 @@
-// CUDA Conv and streamline.FusedConv (Relu or no activation) through cuDNN: 2-D, NCHW, fp32 with
-// FMA math (no TF32), groups, strides, dilations, symmetric pads (explicit or SAME_* with an even
-// total). Bias and Relu follow as cudnnAddTensor and cudnnActivationForward on the output.
+// CUDA Conv and streamline.FusedConv through cuDNN: 2-D, NCHW, groups, strides, dilations,
+// symmetric pads (explicit or SAME_* with an even total), for float32 and float16 tensors:
+//   float32, Precision::kFp32  CUDNN_FMA_MATH: true fp32, matches the CPU kernels to rounding;
+//   float32, Precision::kTf32  CUDNN_TENSOR_OP_MATH: TF32 tensor cores (not ..._ALLOW_CONVERSION,
+//                              which lets cuDNN convert fp32 data down to fp16);
+//   float16                    half tensors, fp32 accumulation, CUDNN_TENSOR_OP_MATH.
+// FusedConv computes Y = act(conv(X, W) + B + Z) (inputs X, W, B, Z; B and Z optional; the CPU
+// kernels' activations, see epilogue.h). Bias, residual and activation run in one pass of our own
+// epilogue kernel after the convolution. When the planner lets Y share Z's buffer (inplace), the
+// convolution accumulates onto Z with cuDNN's beta = 1 and the epilogue adds only B.
 //
 // The algorithm is cuDNN's first heuristic choice whose workspace fits kConvWorkspaceBytes, asked
 // for in every run (cudnnGetConvolutionForwardAlgorithm_v7 is a heuristic, not a benchmark).
 // cuDNN 9 marks this descriptor-based API deprecated in favour of its graph API but still ships and
-// supports it; moving to the graph API (which also fuses bias and Relu) is a later step.
+// supports it; moving to the graph API (which fuses the epilogue into the convolution) is a later
+// step.
 
 #include <algorithm>
 #include <memory>
 
 #include "core/cuda/cuda_status.h"
 #include "ops/cuda/cuda_common.h"
+#include "ops/cuda/epilogue.h"
+#include "ops/cuda/launch.h"
 
 namespace streamline::ops::cuda {
 namespace {
@@ -36,14 +46,13 @@ using FilterDesc = std::unique_ptr<std::remove_pointer_t<cudnnFilterDescriptor_t
                                    DnnDeleter<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor>>;
 using ConvDesc = std::unique_ptr<std::remove_pointer_t<cudnnConvolutionDescriptor_t>,
                                  DnnDeleter<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor>>;
-using ActDesc = std::unique_ptr<std::remove_pointer_t<cudnnActivationDescriptor_t>,
-                                DnnDeleter<cudnnActivationDescriptor_t, cudnnDestroyActivationDescriptor>>;
 
-Result<TensorDesc> tensor_desc(int64_t n, int64_t c, int64_t h, int64_t w, const std::string& who) {
+Result<TensorDesc> tensor_desc(cudnnDataType_t type, int64_t n, int64_t c, int64_t h, int64_t w,
+                               const std::string& who) {
   cudnnTensorDescriptor_t raw = nullptr;
   SL_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&raw), who);
   TensorDesc d(raw);
-  SL_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(raw, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, static_cast<int>(n),
+  SL_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(raw, CUDNN_TENSOR_NCHW, type, static_cast<int>(n),
                                                       static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)),
                            who);
   return d;
@@ -51,21 +60,30 @@ Result<TensorDesc> tensor_desc(int64_t n, int64_t c, int64_t h, int64_t w, const
 
 class ConvKernel final : public Kernel {
  public:
-  ConvKernel(const graph::Node& node, bool relu) : node_(node), relu_(relu), who_(node.describe()) {}
+  // `tf32` applies to float32 only.
+  ConvKernel(const graph::Node& node, bool fused, Activation act, DType dtype, bool tf32)
+      : node_(node), fused_(fused), act_(act), dtype_(dtype), tf32_(tf32), who_(node.describe()) {}
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
-    if (in.size() < 2 || !in[0].present() || !in[1].present()) return invalid_argument(who_ + ": needs X and W");
-    for (size_t i = 0; i < in.size(); ++i)
-      if (in[i].present() && (in[i].dtype != DType::kFloat32 || in[i].layout != Layout::kPlain))
-        return unsupported(who_ + ": the CUDA kernel takes plain float32 NCHW tensors");
-    if (in.size() > 3 && in[3].present()) return unsupported(who_ + ": the CUDA FusedConv does not take a sum input");
+    const size_t max_inputs = fused_ ? 4 : 3;
+    if (in.size() < 2 || in.size() > max_inputs || !in[0].present() || !in[1].present())
+      return invalid_argument(who_ + ": needs X and W" + (fused_ ? ", optional B and Z" : " and an optional B"));
+    for (const TensorInfo& t : in)
+      if (t.present()) SL_RETURN_IF_ERROR(expect_dtype(t, dtype_, who_));
     SL_ASSIGN_OR_RETURN(ConvGeometry g, geometry(in[0].shape, in[1].shape));
     if (in.size() > 2 && in[2].present() && in[2].shape != Shape{g.m})
       return invalid_argument(who_ + ": B must have shape [" + std::to_string(g.m) + "], got " +
                               in[2].shape.to_string());
+    const Shape y{g.n, g.m, g.oh, g.ow};
     ReshapeResult rr;
-    rr.outputs.push_back(OutputInfo{DType::kFloat32, Shape{g.n, g.m, g.oh, g.ow}});
+    rr.outputs.push_back(OutputInfo{dtype_, y});
     rr.workspace_bytes = kConvWorkspaceBytes;
+    if (in.size() > 3 && in[3].present()) {
+      if (in[3].shape != y)
+        return invalid_argument(who_ + ": residual Z " + in[3].shape.to_string() + " must match output " +
+                                y.to_string());
+      rr.inplace = {3};  // run() accumulates onto Z when Y shares its buffer
+    }
     return rr;
   }
 
@@ -73,14 +91,15 @@ class ConvKernel final : public Kernel {
     SL_ASSIGN_OR_RETURN(ConvGeometry g, geometry(ctx.inputs[0].shape(), ctx.inputs[1].shape()));
     const Tensor& y = ctx.outputs[0];
     if (y.numel() == 0) return ok_status();
+    const cudnnDataType_t type = dtype_ == DType::kFloat16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
     SL_ASSIGN_OR_RETURN(cudnnHandle_t h, cudnn_handle(stream_of(ctx)));
-    SL_ASSIGN_OR_RETURN(TensorDesc xd, tensor_desc(g.n, g.c, g.h, g.w, who_));
-    SL_ASSIGN_OR_RETURN(TensorDesc yd, tensor_desc(g.n, g.m, g.oh, g.ow, who_));
+    SL_ASSIGN_OR_RETURN(TensorDesc xd, tensor_desc(type, g.n, g.c, g.h, g.w, who_));
+    SL_ASSIGN_OR_RETURN(TensorDesc yd, tensor_desc(type, g.n, g.m, g.oh, g.ow, who_));
     cudnnFilterDescriptor_t wraw = nullptr;
     SL_CUDNN_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(&wraw), who_);
     FilterDesc wd(wraw);
     SL_CUDNN_RETURN_IF_ERROR(
-        cudnnSetFilter4dDescriptor(wraw, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, static_cast<int>(g.m),
+        cudnnSetFilter4dDescriptor(wraw, type, CUDNN_TENSOR_NCHW, static_cast<int>(g.m),
                                    static_cast<int>(g.c / g.group), static_cast<int>(g.kh), static_cast<int>(g.kw)),
         who_);
     cudnnConvolutionDescriptor_t craw = nullptr;
@@ -92,8 +111,9 @@ class ConvKernel final : public Kernel {
                                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                              who_);
     SL_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionGroupCount(craw, static_cast<int>(g.group)), who_);
-    // FMA only: CUDNN_DEFAULT_MATH would allow TF32 tensor cores on Ampere and newer.
-    SL_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(craw, CUDNN_FMA_MATH), who_);
+    // Strict fp32 is FMA only: CUDNN_DEFAULT_MATH would allow TF32 tensor cores on Ampere and newer.
+    const cudnnMathType_t math = dtype_ == DType::kFloat16 || tf32_ ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+    SL_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(craw, math), who_);
 
     constexpr int kCandidates = 8;
     cudnnConvolutionFwdAlgoPerf_t perf[kCandidates];
@@ -101,35 +121,33 @@ class ConvKernel final : public Kernel {
     SL_CUDNN_RETURN_IF_ERROR(
         cudnnGetConvolutionForwardAlgorithm_v7(h, xd.get(), wraw, craw, yd.get(), kCandidates, &returned, perf), who_);
     const size_t ws = ctx.workspace != nullptr ? kConvWorkspaceBytes : 0;
-    // Prefer an algorithm ranked for FMA math (what the descriptor asks for), else any that fits.
+    // Prefer an algorithm ranked for the math the descriptor asks for, else any that fits.
     int pick = -1;
     for (int pass = 0; pass < 2 && pick < 0; ++pass)
       for (int i = 0; i < returned && pick < 0; ++i)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws &&
-            (pass == 1 || perf[i].mathType == CUDNN_FMA_MATH))
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws && (pass == 1 || perf[i].mathType == math))
           pick = i;
     if (pick < 0)
       return unsupported(who_ + ": cuDNN found no convolution algorithm within " + std::to_string(ws) + " bytes");
 
-    const float one = 1.f, zero = 0.f;
+    // Y = conv + beta * Y: with beta 1 when Y already holds the residual Z (shared buffer).
+    const Tensor* z = ctx.inputs.size() > 3 && ctx.inputs[3].defined() ? &ctx.inputs[3] : nullptr;
+    const bool z_in_y = z != nullptr && z->raw() == y.raw();
+    const float one = 1.f, beta = z_in_y ? 1.f : 0.f;
     SL_CUDNN_RETURN_IF_ERROR(
-        cudnnConvolutionForward(h, &one, xd.get(), dev_in(ctx.inputs[0]), wraw, dev_in(ctx.inputs[1]), craw,
-                                perf[pick].algo, ctx.workspace, ws, &zero, yd.get(), dev_out(y)),
+        cudnnConvolutionForward(h, &one, xd.get(), ctx.inputs[0].raw(), wraw, ctx.inputs[1].raw(), craw,
+                                perf[pick].algo, ctx.workspace, ws, &beta, yd.get(), y.raw()),
         who_);
+    EpilogueArgs e;
+    e.act = act_;
     if (ctx.inputs.size() > 2 && ctx.inputs[2].defined()) {
-      SL_ASSIGN_OR_RETURN(TensorDesc bd, tensor_desc(1, g.m, 1, 1, who_));
-      SL_CUDNN_RETURN_IF_ERROR(cudnnAddTensor(h, &one, bd.get(), dev_in(ctx.inputs[2]), &one, yd.get(), dev_out(y)),
-                               who_);
+      e.bias = ctx.inputs[2].raw();
+      e.bias_inner = g.oh * g.ow;
+      e.bias_count = g.m;
     }
-    if (relu_) {
-      cudnnActivationDescriptor_t araw = nullptr;
-      SL_CUDNN_RETURN_IF_ERROR(cudnnCreateActivationDescriptor(&araw), who_);
-      ActDesc ad(araw);
-      SL_CUDNN_RETURN_IF_ERROR(cudnnSetActivationDescriptor(araw, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0),
-                               who_);
-      SL_CUDNN_RETURN_IF_ERROR(cudnnActivationForward(h, araw, &one, yd.get(), dev_out(y), &zero, yd.get(), dev_out(y)),
-                               who_);
-    }
+    if (z != nullptr && !z_in_y) e.residual = z->raw();
+    if (epilogue_is_identity(e)) return ok_status();
+    SL_CUDA_RETURN_IF_ERROR(launch_epilogue(elem_type_of(dtype_), y.raw(), y.numel(), e, stream_of(ctx)), who_);
     return ok_status();
   }
 
@@ -183,25 +201,32 @@ class ConvKernel final : public Kernel {
   }
 
   graph::Node node_;
-  bool relu_;
+  bool fused_;
+  Activation act_;
+  DType dtype_;
+  bool tf32_;
   std::string who_;
 };
+
+KernelFactory conv_factory(DType dtype, bool fused) {
+  return [dtype, fused](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
+    Activation act;
+    if (fused) {
+      SL_ASSIGN_OR_RETURN(act, parse_activation(args.node, /*allow_gelu=*/false));
+    }
+    const bool tf32 = dtype == DType::kFloat32 && args.options.precision == Precision::kTf32;
+    return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(args.node, fused, act, dtype, tf32));
+  };
+}
 
 }  // namespace
 
 Status register_conv(KernelRegistry& reg) {
-  SL_RETURN_IF_ERROR(reg.add(cuda_def("Conv", 1, [](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
-    return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(args.node, false));
-  })));
-  return reg.add(cuda_def(
-      "FusedConv", 1,
-      [](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
-        const std::string act = args.node.attr_string("activation", "");
-        if (!act.empty() && act != "Relu")
-          return unsupported(args.node.describe() + ": the CUDA FusedConv fuses Relu only, not '" + act + "'");
-        return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(args.node, act == "Relu"));
-      },
-      "streamline"));
+  for (DType t : {DType::kFloat32, DType::kFloat16}) {
+    SL_RETURN_IF_ERROR(reg.add(cuda_def("Conv", 1, conv_factory(t, false), "", INT_MAX, t)));
+    SL_RETURN_IF_ERROR(reg.add(cuda_def("FusedConv", 1, conv_factory(t, true), "streamline", INT_MAX, t)));
+  }
+  return ok_status();
 }
 
 }  // namespace streamline::ops::cuda

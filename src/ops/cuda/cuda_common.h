@@ -42,5 +42,8 @@ Status register_elementwise(KernelRegistry& reg);  // unary, Add/Sub/Mul/Div, Tr
 Status register_norm(KernelRegistry& reg);         // Softmax, LayerNormalization
 Status register_matmul(KernelRegistry& reg);       // Gemm, MatMul, streamline.FusedGemm
 Status register_conv(KernelRegistry& reg);         // Conv, streamline.FusedConv
+Status register_pool(KernelRegistry& reg);         // MaxPool, AveragePool, Global*Pool
+Status register_tensor_ops(KernelRegistry& reg);   // Concat, Slice, Gather, views, Cast, Clip, Reduce*
+Status register_attention(KernelRegistry& reg);    // streamline.Attention (fp32, fp16)
 
 }  // namespace streamline::ops::cuda

@@ -1,44 +1,41 @@
-// CUDA elementwise kernels: unary ops, Add/Sub/Mul/Div with numpy broadcasting, and Transpose.
-// The device code is in elementwise.cu; these classes check shapes and fill the launch structs.
+// CUDA elementwise kernels: unary ops, Add/Sub/Mul/Div with numpy broadcasting, and Transpose,
+// each registered for float32 and float16 (fp32 arithmetic either way). The device code is in
+// elementwise.cu; these classes check shapes and dtypes and fill the launch structs.
 
 #include <algorithm>
 #include <numeric>
 
 #include "core/cuda/cuda_status.h"
 #include "ops/cuda/cuda_common.h"
+#include "ops/cuda/epilogue.h"
 #include "ops/cuda/launch.h"
 
 namespace streamline::ops::cuda {
 namespace {
 
-Status expect_float(const TensorInfo& t, const std::string& who) {
-  if (t.dtype != DType::kFloat32)
-    return unsupported(who + ": the CUDA kernel takes float32, got " + dtype_name(t.dtype));
-  if (t.layout != Layout::kPlain) return unsupported(who + ": the CUDA kernel takes plain layouts only");
-  return ok_status();
-}
-
 class UnaryKernel final : public Kernel {
  public:
-  UnaryKernel(UnaryOp op, std::string who) : op_(op), who_(std::move(who)) {}
+  UnaryKernel(UnaryOp op, DType dtype, std::string who) : op_(op), dtype_(dtype), who_(std::move(who)) {}
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     if (in.empty() || !in[0].present()) return invalid_argument(who_ + ": expects one input");
-    SL_RETURN_IF_ERROR(expect_float(in[0], who_));
+    SL_RETURN_IF_ERROR(expect_dtype(in[0], dtype_, who_));
     ReshapeResult rr;
-    rr.outputs.push_back(OutputInfo{DType::kFloat32, in[0].shape});
+    rr.outputs.push_back(OutputInfo{dtype_, in[0].shape});
     rr.inplace = {0};  // each thread reads and writes the same element
     return rr;
   }
 
   Status run(const RunContext& ctx) const override {
     const Tensor& x = ctx.inputs[0];
-    SL_CUDA_RETURN_IF_ERROR(launch_unary(op_, dev_in(x), dev_out(ctx.outputs[0]), x.numel(), stream_of(ctx)), who_);
+    SL_CUDA_RETURN_IF_ERROR(
+        launch_unary(op_, elem_type_of(dtype_), x.raw(), ctx.outputs[0].raw(), x.numel(), stream_of(ctx)), who_);
     return ok_status();
   }
 
  private:
   UnaryOp op_;
+  DType dtype_;
   std::string who_;
 };
 
@@ -74,17 +71,17 @@ void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {
 
 class BinaryKernel final : public Kernel {
  public:
-  BinaryKernel(BinaryOp op, std::string who) : op_(op), who_(std::move(who)) {}
+  BinaryKernel(BinaryOp op, DType dtype, std::string who) : op_(op), dtype_(dtype), who_(std::move(who)) {}
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     if (in.size() != 2 || !in[0].present() || !in[1].present()) return invalid_argument(who_ + ": expects two inputs");
-    SL_RETURN_IF_ERROR(expect_float(in[0], who_));
-    SL_RETURN_IF_ERROR(expect_float(in[1], who_));
+    SL_RETURN_IF_ERROR(expect_dtype(in[0], dtype_, who_));
+    SL_RETURN_IF_ERROR(expect_dtype(in[1], dtype_, who_));
     SL_ASSIGN_OR_RETURN(Shape out, broadcast_shape(in[0].shape, in[1].shape, who_));
     if (out.rank() > static_cast<size_t>(kMaxRank))
       return unsupported(who_ + ": the CUDA kernel broadcasts up to rank " + std::to_string(kMaxRank));
     ReshapeResult rr;
-    rr.outputs.push_back(OutputInfo{DType::kFloat32, out});
+    rr.outputs.push_back(OutputInfo{dtype_, out});
     // Safe to write over an input of the output's shape: element i reads only index i of it.
     rr.inplace = {in[0].shape == out ? 0 : in[1].shape == out ? 1 : -1};
     return rr;
@@ -100,22 +97,25 @@ class BinaryKernel final : public Kernel {
     broadcast_strides(a.shape(), y.shape(), d.a_stride);
     broadcast_strides(b.shape(), y.shape(), d.b_stride);
     d.same_shape = a.shape() == y.shape() && b.shape() == y.shape();
-    SL_CUDA_RETURN_IF_ERROR(launch_binary(op_, dev_in(a), dev_in(b), dev_out(y), y.numel(), d, stream_of(ctx)), who_);
+    SL_CUDA_RETURN_IF_ERROR(
+        launch_binary(op_, elem_type_of(dtype_), a.raw(), b.raw(), y.raw(), y.numel(), d, stream_of(ctx)), who_);
     return ok_status();
   }
 
  private:
   BinaryOp op_;
+  DType dtype_;
   std::string who_;
 };
 
 class TransposeKernel final : public Kernel {
  public:
-  TransposeKernel(std::vector<int64_t> perm, std::string who) : perm_(std::move(perm)), who_(std::move(who)) {}
+  TransposeKernel(std::vector<int64_t> perm, DType dtype, std::string who)
+      : perm_(std::move(perm)), dtype_(dtype), who_(std::move(who)) {}
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     if (in.empty() || !in[0].present()) return invalid_argument(who_ + ": expects one input");
-    SL_RETURN_IF_ERROR(expect_float(in[0], who_));
+    SL_RETURN_IF_ERROR(expect_dtype(in[0], dtype_, who_));
     const Shape& x = in[0].shape;
     SL_ASSIGN_OR_RETURN(std::vector<int64_t> perm, perm_for(x.rank()));
     if (x.rank() > static_cast<size_t>(kMaxRank))
@@ -123,7 +123,7 @@ class TransposeKernel final : public Kernel {
     Shape y;
     for (int64_t p : perm) y.push_back(x[static_cast<size_t>(p)]);
     ReshapeResult rr;
-    rr.outputs.push_back(OutputInfo{DType::kFloat32, y});
+    rr.outputs.push_back(OutputInfo{dtype_, y});
     return rr;
   }
 
@@ -139,7 +139,8 @@ class TransposeKernel final : public Kernel {
       d.out[k] = y.shape()[k];
       d.in_stride[k] = x.shape().stride(p);
     }
-    SL_CUDA_RETURN_IF_ERROR(launch_strided_copy(dev_in(x), dev_out(y), y.numel(), d, stream_of(ctx)), who_);
+    SL_CUDA_RETURN_IF_ERROR(launch_strided_copy(elem_type_of(dtype_), x.raw(), y.raw(), y.numel(), d, stream_of(ctx)),
+                            who_);
     return ok_status();
   }
 
@@ -161,21 +162,22 @@ class TransposeKernel final : public Kernel {
   }
 
   std::vector<int64_t> perm_;
+  DType dtype_;
   std::string who_;
 };
 
-KernelFactory unary_factory(UnaryOp op) {
-  return [op](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
+KernelFactory unary_factory(UnaryOp op, DType dtype) {
+  return [op, dtype](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
     if (args.node.op_type == "Gelu" && args.node.domain.empty() &&
         args.node.attr_string("approximate", "none") != "none")
       return unsupported(args.node.describe() + ": the CUDA Gelu supports approximate=\"none\" only");
-    return std::unique_ptr<Kernel>(std::make_unique<UnaryKernel>(op, args.node.describe()));
+    return std::unique_ptr<Kernel>(std::make_unique<UnaryKernel>(op, dtype, args.node.describe()));
   };
 }
 
-KernelFactory binary_factory(BinaryOp op) {
-  return [op](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
-    return std::unique_ptr<Kernel>(std::make_unique<BinaryKernel>(op, args.node.describe()));
+KernelFactory binary_factory(BinaryOp op, DType dtype) {
+  return [op, dtype](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
+    return std::unique_ptr<Kernel>(std::make_unique<BinaryKernel>(op, dtype, args.node.describe()));
   };
 }
 
@@ -187,17 +189,25 @@ Status register_elementwise(KernelRegistry& reg) {
                                                    {"Log", UnaryOp::kLog},   {"Sqrt", UnaryOp::kSqrt},
                                                    {"Neg", UnaryOp::kNeg},   {"Abs", UnaryOp::kAbs},
                                                    {"Erf", UnaryOp::kErf},   {"Reciprocal", UnaryOp::kReciprocal}};
-  for (const auto& [op, kind] : unary) SL_RETURN_IF_ERROR(reg.add(cuda_def(op, 6, unary_factory(kind))));
-  SL_RETURN_IF_ERROR(reg.add(cuda_def("Gelu", 20, unary_factory(UnaryOp::kGelu))));
-  SL_RETURN_IF_ERROR(reg.add(cuda_def("Gelu", 1, unary_factory(UnaryOp::kGelu), "streamline")));
   const std::pair<const char*, BinaryOp> binary[] = {
       {"Add", BinaryOp::kAdd}, {"Sub", BinaryOp::kSub}, {"Mul", BinaryOp::kMul}, {"Div", BinaryOp::kDiv}};
-  // Opset 7 is where these ops took numpy broadcasting.
-  for (const auto& [op, kind] : binary) SL_RETURN_IF_ERROR(reg.add(cuda_def(op, 7, binary_factory(kind))));
-  return reg.add(cuda_def("Transpose", 1, [](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
-    return std::unique_ptr<Kernel>(
-        std::make_unique<TransposeKernel>(args.node.attr_ints("perm"), args.node.describe()));
-  }));
+  for (DType t : {DType::kFloat32, DType::kFloat16}) {
+    for (const auto& [op, kind] : unary)
+      SL_RETURN_IF_ERROR(reg.add(cuda_def(op, 6, unary_factory(kind, t), "", INT_MAX, t)));
+    SL_RETURN_IF_ERROR(reg.add(cuda_def("Gelu", 20, unary_factory(UnaryOp::kGelu, t), "", INT_MAX, t)));
+    SL_RETURN_IF_ERROR(reg.add(cuda_def("Gelu", 1, unary_factory(UnaryOp::kGelu, t), "streamline", INT_MAX, t)));
+    // Opset 7 is where these ops took numpy broadcasting.
+    for (const auto& [op, kind] : binary)
+      SL_RETURN_IF_ERROR(reg.add(cuda_def(op, 7, binary_factory(kind, t), "", INT_MAX, t)));
+    SL_RETURN_IF_ERROR(reg.add(cuda_def(
+        "Transpose", 1,
+        [t](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
+          return std::unique_ptr<Kernel>(
+              std::make_unique<TransposeKernel>(args.node.attr_ints("perm"), t, args.node.describe()));
+        },
+        "", INT_MAX, t)));
+  }
+  return ok_status();
 }
 
 }  // namespace streamline::ops::cuda

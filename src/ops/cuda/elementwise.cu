@@ -1,20 +1,17 @@
 // Device code of the elementwise kernels: unary ops, binary ops with numpy broadcasting, and the
-// strided gather copy behind Transpose. Grid-stride loops, one element per thread per step.
+// strided gather copy behind Transpose, for fp32 and fp16 tensors (fp32 arithmetic). Grid-stride
+// loops, one element per thread per step. Each launcher picks its instantiation from a table
+// indexed by the op enum.
 
 #include <cuda_runtime.h>
 
+#include "ops/cuda/device_util.cuh"
 #include "ops/cuda/launch.h"
 
 namespace streamline::ops::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-// Enough blocks to fill the device several times over; the grid-stride loop covers the rest.
-unsigned grid_for(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65535 * 8 ? blocks : 65535 * 8);
-}
 
 template <UnaryOp Op>
 __device__ __forceinline__ float unary(float x) {
@@ -32,10 +29,10 @@ __device__ __forceinline__ float unary(float x) {
   return x;
 }
 
-template <UnaryOp Op>
-__global__ void unary_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    y[i] = unary<Op>(x[i]);
+// In place allowed (x == y): each thread reads and writes the same element.
+template <UnaryOp Op, typename T>
+__global__ void unary_kernel(const T* x, T* y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_step()) store(y, i, unary<Op>(load(x, i)));
 }
 
 template <BinaryOp Op>
@@ -47,11 +44,11 @@ __device__ __forceinline__ float binary(float a, float b) {
 }
 
 // Inputs may alias the output (in-place), so no __restrict__ here.
-template <BinaryOp Op>
-__global__ void binary_kernel(const float* a, const float* b, float* y, int64_t n, BroadcastDims d) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+template <BinaryOp Op, typename T>
+__global__ void binary_kernel(const T* a, const T* b, T* y, int64_t n, BroadcastDims d) {
+  for (int64_t i = first_index(); i < n; i += grid_step()) {
     if (d.same_shape) {
-      y[i] = binary<Op>(a[i], b[i]);
+      store(y, i, binary<Op>(load(a, i), load(b, i)));
       continue;
     }
     int64_t rest = i, ia = 0, ib = 0;
@@ -61,12 +58,14 @@ __global__ void binary_kernel(const float* a, const float* b, float* y, int64_t 
       ia += idx * d.a_stride[k];
       ib += idx * d.b_stride[k];
     }
-    y[i] = binary<Op>(a[ia], b[ib]);
+    store(y, i, binary<Op>(load(a, ia), load(b, ib)));
   }
 }
 
-__global__ void strided_copy_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n, StridedCopyDims d) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+// A copy moves bits: U is an unsigned integer of the element's size.
+template <typename U>
+__global__ void strided_copy_kernel(const U* __restrict__ x, U* __restrict__ y, int64_t n, StridedCopyDims d) {
+  for (int64_t i = first_index(); i < n; i += grid_step()) {
     int64_t rest = i, ix = 0;
     for (int k = d.rank - 1; k >= 0; --k) {
       ix += (rest % d.out[k]) * d.in_stride[k];
@@ -76,85 +75,64 @@ __global__ void strided_copy_kernel(const float* __restrict__ x, float* __restri
   }
 }
 
-template <UnaryOp Op>
-void unary_launch(const float* x, float* y, int64_t n, cudaStream_t s) {
-  unary_kernel<Op><<<grid_for(n), kThreads, 0, s>>>(x, y, n);
+using UnaryFn = void (*)(const void*, void*, int64_t, cudaStream_t);
+using BinaryFn = void (*)(const void*, const void*, void*, int64_t, const BroadcastDims&, cudaStream_t);
+
+template <UnaryOp Op, typename T>
+void unary_launch(const void* x, void* y, int64_t n, cudaStream_t s) {
+  unary_kernel<Op, T><<<grid_for(n, kThreads), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), n);
 }
 
-template <BinaryOp Op>
-void binary_launch(const float* a, const float* b, float* y, int64_t n, const BroadcastDims& d, cudaStream_t s) {
-  binary_kernel<Op><<<grid_for(n), kThreads, 0, s>>>(a, b, y, n, d);
+template <BinaryOp Op, typename T>
+void binary_launch(const void* a, const void* b, void* y, int64_t n, const BroadcastDims& d, cudaStream_t s) {
+  binary_kernel<Op, T><<<grid_for(n, kThreads), kThreads, 0, s>>>(static_cast<const T*>(a), static_cast<const T*>(b),
+                                                                  static_cast<T*>(y), n, d);
 }
+
+// Indexed by UnaryOp / BinaryOp (same order as the enums).
+template <typename T>
+constexpr UnaryFn kUnary[] = {
+    unary_launch<UnaryOp::kRelu, T>, unary_launch<UnaryOp::kSigmoid, T>,   unary_launch<UnaryOp::kTanh, T>,
+    unary_launch<UnaryOp::kGelu, T>, unary_launch<UnaryOp::kExp, T>,       unary_launch<UnaryOp::kLog, T>,
+    unary_launch<UnaryOp::kSqrt, T>, unary_launch<UnaryOp::kNeg, T>,       unary_launch<UnaryOp::kAbs, T>,
+    unary_launch<UnaryOp::kErf, T>,  unary_launch<UnaryOp::kReciprocal, T>};
+template <typename T>
+constexpr BinaryFn kBinary[] = {binary_launch<BinaryOp::kAdd, T>, binary_launch<BinaryOp::kSub, T>,
+                                binary_launch<BinaryOp::kMul, T>, binary_launch<BinaryOp::kDiv, T>};
+constexpr int kUnaryOps = static_cast<int>(UnaryOp::kReciprocal) + 1;
+constexpr int kBinaryOps = static_cast<int>(BinaryOp::kDiv) + 1;
+static_assert(sizeof(kUnary<float>) / sizeof(UnaryFn) == kUnaryOps, "one launcher per UnaryOp");
+static_assert(sizeof(kBinary<float>) / sizeof(BinaryFn) == kBinaryOps, "one launcher per BinaryOp");
 
 }  // namespace
 
-cudaError_t launch_unary(UnaryOp op, const float* x, float* y, int64_t n, cudaStream_t stream) {
+cudaError_t launch_unary(UnaryOp op, ElemType t, const void* x, void* y, int64_t n, cudaStream_t stream) {
+  const int k = static_cast<int>(op);
+  if (k < 0 || k >= kUnaryOps || !is_float(t)) return cudaErrorInvalidValue;
   if (n <= 0) return cudaSuccess;
-  switch (op) {
-    case UnaryOp::kRelu:
-      unary_launch<UnaryOp::kRelu>(x, y, n, stream);
-      break;
-    case UnaryOp::kSigmoid:
-      unary_launch<UnaryOp::kSigmoid>(x, y, n, stream);
-      break;
-    case UnaryOp::kTanh:
-      unary_launch<UnaryOp::kTanh>(x, y, n, stream);
-      break;
-    case UnaryOp::kGelu:
-      unary_launch<UnaryOp::kGelu>(x, y, n, stream);
-      break;
-    case UnaryOp::kExp:
-      unary_launch<UnaryOp::kExp>(x, y, n, stream);
-      break;
-    case UnaryOp::kLog:
-      unary_launch<UnaryOp::kLog>(x, y, n, stream);
-      break;
-    case UnaryOp::kSqrt:
-      unary_launch<UnaryOp::kSqrt>(x, y, n, stream);
-      break;
-    case UnaryOp::kNeg:
-      unary_launch<UnaryOp::kNeg>(x, y, n, stream);
-      break;
-    case UnaryOp::kAbs:
-      unary_launch<UnaryOp::kAbs>(x, y, n, stream);
-      break;
-    case UnaryOp::kErf:
-      unary_launch<UnaryOp::kErf>(x, y, n, stream);
-      break;
-    case UnaryOp::kReciprocal:
-      unary_launch<UnaryOp::kReciprocal>(x, y, n, stream);
-      break;
-    default:
-      return cudaErrorInvalidValue;
-  }
+  (t == ElemType::kF16 ? kUnary<__half> : kUnary<float>)[k](x, y, n, stream);
   return cudaGetLastError();
 }
 
-cudaError_t launch_binary(BinaryOp op, const float* a, const float* b, float* y, int64_t n, const BroadcastDims& d,
-                          cudaStream_t stream) {
+cudaError_t launch_binary(BinaryOp op, ElemType t, const void* a, const void* b, void* y, int64_t n,
+                          const BroadcastDims& d, cudaStream_t stream) {
+  const int k = static_cast<int>(op);
+  if (k < 0 || k >= kBinaryOps || !is_float(t)) return cudaErrorInvalidValue;
   if (n <= 0) return cudaSuccess;
-  switch (op) {
-    case BinaryOp::kAdd:
-      binary_launch<BinaryOp::kAdd>(a, b, y, n, d, stream);
-      break;
-    case BinaryOp::kSub:
-      binary_launch<BinaryOp::kSub>(a, b, y, n, d, stream);
-      break;
-    case BinaryOp::kMul:
-      binary_launch<BinaryOp::kMul>(a, b, y, n, d, stream);
-      break;
-    case BinaryOp::kDiv:
-      binary_launch<BinaryOp::kDiv>(a, b, y, n, d, stream);
-      break;
-    default:
-      return cudaErrorInvalidValue;
-  }
+  (t == ElemType::kF16 ? kBinary<__half> : kBinary<float>)[k](a, b, y, n, d, stream);
   return cudaGetLastError();
 }
 
-cudaError_t launch_strided_copy(const float* x, float* y, int64_t n, const StridedCopyDims& d, cudaStream_t stream) {
+cudaError_t launch_strided_copy(ElemType t, const void* x, void* y, int64_t n, const StridedCopyDims& d,
+                                cudaStream_t stream) {
+  if (!is_float(t)) return cudaErrorInvalidValue;
   if (n <= 0) return cudaSuccess;
-  strided_copy_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, y, n, d);
+  if (t == ElemType::kF16)
+    strided_copy_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<const uint16_t*>(x),
+                                                                        static_cast<uint16_t*>(y), n, d);
+  else
+    strided_copy_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<const uint32_t*>(x),
+                                                                        static_cast<uint32_t*>(y), n, d);
   return cudaGetLastError();
 }
 

@@ -1,7 +1,14 @@
-// CUDA Gemm, streamline.FusedGemm and MatMul through cuBLASLt, fp32 with fp32 compute (no TF32, so
-// results match the CPU kernels to float rounding). Bias (a Gemm C of shape [N] or [1,N] with
-// beta 1) and Relu run in the cuBLASLt epilogue; any other C is broadcast into the output first
-// and accumulated with beta.
+// CUDA Gemm, MatMul, streamline.FusedGemm and streamline.FusedMatMul through cuBLASLt, for float32
+// and float16 tensors:
+//   float32, Precision::kFp32  CUBLAS_COMPUTE_32F: true fp32, matches the CPU kernels to rounding;
+//   float32, Precision::kTf32  CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to TF32 on tensor cores;
+//   float16                    CUDA_R_16F operands and output, CUBLAS_COMPUTE_32F accumulation.
+// What follows the product:
+//   - a bias that cuBLASLt adds exactly (a Gemm C of shape [N] / [1,N] with beta 1, FusedMatMul's
+//     [N] bias) and Relu go into cuBLASLt's epilogue;
+//   - everything else (any other C, scaled by beta; the other activations, among them "Gelu" in its
+//     erf form, which cuBLASLt's GELU epilogue does not compute) runs in our own epilogue kernel
+//     (epilogue.cu), one pass over Y after the product.
 //
 // Row-major to column-major: cuBLASLt is column-major, and a row-major [M,N] matrix is the
 // column-major [N,M] one, so Y = A·B is computed as Yᵀ = Bᵀ·Aᵀ with B in cuBLASLt's first slot.
@@ -12,6 +19,7 @@
 
 #include "core/cuda/cuda_status.h"
 #include "ops/cuda/cuda_common.h"
+#include "ops/cuda/epilogue.h"
 #include "ops/cuda/launch.h"
 
 namespace streamline::ops::cuda {
@@ -28,8 +36,15 @@ struct GemmGeometry {
   int64_t stride_a = 0, stride_b = 0, stride_y = 0;  // elements between batch items; 0 = shared
 };
 
-struct Epilogue {
-  const float* bias = nullptr;  // N elements, added to every row
+// The element type and compute mode of one kernel.
+struct MathMode {
+  DType dtype = DType::kFloat32;
+  bool tf32 = false;  // fp32 tensors only
+};
+
+// What cuBLASLt itself adds after the product.
+struct LtEpilogue {
+  const void* bias = nullptr;  // N elements of the output type, added to every row
   bool relu = false;
 };
 
@@ -45,17 +60,18 @@ using Pref = std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
                              LtDeleter<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>>;
 
 // The largest power of two (at most 256) dividing the address and the batch stride in bytes.
-uint32_t alignment_of(const void* p, int64_t stride_elems) {
-  const uintptr_t v = reinterpret_cast<uintptr_t>(p) | static_cast<uintptr_t>(stride_elems * 4);
+uint32_t alignment_of(const void* p, int64_t stride_elems, size_t elem_bytes) {
+  const uintptr_t v =
+      reinterpret_cast<uintptr_t>(p) | static_cast<uintptr_t>(stride_elems * static_cast<int64_t>(elem_bytes));
   uint32_t a = 256;
-  while (a > 4 && v % a != 0) a >>= 1;
+  while (a > elem_bytes && v % a != 0) a >>= 1;
   return a;
 }
 
-Result<LtLayout> make_layout(uint64_t rows, uint64_t cols, int64_t ld, const GemmGeometry& g, int64_t stride,
-                             const std::string& who) {
+Result<LtLayout> make_layout(cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld, const GemmGeometry& g,
+                             int64_t stride, const std::string& who) {
   cublasLtMatrixLayout_t raw = nullptr;
-  SL_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&raw, CUDA_R_32F, rows, cols, ld), who);
+  SL_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&raw, type, rows, cols, ld), who);
   LtLayout l(raw);
   if (g.batch > 1) {
     const int32_t count = static_cast<int32_t>(g.batch);
@@ -68,15 +84,27 @@ Result<LtLayout> make_layout(uint64_t rows, uint64_t cols, int64_t ld, const Gem
   return l;
 }
 
-// Y = alpha·op(A)·op(B) + beta·Y (+ bias, then Relu), enqueued on `stream`. With beta != 0, Y must
-// already hold C.
-Status lt_matmul(const GemmGeometry& g, const float* a, const float* b, float* y, float alpha, float beta,
-                 const Epilogue& ep, void* workspace, size_t workspace_bytes, cudaStream_t stream,
-                 const std::string& who) {
+template <typename T>
+Status set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, T value,
+                const std::string& who) {
+  SL_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(p, attr, &value, sizeof(value)), who);
+  return ok_status();
+}
+
+// Y = alpha·op(A)·op(B) (+ bias, then Relu), enqueued on `stream`. Returns false (nothing enqueued) when cuBLASLt has
+// no algorithm for this problem with this epilogue.
+Result<bool> lt_matmul(const GemmGeometry& g, const MathMode& mm, const void* a, const void* b, void* y, float alpha,
+                       const LtEpilogue& ep, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                       const std::string& who) {
   if (g.batch > INT32_MAX) return unsupported(who + ": batch of " + std::to_string(g.batch) + " is too large");
   SL_ASSIGN_OR_RETURN(cublasLtHandle_t lt, cublaslt_handle());
+  const bool half = mm.dtype == DType::kFloat16;
+  const cudaDataType_t type = half ? CUDA_R_16F : CUDA_R_32F;
+  const size_t elem = half ? 2 : 4;
+  const cublasComputeType_t compute = !half && mm.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   cublasLtMatmulDesc_t op_raw = nullptr;
-  SL_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&op_raw, CUBLAS_COMPUTE_32F, CUDA_R_32F), who);
+  // alpha and beta are fp32 for every mode (scale type CUDA_R_32F).
+  SL_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&op_raw, compute, CUDA_R_32F), who);
   OpDesc op(op_raw);
   // Slot 1 is our B, slot 2 our A (see the header comment).
   const cublasOperation_t t1 = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -91,83 +119,95 @@ Status lt_matmul(const GemmGeometry& g, const float* a, const float* b, float* y
   SL_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(op_raw, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
                             who);
   if (ep.bias != nullptr) {
+    // The bias has the output's type (the default); one bias for every batch item (stride 0).
     const void* bias = ep.bias;
     SL_CUBLAS_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(op_raw, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), who);
   }
   // Column-major views: B row-major [K,N] is N x K (ld N); transposed [N,K] is K x N (ld K).
-  SL_ASSIGN_OR_RETURN(LtLayout l1, g.trans_b ? make_layout(g.k, g.n, g.k, g, g.stride_b, who)
-                                             : make_layout(g.n, g.k, g.n, g, g.stride_b, who));
-  SL_ASSIGN_OR_RETURN(LtLayout l2, g.trans_a ? make_layout(g.m, g.k, g.m, g, g.stride_a, who)
-                                             : make_layout(g.k, g.m, g.k, g, g.stride_a, who));
-  SL_ASSIGN_OR_RETURN(LtLayout ly, make_layout(g.n, g.m, g.n, g, g.stride_y, who));
+  SL_ASSIGN_OR_RETURN(LtLayout l1, g.trans_b ? make_layout(type, g.k, g.n, g.k, g, g.stride_b, who)
+                                             : make_layout(type, g.n, g.k, g.n, g, g.stride_b, who));
+  SL_ASSIGN_OR_RETURN(LtLayout l2, g.trans_a ? make_layout(type, g.m, g.k, g.m, g, g.stride_a, who)
+                                             : make_layout(type, g.k, g.m, g.k, g, g.stride_a, who));
+  SL_ASSIGN_OR_RETURN(LtLayout ly, make_layout(type, g.n, g.m, g.n, g, g.stride_y, who));
 
   cublasLtMatmulPreference_t pref_raw = nullptr;
   SL_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref_raw), who);
   Pref pref(pref_raw);
   const uint64_t ws = workspace != nullptr ? workspace_bytes : 0;
-  SL_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulPreferenceSetAttribute(pref_raw, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)), who);
-  const uint32_t al1 = alignment_of(b, g.stride_b), al2 = alignment_of(a, g.stride_a),
-                 aly = alignment_of(y, g.stride_y);
-  SL_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulPreferenceSetAttribute(pref_raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al1, sizeof(al1)),
-      who);
-  SL_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulPreferenceSetAttribute(pref_raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al2, sizeof(al2)),
-      who);
-  SL_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulPreferenceSetAttribute(pref_raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &aly, sizeof(aly)),
-      who);
-  SL_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulPreferenceSetAttribute(pref_raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &aly, sizeof(aly)),
-      who);
+  SL_RETURN_IF_ERROR(set_pref(pref_raw, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ws, who));
+  const uint32_t al1 = alignment_of(b, g.stride_b, elem), al2 = alignment_of(a, g.stride_a, elem),
+                 aly = alignment_of(y, g.stride_y, elem);
+  SL_RETURN_IF_ERROR(set_pref(pref_raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al1, who));
+  SL_RETURN_IF_ERROR(set_pref(pref_raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, al2, who));
+  SL_RETURN_IF_ERROR(set_pref(pref_raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, aly, who));
+  SL_RETURN_IF_ERROR(set_pref(pref_raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, aly, who));
 
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
-  SL_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulAlgoGetHeuristic(lt, op_raw, l1.get(), l2.get(), ly.get(), ly.get(), pref_raw, 1, &heur, &found),
-      who);
-  if (found == 0)
-    return unsupported(who + ": cuBLASLt has no algorithm for M=" + std::to_string(g.m) + " N=" + std::to_string(g.n) +
-                       " K=" + std::to_string(g.k) + " batch " + std::to_string(g.batch));
+  const cublasStatus_t hs =
+      cublasLtMatmulAlgoGetHeuristic(lt, op_raw, l1.get(), l2.get(), ly.get(), ly.get(), pref_raw, 1, &heur, &found);
+  if (hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
+  SL_CUBLAS_RETURN_IF_ERROR(hs, who);
+  const float beta = 0.f;
   SL_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(lt, op_raw, &alpha, b, l1.get(), a, l2.get(), &beta, y, ly.get(), y,
                                            ly.get(), &heur.algo, workspace, ws, stream),
                             who);
+  return true;
+}
+
+// The product followed by its epilogues: cuBLASLt's where given, then ours (skipped when it
+// would change nothing). When cuBLASLt has no algorithm with its epilogue, the bias and Relu move
+// into ours and the product is planned again without one.
+Status matmul_with_epilogue(const GemmGeometry& g, const MathMode& mm, const void* a, const void* b, void* y,
+                            float alpha, LtEpilogue lt_ep, EpilogueArgs own, void* workspace, cudaStream_t stream,
+                            const std::string& who) {
+  SL_ASSIGN_OR_RETURN(bool done, lt_matmul(g, mm, a, b, y, alpha, lt_ep, workspace, kLtWorkspaceBytes, stream, who));
+  if (!done && (lt_ep.bias != nullptr || lt_ep.relu)) {
+    // Our epilogue adds its bias before its activation, so it can take cuBLASLt's over only when
+    // it has neither of its own (true for every caller: they give cuBLASLt a bias or Relu only then).
+    if (own.bias == nullptr && own.residual == nullptr && (own.act.kind == ActKind::kNone || !lt_ep.relu)) {
+      if (lt_ep.bias != nullptr) {
+        own.bias = lt_ep.bias;
+        own.bias_inner = 1;
+        own.bias_count = g.n;
+        own.bias_scale = 1.f;
+      }
+      if (lt_ep.relu) own.act.kind = ActKind::kRelu;
+      SL_ASSIGN_OR_RETURN(done,
+                          lt_matmul(g, mm, a, b, y, alpha, LtEpilogue{}, workspace, kLtWorkspaceBytes, stream, who));
+    }
+  }
+  if (!done)
+    return unsupported(who + ": cuBLASLt has no algorithm for M=" + std::to_string(g.m) + " N=" + std::to_string(g.n) +
+                       " K=" + std::to_string(g.k) + " batch " + std::to_string(g.batch));
+  if (epilogue_is_identity(own)) return ok_status();
+  const int64_t n = g.m * g.n * g.batch;
+  SL_CUDA_RETURN_IF_ERROR(launch_epilogue(elem_type_of(mm.dtype), y, n, own, stream), who);
   return ok_status();
 }
 
-// Copies `c` (broadcastable to `y_shape`, right-aligned) into y.
-Status broadcast_into(const Tensor& c, float* y, const Shape& y_shape, cudaStream_t stream, const std::string& who) {
-  StridedCopyDims d;
-  d.rank = static_cast<int32_t>(y_shape.rank());
-  int64_t s = 1;
-  for (size_t k = y_shape.rank(); k-- > 0;) {
-    d.out[k] = y_shape[k];
-    const size_t off = y_shape.rank() - c.shape().rank();
-    const int64_t cd = k >= off ? c.shape()[k - off] : 1;
-    d.in_stride[k] = cd == 1 ? 0 : s;
-    s *= cd;
-  }
-  SL_CUDA_RETURN_IF_ERROR(launch_strided_copy(dev_in(c), y, y_shape.numel(), d, stream), who);
+// Unsupported unless every present input is a plain tensor of the def's dtype.
+Status expect_inputs(std::span<const TensorInfo> in, DType dtype, const std::string& who) {
+  for (const TensorInfo& t : in)
+    if (t.present()) SL_RETURN_IF_ERROR(expect_dtype(t, dtype, who));
   return ok_status();
 }
 
 class GemmKernel final : public Kernel {
  public:
-  GemmKernel(const graph::Node& n, bool relu)
+  GemmKernel(const graph::Node& n, Activation act, MathMode mm)
       : alpha_(n.attr_float("alpha", 1.f)),
         beta_(n.attr_float("beta", 1.f)),
         trans_a_(n.attr_int("transA", 0) != 0),
         trans_b_(n.attr_int("transB", 0) != 0),
-        relu_(relu),
+        act_(act),
+        mm_(mm),
         who_(n.describe()) {}
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     if (in.size() < 2 || !in[0].present() || !in[1].present()) return invalid_argument(who_ + ": needs A and B");
-    for (size_t i = 0; i < in.size(); ++i)
-      if (in[i].present() && (in[i].dtype != DType::kFloat32 || in[i].layout != Layout::kPlain))
-        return unsupported(who_ + ": the CUDA kernel takes plain float32 tensors");
+    SL_RETURN_IF_ERROR(expect_inputs(in, mm_.dtype, who_));
     SL_ASSIGN_OR_RETURN(GemmGeometry g, geometry(in[0].shape, in[1].shape));
     if (in.size() > 2 && in[2].present()) {
       const Shape& c = in[2].shape;
@@ -179,7 +219,7 @@ class GemmKernel final : public Kernel {
       if (!ok) return invalid_argument(who_ + ": C " + c.to_string() + " does not broadcast to the output");
     }
     ReshapeResult rr;
-    rr.outputs.push_back(OutputInfo{DType::kFloat32, Shape{g.m, g.n}});
+    rr.outputs.push_back(OutputInfo{mm_.dtype, Shape{g.m, g.n}});
     rr.workspace_bytes = kLtWorkspaceBytes;
     return rr;
   }
@@ -188,22 +228,33 @@ class GemmKernel final : public Kernel {
     SL_ASSIGN_OR_RETURN(GemmGeometry g, geometry(ctx.inputs[0].shape(), ctx.inputs[1].shape()));
     const Tensor& y = ctx.outputs[0];
     if (y.numel() == 0) return ok_status();
-    const bool has_c = ctx.inputs.size() > 2 && ctx.inputs[2].defined() && beta_ != 0.f;
-    Epilogue ep;
-    ep.relu = relu_;
-    float beta = 0.f;
-    if (has_c) {
-      const Shape& c = ctx.inputs[2].shape();
-      const bool row_bias = c.numel() == g.n && (c.rank() == 1 || (c.rank() == 2 && c[0] == 1));
-      if (row_bias && beta_ == 1.f) {
-        ep.bias = dev_in(ctx.inputs[2]);
+    LtEpilogue lt;
+    EpilogueArgs own;
+    if (ctx.inputs.size() > 2 && ctx.inputs[2].defined() && beta_ != 0.f) {
+      // C right-aligned to [cm, cn] (reshape checked that it broadcasts to [M, N]).
+      const Tensor& c = ctx.inputs[2];
+      const Shape& cs = c.shape();
+      const int64_t cm = cs.rank() == 2 ? cs[0] : 1, cn = cs.rank() >= 1 ? cs[cs.rank() - 1] : 1;
+      if (cm == 1 && cn == g.n && beta_ == 1.f) {
+        lt.bias = c.raw();  // exact in cuBLASLt: D = alpha·A·B + bias
+      } else if (cm == g.m && cn == g.n) {
+        own.residual = c.raw();
+        own.residual_scale = beta_;
       } else {
-        SL_RETURN_IF_ERROR(broadcast_into(ctx.inputs[2], dev_out(y), y.shape(), stream_of(ctx), who_));
-        beta = beta_;
+        // A row [N], a column [M,1] or a scalar, scaled by beta.
+        own.bias = c.raw();
+        own.bias_scale = beta_;
+        own.bias_inner = cm == 1 ? 1 : g.n;
+        own.bias_count = cm == 1 ? cn : cm;
       }
     }
-    return lt_matmul(g, dev_in(ctx.inputs[0]), dev_in(ctx.inputs[1]), dev_out(y), alpha_, beta, ep, ctx.workspace,
-                     kLtWorkspaceBytes, stream_of(ctx), who_);
+    // Relu goes to cuBLASLt when our epilogue has nothing else to do; else it is ours.
+    if (act_.kind == ActKind::kRelu && epilogue_is_identity(own))
+      lt.relu = true;
+    else
+      own.act = act_;
+    return matmul_with_epilogue(g, mm_, ctx.inputs[0].raw(), ctx.inputs[1].raw(), y.raw(), alpha_, lt, own,
+                                ctx.workspace, stream_of(ctx), who_);
   }
 
  private:
@@ -223,7 +274,9 @@ class GemmKernel final : public Kernel {
   }
 
   float alpha_, beta_;
-  bool trans_a_, trans_b_, relu_;
+  bool trans_a_, trans_b_;
+  Activation act_;
+  MathMode mm_;
   std::string who_;
 };
 
@@ -279,18 +332,22 @@ Result<MatMulPlan> plan_matmul(const Shape& a, const Shape& b, const std::string
   return p;
 }
 
+// MatMul, and streamline.FusedMatMul: MatMul + optional bias [N] (input 2) + activation.
 class MatMulKernel final : public Kernel {
  public:
-  explicit MatMulKernel(std::string who) : who_(std::move(who)) {}
+  MatMulKernel(std::string who, bool fused, Activation act, MathMode mm)
+      : who_(std::move(who)), fused_(fused), act_(act), mm_(mm) {}
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
-    if (in.size() != 2 || !in[0].present() || !in[1].present()) return invalid_argument(who_ + ": expects A and B");
-    for (const TensorInfo& t : in)
-      if (t.dtype != DType::kFloat32 || t.layout != Layout::kPlain)
-        return unsupported(who_ + ": the CUDA kernel takes plain float32 tensors");
+    const size_t max_inputs = fused_ ? 3 : 2;
+    if (in.size() < 2 || in.size() > max_inputs || !in[0].present() || !in[1].present())
+      return invalid_argument(who_ + ": expects A and B" + (fused_ ? " and an optional bias" : ""));
+    SL_RETURN_IF_ERROR(expect_inputs(in, mm_.dtype, who_));
     SL_ASSIGN_OR_RETURN(MatMulPlan p, plan_matmul(in[0].shape, in[1].shape, who_));
+    if (in.size() > 2 && in[2].present() && (in[2].shape.rank() != 1 || in[2].shape[0] != p.g.n))
+      return invalid_argument(who_ + ": bias " + in[2].shape.to_string() + " must be [" + std::to_string(p.g.n) + "]");
     ReshapeResult rr;
-    rr.outputs.push_back(OutputInfo{DType::kFloat32, p.y});
+    rr.outputs.push_back(OutputInfo{mm_.dtype, p.y});
     rr.workspace_bytes = kLtWorkspaceBytes;
     return rr;
   }
@@ -298,32 +355,60 @@ class MatMulKernel final : public Kernel {
   Status run(const RunContext& ctx) const override {
     SL_ASSIGN_OR_RETURN(MatMulPlan p, plan_matmul(ctx.inputs[0].shape(), ctx.inputs[1].shape(), who_));
     if (p.y.numel() == 0) return ok_status();
-    return lt_matmul(p.g, dev_in(ctx.inputs[0]), dev_in(ctx.inputs[1]), dev_out(ctx.outputs[0]), 1.f, 0.f, Epilogue{},
-                     ctx.workspace, kLtWorkspaceBytes, stream_of(ctx), who_);
+    LtEpilogue lt;
+    EpilogueArgs own;
+    if (ctx.inputs.size() > 2 && ctx.inputs[2].defined()) lt.bias = ctx.inputs[2].raw();
+    if (act_.kind == ActKind::kRelu)
+      lt.relu = true;
+    else
+      own.act = act_;
+    return matmul_with_epilogue(p.g, mm_, ctx.inputs[0].raw(), ctx.inputs[1].raw(), ctx.outputs[0].raw(), 1.f, lt, own,
+                                ctx.workspace, stream_of(ctx), who_);
   }
 
  private:
   std::string who_;
+  bool fused_;
+  Activation act_;
+  MathMode mm_;
 };
+
+// The math mode of a def for `dtype`: fp32 defs take TF32 from the kernel options.
+MathMode math_mode(DType dtype, const KernelOptions& options) {
+  return MathMode{dtype, dtype == DType::kFloat32 && options.precision == Precision::kTf32};
+}
+
+KernelFactory gemm_factory(DType dtype, bool fused) {
+  return [dtype, fused](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
+    Activation act;
+    if (fused) {
+      SL_ASSIGN_OR_RETURN(act, parse_activation(args.node, /*allow_gelu=*/true));
+    }
+    return std::unique_ptr<Kernel>(std::make_unique<GemmKernel>(args.node, act, math_mode(dtype, args.options)));
+  };
+}
+
+KernelFactory matmul_factory(DType dtype, bool fused) {
+  return [dtype, fused](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
+    Activation act;
+    if (fused) {
+      SL_ASSIGN_OR_RETURN(act, parse_activation(args.node, /*allow_gelu=*/true));
+    }
+    return std::unique_ptr<Kernel>(
+        std::make_unique<MatMulKernel>(args.node.describe(), fused, act, math_mode(dtype, args.options)));
+  };
+}
 
 }  // namespace
 
 Status register_matmul(KernelRegistry& reg) {
-  SL_RETURN_IF_ERROR(reg.add(cuda_def("Gemm", 7, [](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
-    return std::unique_ptr<Kernel>(std::make_unique<GemmKernel>(args.node, false));
-  })));
-  SL_RETURN_IF_ERROR(reg.add(cuda_def(
-      "FusedGemm", 1,
-      [](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
-        const std::string act = args.node.attr_string("activation", "");
-        if (!act.empty() && act != "Relu")
-          return unsupported(args.node.describe() + ": the CUDA FusedGemm fuses Relu only, not '" + act + "'");
-        return std::unique_ptr<Kernel>(std::make_unique<GemmKernel>(args.node, act == "Relu"));
-      },
-      "streamline")));
-  return reg.add(cuda_def("MatMul", 1, [](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
-    return std::unique_ptr<Kernel>(std::make_unique<MatMulKernel>(args.node.describe()));
-  }));
+  for (DType t : {DType::kFloat32, DType::kFloat16}) {
+    SL_RETURN_IF_ERROR(reg.add(cuda_def("Gemm", 7, gemm_factory(t, false), "", INT_MAX, t)));
+    SL_RETURN_IF_ERROR(reg.add(cuda_def("FusedGemm", 1, gemm_factory(t, true), "streamline", INT_MAX, t)));
+    SL_RETURN_IF_ERROR(reg.add(cuda_def("MatMul", 1, matmul_factory(t, false), "", INT_MAX, t)));
+    SL_RETURN_IF_ERROR(reg.add(cuda_def("FusedMatMul", 1, matmul_factory(t, true), "streamline", INT_MAX, t)));
+  }
+  return ok_status();
 }
 
 }  // namespace streamline::ops::cuda
