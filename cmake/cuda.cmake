@@ -83,9 +83,8 @@ if(SL_HAVE_CUDA)
 endif()
 
 # Builds the CUDA libraries from the layers' cuda/ folders. Call once from src/, after the layers.
-# cuBLASLt alone is over 500 MB, so only the kernels (and their tests) link it and cuDNN's
-# sub-libraries; the device layer, and so the runtime and the CLI, need just the CUDA runtime and
-# the small cuDNN front library (for its version).
+# cuBLASLt and cuDNN are linked as shared libraries (their static forms are hundreds of MB); the
+# device layer needs just the CUDA runtime and the small cuDNN front library (for its version).
 function(sl_cuda_libraries)
   set(src ${CMAKE_SOURCE_DIR}/src)
   add_library(sl_core_cuda STATIC ${src}/core/cuda/cuda_status.cc)
@@ -107,6 +106,7 @@ function(sl_cuda_libraries)
 
   file(GLOB exec_srcs CONFIGURE_DEPENDS ${src}/exec/cuda/*.cc)
   add_library(sl_exec_cuda STATIC ${exec_srcs})
+  # The executor (exec/cuda/executor.cc) runs plans: it needs the plan layer, not the kernels.
   target_link_libraries(sl_exec_cuda PUBLIC sl_exec sl_core_cuda sl_cudnn)
 
   foreach(t sl_core_cuda sl_core_cuda_libs sl_ops_cuda sl_exec_cuda)

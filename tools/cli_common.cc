@@ -42,6 +42,9 @@ void add_model_flags(CLI::App* c, ModelFlags& f) {
               "With several streams: each step uses threads/(streams busy at that moment) threads");
   c->add_flag("--safe", f.safe, "Safe mode: canaries checked after every step, dead buffers poisoned");
   c->add_flag("--no-optimize", f.no_optimize, "Turn graph passes off (debugging)");
+  c->add_option("--device", f.device, "Where to run: cpu, cuda (GPU 0) or cuda:N");
+  c->add_option("--precision", f.precision, "GPU arithmetic: fp32, tf32 or fp16 (weights converted at load)");
+  c->add_flag("--no-cuda-graphs", f.no_cuda_graphs, "GPU: launch every kernel instead of replaying a CUDA graph");
 }
 
 void add_input_flags(CLI::App* c, InputFlags& f, bool with_files) {
@@ -59,6 +62,9 @@ Result<std::shared_ptr<Model>> load_model(const ModelFlags& f) {
   mo.pin_threads = f.pin_threads;
   mo.elastic_threads = f.elastic_threads;
   mo.safe = f.safe;
+  mo.device = f.device;
+  SL_ASSIGN_OR_RETURN(mo.precision, runtime::parse_precision(f.precision));
+  mo.cuda_graphs = !f.no_cuda_graphs;
   if (!f.pin_streams.empty()) {
     SL_ASSIGN_OR_RETURN(mo.pinned_streams, plan::parse_pin_file(f.pin_streams));
   }

@@ -29,6 +29,9 @@ struct ModelFlags {
   bool elastic_threads = false;
   bool safe = false;
   bool no_optimize = false;
+  std::string device = "cpu";      // cpu, cuda, cuda:N
+  std::string precision = "fp32";  // fp32, tf32, fp16 (GPU only)
+  bool no_cuda_graphs = false;
 };
 void add_model_flags(CLI::App* app, ModelFlags& f);
 // --shape and --batch, plus --input files when `with_files`.

@@ -143,7 +143,9 @@ int bench(const BenchFlags& f) {
     shape_str += (i ? " " : "") + (*model)->inputs()[i].name + "=" + (*shapes)[i].to_string();
   if (f.json) {
     std::ostringstream o;
-    o << "{\"model\": \"" << json_escape(f.model.path) << "\", \"threads\": " << threads * streams
+    o << "{\"model\": \"" << json_escape(f.model.path) << "\", \"device\": \"" << (*model)->device().to_string()
+      << "\", \"precision\": \"" << ops::precision_name((*model)->options().precision)
+      << "\", \"threads\": " << threads * streams
       << ", \"streams\": " << streams << ", \"threads_per_stream\": " << threads << ", \"concurrency\": " << clients
       << ", \"batch\": " << batch
       << ", \"shapes\": \"" << json_escape(shape_str) << "\", \"runs\": " << lat_ms.size()
@@ -155,7 +157,8 @@ int bench(const BenchFlags& f) {
     std::cout << o.str() << std::endl;
     return 0;
   }
-  std::cout << "model: " << f.model.path << "\ninputs: " << shape_str << "\nstreams: " << streams
+  std::cout << "model: " << f.model.path << "\ndevice: " << (*model)->device().to_string() << " ("
+            << ops::precision_name((*model)->options().precision) << ")\ninputs: " << shape_str << "\nstreams: " << streams
             << " x " << threads << " threads, concurrency: " << clients
             << ", steps: " << (*plan)->steps.size() << ", arena: " << fmt((*plan)->arena_bytes / 1048576.0, 1)
             << " MiB\n\n";

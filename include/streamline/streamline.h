@@ -32,6 +32,7 @@
 #include "graph/passes.h"
 #include "plan/kernel_set.h"
 #include "plan/planner.h"
+#include "runtime/device_runner.h"
 
 namespace streamline {
 
@@ -61,6 +62,16 @@ struct ModelOptions {
   bool pin_threads = false;
   // Safe mode: canaries after every buffer checked after each step, dead buffers poisoned.
   bool safe = false;
+  // Where the model runs: "cpu", "cuda:N" (GPU N) or "cuda" (GPU 0 for a Session; serving instances
+  // spread over every visible GPU). CUDA needs the backend compiled in; a GPU is needed only to run
+  // (plans for CUDA can be made and inspected anywhere). Takes effect at load.
+  std::string device = "cpu";
+  // Device arithmetic (ops::Precision): kFp32, kTf32 (TF32 tensor cores for matrix products and
+  // convolutions), kFp16 (weights converted to float16 at load; inputs and outputs stay float32).
+  // CPU models run fp32 only. Takes effect at load.
+  ops::Precision precision = ops::Precision::kFp32;
+  // CUDA: capture each plan into a CUDA graph after a warm-up run and replay it. Per context.
+  bool cuda_graphs = true;
 };
 
 // How runs with one input-shape set execute (Model::execution_mode).
@@ -93,6 +104,10 @@ class Model {
   const ModelOptions& options() const { return options_; }
   const graph::Graph& graph() const { return graph_; }
   const graph::PassReport& pass_report() const { return report_; }
+  // The device the model was loaded for.
+  const runtime::DeviceSpec& device() const { return device_; }
+  // CUDA models: the weights on each GPU, shared by every context there (null for CPU models).
+  const std::shared_ptr<runtime::DeviceWeights>& device_weights() const { return device_weights_; }
 
   // The plan for these input shapes (model input order), made once and cached. Thread-safe.
   // Unsupported when the shape set runs eagerly (see execution_mode): no plan exists for it.
@@ -128,6 +143,9 @@ class Model {
   // Runs the graph node by node (ExecutionMode::kEager).
   Result<std::vector<Tensor>> run_eager(const std::vector<Tensor>& inputs, int num_threads) const;
   ModelOptions options_;
+  runtime::DeviceSpec device_;
+  std::shared_ptr<runtime::DeviceWeights> device_weights_;
+  const ops::KernelRegistry* registry_ = nullptr;  // the registry kernels and plans come from
   graph::Graph graph_;
   graph::PassReport report_;
   plan::KernelSet kernels_;
@@ -144,6 +162,7 @@ struct RunOptions {
 class Session {
  public:
   explicit Session(std::shared_ptr<const Model> model);
+  ~Session();
 
   // Inputs in the model's input order; returns owned outputs in the model's output order.
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& options = {});
@@ -151,11 +170,13 @@ class Session {
   Result<std::map<std::string, Tensor>> run(const std::map<std::string, Tensor>& inputs,
                                             const RunOptions& options = {});
   const Model& model() const { return *model_; }
-  size_t arena_bytes() const { return ctx_.arena_bytes(); }
+  // Host arena or device block bytes this session's context holds.
+  size_t arena_bytes() const { return runner_ ? runner_->arena_bytes() : 0; }
 
  private:
   std::shared_ptr<const Model> model_;
-  exec::ExecutionContext ctx_;
+  // Made on the first run, so that a missing GPU is an error of run(), not of construction.
+  std::unique_ptr<runtime::DeviceRunner> runner_;
 };
 
 // "0.1.0 (oneDNN 2.6.3, CPU; CUDA: no)"; with the CUDA backend built in, "CUDA: yes (runtime 13.0,

@@ -77,4 +77,17 @@ int fuse_attention(Graph& g);
 int fuse_matmul_gelu(Graph& g);
 int eliminate_dead_code(Graph& g);
 
+// Half precision for device backends (pass_precision.cc): every float32 value and constant of the
+// graph becomes float16, except host-read parameters (Resize/Upsample scales and roi, Clip bounds);
+// float32 graph inputs gain a Cast to float16 after them and float32 graph outputs a Cast back, so
+// callers still exchange float32. Cast nodes to float32 cast to float16 instead. Constants are
+// rounded to nearest even; values beyond the half range become +-inf, which the report counts.
+struct HalfReport {
+  int constants = 0;       // float32 constants converted
+  int values = 0;          // float32 computed values retyped
+  int casts_inserted = 0;  // at graph inputs and outputs
+  int64_t overflowed = 0;  // constant elements that became +-inf
+};
+Status convert_to_half(Graph& g, HalfReport* report);
+
 }  // namespace streamline::graph

@@ -56,7 +56,7 @@ const char* slot_kind_name(SlotKind k) {
 
 std::string ExecutionPlan::to_json() const {
   std::ostringstream o;
-  o << "{\n  \"streams_used\": " << num_streams << ",\n  \"events_inserted\": " << events_inserted
+  o << "{\n  \"device\": " << q(ops::device_name(device)) << ",\n  \"streams_used\": " << num_streams << ",\n  \"events_inserted\": " << events_inserted
     << ",\n  \"events_after_pruning\": " << num_events << ",\n  \"arena_bytes\": " << arena_bytes
     << ",\n  \"naive_bytes\": " << naive_bytes << ",\n  \"critical_path_cost\": " << static_cast<int64_t>(critical_path_cost)
     << ",\n  \"total_cost\": " << static_cast<int64_t>(total_cost) << ",\n  \"verified\": " << (verified ? "true" : "false")

@@ -60,6 +60,7 @@ uint64_t next_plan_id();
 
 struct ExecutionPlan {
   uint64_t id = next_plan_id();
+  ops::Device device = ops::Device::kCpu;  // where every step runs (slots and workspaces live there)
   std::vector<TensorSlot> slots;
   std::vector<Step> steps;
   std::vector<Tensor> constants;         // folded values and initializers used by steps/outputs

@@ -32,10 +32,11 @@ DType fallback_output_dtype(const graph::Node& node, DType first_input) {
 }  // namespace
 
 Result<KernelSet> create_kernels(const graph::Graph& g, const ops::KernelRegistry& reg,
-                                 const ops::KernelOptions& options) {
+                                 const ops::KernelOptions& options, ops::Device device) {
   KernelSet ks;
   ks.kernels.resize(g.num_nodes());
   ks.providers.resize(g.num_nodes());
+  ks.devices.assign(g.num_nodes(), ops::Device::kCpu);
   // Pass 1: look every node up, collecting all unsupported ones before failing.
   std::map<std::string, std::vector<std::string>> missing;  // "Op (opset N)" -> node names
   std::vector<const ops::KernelDef*> defs(g.num_nodes(), nullptr);
@@ -58,13 +59,26 @@ Result<KernelSet> create_kernels(const graph::Graph& g, const ops::KernelRegistr
         value_dtype[static_cast<size_t>(v)] = out;
     std::string key = node.op_type + " (" + (node.domain.empty() ? "" : "domain " + node.domain + ", ") + "opset " +
                       std::to_string(node.opset) + ")";
+    // The def for one device: keyed by the first input's dtype, then by the input the def names.
+    auto lookup = [&](ops::Device d) -> Result<const ops::KernelDef*> {
+      auto def = reg.find(node.op_type, node.domain, node.opset, d, ops::selector_dtype(dtypes[n], 0));
+      if (def.ok())
+        def = reg.find(node.op_type, node.domain, node.opset, d, ops::selector_dtype(dtypes[n], (*def)->dtype_input));
+      return def;
+    };
+    if (device != ops::Device::kCpu && reg.has_op(node.op_type, node.domain, node.opset, device)) {
+      auto def = lookup(device);
+      if (def.ok()) {
+        defs[n] = *def;
+        ks.devices[n] = device;
+        continue;
+      }
+    }
     if (!reg.has_op(node.op_type, node.domain, node.opset, ops::Device::kCpu)) {
       missing[key].push_back(node.name);
       continue;
     }
-    auto def = reg.find(node.op_type, node.domain, node.opset, ops::Device::kCpu, ops::selector_dtype(dtypes[n], 0));
-    if (def.ok()) def = reg.find(node.op_type, node.domain, node.opset, ops::Device::kCpu,
-                                 ops::selector_dtype(dtypes[n], (*def)->dtype_input));
+    auto def = lookup(ops::Device::kCpu);
     if (!def.ok()) {
       missing[key + " for " + dtype_name(ops::selector_dtype(dtypes[n], 0))].push_back(node.name);
       continue;

@@ -57,10 +57,16 @@ class Planner {
 
  private:
   Result<std::shared_ptr<const ExecutionPlan>> run_passes(const InputShapes& inputs) {
+    plan_->device = opts_.device;
+    if (opts_.device != ops::Device::kCpu) {
+      opts_.channels_last = false;
+      opts_.blocked = false;
+    }
     value_slot_.assign(g_.num_values(), -1);
     SL_RETURN_IF_ERROR(bind_inputs(inputs));
     SL_ASSIGN_OR_RETURN(std::vector<graph::NodeId> order, g_.topological_order());
     for (graph::NodeId n : order) SL_RETURN_IF_ERROR(plan_node(n));
+    SL_RETURN_IF_ERROR(check_device());
     SL_RETURN_IF_ERROR(bind_outputs());
     SL_RETURN_IF_ERROR(schedule());
     const HappensBefore hb(*plan_);
@@ -259,7 +265,15 @@ class Planner {
                             " outputs for " + std::to_string(node.outputs.size()));
     const bool known = !r.known_values.empty() &&
                        std::all_of(r.known_values.begin(), r.known_values.end(), [](const auto& t) { return t.has_value(); });
-    if (all_const || known) return fold(node, kernel, in_slots, r, known);
+    if (all_const || known) {
+      if (known || node_device(n) == ops::Device::kCpu) return fold(node, kernel, in_slots, r, known);
+      // A device kernel cannot run on host data: fold with the node's CPU kernel.
+      SL_ASSIGN_OR_RETURN(const ops::Kernel* host, host_kernel(n, infos));
+      auto hr = host->reshape(infos);
+      if (!hr.ok()) return hr.status().with_context(node.describe());
+      return fold(node, host, in_slots, *hr, false);
+    }
+    if (node_device(n) != opts_.device) host_only_[node.op_type + " (opset " + std::to_string(node.opset) + ")"].push_back(node.name);
 
     Step st;
     st.name = node.name;
@@ -300,6 +314,45 @@ class Planner {
     plan_->steps.push_back(std::move(st));
     inplace_hints_.push_back(r.inplace);
     return ok_status();
+  }
+
+  ops::Device node_device(graph::NodeId n) const {
+    const size_t i = static_cast<size_t>(n);
+    return i < ks_.devices.size() ? ks_.devices[i] : ops::Device::kCpu;
+  }
+
+  // The CPU kernel of a device node, made on first need and owned by the plan (folding only).
+  Result<const ops::Kernel*> host_kernel(graph::NodeId n, const std::vector<ops::TensorInfo>& infos) {
+    const graph::Node& node = g_.node(n);
+    std::vector<DType> dtypes;
+    std::vector<const Tensor*> constants;
+    for (const auto& i : infos) {
+      dtypes.push_back(i.dtype);
+      constants.push_back(i.value);
+    }
+    auto def = reg_.find(node.op_type, node.domain, node.opset, ops::Device::kCpu, ops::selector_dtype(dtypes, 0));
+    if (!def.ok()) return def.status().with_context("folding " + node.describe() + " on the host");
+    ops::KernelOptions ko;
+    ko.allow_channels_last = false;
+    ops::KernelCreateArgs args{g_, node, constants, dtypes, ko};
+    SL_ASSIGN_OR_RETURN(std::unique_ptr<ops::Kernel> k, (*def)->create(args));
+    const ops::Kernel* raw = k.get();
+    plan_->owned_kernels.push_back(std::move(k));
+    return raw;
+  }
+
+  // After pass 2: a device plan may not contain steps that only have a CPU kernel.
+  Status check_device() const {
+    if (host_only_.empty()) return ok_status();
+    std::string msg = std::string("no ") + ops::device_name(opts_.device) +
+                      " kernel for operators whose inputs are computed during the run: ";
+    bool first = true;
+    for (const auto& [key, names] : host_only_) {
+      msg += (first ? "" : "; ") + key + ": ";
+      first = false;
+      for (size_t i = 0; i < names.size(); ++i) msg += (i ? ", " : "") + names[i];
+    }
+    return unsupported(msg + " (run the model on the CPU device)");
   }
 
   Status choose_layouts(const ops::Kernel* kernel, std::vector<int>& in_slots) {
@@ -402,6 +455,7 @@ class Planner {
   std::map<std::pair<int, Layout>, int> converted_;
   std::map<int, const ops::Kernel*> layout_kernels_;
   std::vector<std::vector<int>> inplace_hints_;  // per step
+  std::map<std::string, std::vector<std::string>> host_only_;  // device plans: "Op (opset N)" -> CPU-only nodes
 };
 
 }  // namespace

@@ -37,8 +37,12 @@ struct PlannerOptions {
   double event_cost = 1e5;     // cost units charged per cross-stream dependency
   size_t guard_bytes = 0;      // safe mode: canary bytes after every buffer (checked at run time)
   bool verify = true;          // run the race verifier on every plan (fails planning on a race)
-  // Registry used for planner-inserted kernels (layout changes); null = ops::default_cpu_registry().
+  // Registry used for planner-inserted kernels (layout changes) and for the CPU kernels that fold
+  // device nodes whose inputs are all known; null = ops::default_cpu_registry().
   const ops::KernelRegistry* registry = nullptr;
+  // The device the plan runs on. For Device::kCuda every step must have a CUDA kernel (CPU nodes of
+  // the kernel set are allowed only where they fold), layouts stay plain, and the plan says so.
+  ops::Device device = ops::Device::kCpu;
 };
 
 using InputShapes = std::vector<std::pair<std::string, Shape>>;

@@ -40,7 +40,11 @@ InstancePool::InstancePool(std::shared_ptr<const Model> model, InstancePoolOptio
         co.stream_cores.push_back(std::move(set));
       }
     }
-    auto in = std::make_unique<Instance>(std::move(co));
+    // "cuda" without an ordinal spreads instances over every visible GPU.
+    const runtime::DeviceSpec& dev = model_->device();
+    const int gpus = dev.kind == ops::Device::kCuda && dev.all_gpus ? std::max(1, cuda_device_count()) : 1;
+    const int ordinal = dev.all_gpus ? i % gpus : dev.ordinal;
+    auto in = std::make_unique<Instance>(std::move(co), ordinal);
     in->staging.resize(model_->inputs().size());
     instances_.push_back(std::move(in));
   }
@@ -73,10 +77,21 @@ Status InstancePool::start_instance(int instance, const std::vector<Shape>* warm
   ro.elastic_threads = std::min(model_->elastic_threads(), options_.threads_per_instance);
   ro.copy_outputs = false;
   ro.safe = model_->options().safe;
-  SL_RETURN_IF_ERROR(exec::run_plan(*plan, in.ctx, zeros, &in.outputs, ro).with_context("warm-up run"));
+  SL_ASSIGN_OR_RETURN(DeviceRunner * runner, runner_of(in));
+  SL_RETURN_IF_ERROR(runner->run(*plan, zeros, &in.outputs, ro).with_context("warm-up run"));
   in.outputs.clear();
-  in.arena.store(in.ctx.arena_bytes(), std::memory_order_relaxed);
+  in.arena.store(runner->arena_bytes(), std::memory_order_relaxed);
   return ok_status();
+}
+
+Result<DeviceRunner*> InstancePool::runner_of(Instance& in) const {
+  if (!in.runner) {
+    RunnerOptions ro;
+    ro.cpu = in.options;
+    ro.cuda_graphs = model_->options().cuda_graphs;
+    SL_ASSIGN_OR_RETURN(in.runner, make_device_runner(*model_, in.device_ordinal, ro));
+  }
+  return in.runner.get();
 }
 
 size_t InstancePool::arena_bytes(int instance) const {
@@ -148,8 +163,9 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
   ro.elastic_threads = std::min(model_->elastic_threads(), options_.threads_per_instance);
   ro.copy_outputs = false;
   ro.safe = model_->options().safe;
-  SL_RETURN_IF_ERROR(exec::run_plan(*plan, in.ctx, in.inputs, &in.outputs, ro));
-  in.arena.store(in.ctx.arena_bytes(), std::memory_order_relaxed);
+  SL_ASSIGN_OR_RETURN(DeviceRunner * runner, runner_of(in));
+  SL_RETURN_IF_ERROR(runner->run(*plan, in.inputs, &in.outputs, ro));
+  in.arena.store(runner->arena_bytes(), std::memory_order_relaxed);
   // Pass 4: split the outputs back per request, copying only what each request asked for.
   for (size_t o = 0; o < in.outputs.size(); ++o) {
     const Tensor& t = in.outputs[o];

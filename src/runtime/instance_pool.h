@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "exec/executor.h"
+#include "runtime/device_runner.h"
 #include "streamline/serving.h"
 
 namespace streamline::runtime {
@@ -53,8 +54,10 @@ class InstancePool {
 
  private:
   struct Instance {
-    explicit Instance(exec::ContextOptions co) : ctx(std::move(co)) {}
-    exec::ExecutionContext ctx;
+    explicit Instance(exec::ContextOptions co, int ordinal) : options(std::move(co)), device_ordinal(ordinal) {}
+    exec::ContextOptions options;
+    int device_ordinal = 0;                  // CUDA models: the GPU this instance runs on
+    std::unique_ptr<DeviceRunner> runner;    // made on the instance's first run
     std::vector<Tensor> staging;  // per model input: concatenation buffer, grown never shrunk
     std::vector<Tensor> inputs;   // this run's inputs (reused)
     std::vector<Shape> shapes;    // this run's input shapes (reused)
@@ -62,6 +65,8 @@ class InstancePool {
     std::atomic<size_t> arena{0};
   };
   Status run(Instance& in, std::span<const InferRequest* const> requests, std::span<InferResponse> responses);
+  // The instance's runner, made on first use (a missing GPU is reported then, per request).
+  Result<DeviceRunner*> runner_of(Instance& in) const;
 
   std::shared_ptr<const Model> model_;
   InstancePoolOptions options_;

@@ -66,17 +66,38 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
     return invalid_argument("elastic_threads and pin_threads cannot be combined: elastic steps use any core");
   std::shared_ptr<Model> m(new Model());
   m->options_ = options;
+  SL_ASSIGN_OR_RETURN(m->device_, runtime::parse_device(options.device));
+  const bool on_cuda = m->device_.kind == ops::Device::kCuda;
+  if (!on_cuda && options.precision != ops::Precision::kFp32)
+    return invalid_argument(std::string("precision ") + ops::precision_name(options.precision) +
+                            " needs a GPU device; CPU models run fp32");
+  if (on_cuda && options.safe) return invalid_argument("safe mode (canaries, poisoning) runs on the CPU device only");
+  m->registry_ = &ops::default_cpu_registry();
+  if (on_cuda) {
+    SL_ASSIGN_OR_RETURN(m->registry_, runtime::cuda_kernel_registry());
+    m->device_weights_ = std::make_shared<runtime::DeviceWeights>();
+    // Activations stay plain (NCHW) on the GPU: the CUDA kernels take that layout.
+    m->options_.channels_last = false;
+    m->options_.blocked_layout = false;
+  }
   m->graph_ = std::move(g);
   // Pass 1: graph rewrites.
   graph::PassOptions po;
   po.enabled = options.optimize;
   ops::KernelEvaluator evaluator(ops::default_cpu_registry());
   SL_RETURN_IF_ERROR(graph::run_passes(m->graph_, po, &evaluator, &m->report_));
+  if (on_cuda && options.precision == ops::Precision::kFp16) {
+    graph::HalfReport hr;
+    SL_RETURN_IF_ERROR(graph::convert_to_half(m->graph_, &hr));
+    if (hr.overflowed > 0)
+      SL_LOG(kWarning) << hr.overflowed << " weight elements exceed the float16 range and became infinite";
+  }
   // Pass 2: one kernel per node; every unsupported op is reported at once.
   ops::KernelOptions ko;
-  ko.allow_channels_last = options.channels_last;
-  ko.allow_blocked = options.blocked_layout;
-  SL_ASSIGN_OR_RETURN(m->kernels_, plan::create_kernels(m->graph_, ops::default_cpu_registry(), ko));
+  ko.allow_channels_last = m->options_.channels_last;
+  ko.allow_blocked = m->options_.blocked_layout;
+  ko.precision = options.precision;
+  SL_ASSIGN_OR_RETURN(m->kernels_, plan::create_kernels(m->graph_, *m->registry_, ko, m->device_.kind));
   for (graph::ValueId v : m->graph_.inputs()) m->inputs_.push_back(describe(m->graph_, v));
   for (graph::ValueId v : m->graph_.outputs()) m->outputs_.push_back(describe(m->graph_, v));
   for (const auto& in : m->inputs_)
@@ -149,10 +170,14 @@ Result<Model::Prepared> Model::prepare(const std::vector<Shape>& shapes) const {
   po.num_threads = elastic_threads() > 0 ? elastic_threads() : threads_per_stream();
   po.pinned_streams = options_.pinned_streams;
   po.guard_bytes = options_.safe ? 64 : 0;
+  po.device = device_.kind;
+  po.registry = registry_;
   auto p = plan::make_plan(graph_, kernels_, in, po);
   Prepared prepared;
   if (p.ok()) {
     prepared.plan = std::move(p).value();
+  } else if (device_.kind != ops::Device::kCpu) {
+    return p.status().with_context(device_.to_string());  // eager execution runs on the CPU only
   } else {
     // Planning needs every shape before the run. When it failed for want of run-time values, the
     // shape set runs eagerly; any other failure stays an error.
@@ -208,11 +233,19 @@ exec::ContextOptions context_options(const Model& m) {
 
 }  // namespace
 
-Session::Session(std::shared_ptr<const Model> model) : model_(std::move(model)), ctx_(context_options(*model_)) {}
+Session::Session(std::shared_ptr<const Model> model) : model_(std::move(model)) {}
+
+Session::~Session() = default;
 
 Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, const RunOptions& options) {
   std::vector<Shape> shapes;
   for (const auto& t : inputs) shapes.push_back(t.shape());
+  if (!runner_) {
+    runtime::RunnerOptions ro;
+    ro.cpu = context_options(*model_);
+    ro.cuda_graphs = model_->options().cuda_graphs;
+    SL_ASSIGN_OR_RETURN(runner_, runtime::make_device_runner(*model_, model_->device().ordinal, ro));
+  }
   SL_ASSIGN_OR_RETURN(Model::Prepared prepared, model_->prepare(shapes));
   const int threads = options.num_threads > 0 ? options.num_threads : model_->threads_per_stream();
   if (!prepared.plan) return model_->run_eager(inputs, threads);
@@ -223,7 +256,7 @@ Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, cons
   ro.observer = options.observer;
   ro.safe = model_->options().safe;
   std::vector<Tensor> outs;
-  SL_RETURN_IF_ERROR(exec::run_plan(*plan, ctx_, inputs, &outs, ro));
+  SL_RETURN_IF_ERROR(runner_->run(*plan, inputs, &outs, ro));
   return outs;
 }
 

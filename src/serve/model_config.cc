@@ -132,7 +132,7 @@ struct IntParam {
   int64_t lo, hi;
 };
 constexpr IntParam kIntParams[] = {{"streams", 1, 64}, {"threads", 0, 1024}, {"threads_per_stream", 0, 1024}};
-constexpr const char* kBoolParams[] = {"pin", "warmup", "elastic_threads"};
+constexpr const char* kBoolParams[] = {"pin", "warmup", "elastic_threads", "cuda_graphs"};
 
 Status check_parameters(const std::map<std::string, std::string>& params, const std::string& where) {
   for (const auto& [key, value] : params) {
@@ -153,8 +153,10 @@ Status check_parameters(const std::map<std::string, std::string>& params, const 
     }
     if (key == "precision") {
       known = true;
-      if (value != "fp32" && value != "FP32")
-        return invalid_argument(at + "'" + value + "' is not available; this build computes in fp32");
+      auto p = runtime::parse_precision(value);
+      if (!p.ok()) return invalid_argument(at + p.status().message());
+      if (*p != ops::Precision::kFp32 && !runtime::cuda_built())
+        return invalid_argument(at + "'" + value + "' needs the CUDA backend; this build computes in fp32");
     }
     if (!known) {
       SL_LOG(kInfo) << where << ": parameter '" << key << "' is not one streamline reads (ignored)";
@@ -393,10 +395,15 @@ Result<ModelConfig> parse_model_config(const std::string& text, const std::strin
       if (g.has_count() && g.count() < 1)
         return check.invalid(sub, d, "count", -1,
                              "instance_group count must be >= 1, got " + std::to_string(g.count()));
-      if (g.kind() == pc::ModelInstanceGroup::KIND_GPU)
+      if (g.kind() == pc::ModelInstanceGroup::KIND_GPU && !runtime::cuda_built())
         return check.unsupported_value(sub, d, "kind", -1,
-                                       "instance_group kind KIND_GPU is not available: this build serves on CPU "
-                                       "(use KIND_CPU or KIND_AUTO)");
+                                       "instance_group kind KIND_GPU is not available: this build has no CUDA "
+                                       "backend (use KIND_CPU or KIND_AUTO)");
+      if (g.kind() == pc::ModelInstanceGroup::KIND_GPU)
+        for (int gpu : g.gpus()) {
+          if (gpu < 0) return check.invalid(sub, d, "gpus", -1, "gpus must be >= 0, got " + std::to_string(gpu));
+          c.gpus.push_back(gpu);
+        }
       total += g.has_count() ? g.count() : 1;
       if (i == 0) c.instance_kind = pc::ModelInstanceGroup::Kind_Name(g.kind());
     }
@@ -524,6 +531,17 @@ ModelOptions model_options(const ModelConfig& config) {
   mo.threads_per_stream = int_param(config, "threads_per_stream", 0);
   mo.pin_threads = bool_param(config, "pin", false);
   mo.elastic_threads = bool_param(config, "elastic_threads", false);
+  if (config.instance_kind == "KIND_GPU") {
+    // One GPU listed: every instance there; none: instances spread over all GPUs. Several listed:
+    // the first (instances of one model share one weights copy per GPU they run on).
+    mo.device = config.gpus.empty() ? "cuda" : "cuda:" + std::to_string(config.gpus.front());
+  }
+  auto it = config.parameters.find("precision");
+  if (it != config.parameters.end()) {
+    auto p = runtime::parse_precision(it->second);
+    if (p.ok()) mo.precision = *p;
+  }
+  mo.cuda_graphs = bool_param(config, "cuda_graphs", true);
   return mo;
 }
 

@@ -42,6 +42,7 @@ struct ModelConfig {
   std::vector<TensorConfig> inputs, outputs;
   int instance_count = 1;
   std::string instance_kind = "KIND_CPU";  // KIND_CPU, KIND_GPU or KIND_AUTO
+  std::vector<int> gpus;                   // KIND_GPU: the GPUs listed (empty = every visible GPU)
   bool instance_group_given = false;       // the file had instance_group (else repository defaults)
   bool dynamic_batching = false;           // a dynamic_batching { } block was present
   // Filled from dynamic_batching and max_batch_size. Priorities are 0-based here (0 = highest);

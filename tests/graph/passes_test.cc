@@ -902,3 +902,47 @@ TEST(RunPasses, ValuesReadBySubgraphsAreProtected) {
 
 }  // namespace
 }  // namespace streamline::graph
+
+namespace streamline::graph {
+namespace {
+
+// x -> Mul(x, w) -> Resize(scales) -> y.
+TEST(ConvertToHalf, WeightsAndValuesBecomeHalfWithCastsAtTheBoundary) {
+  Graph g;
+  g.opsets[""] = 13;
+  const ValueId x = g.add_value("x", DType::kFloat32, DimList{1, 1, 2, 2});
+  g.add_input(x);
+  const ValueId w = g.add_constant("w", Tensor::from_vector<float>(Shape{1}, {70000.f}));  // beyond half range
+  const ValueId scales = g.add_constant("scales", Tensor::from_vector<float>(Shape{4}, {1, 1, 2, 2}));
+  const ValueId m = g.add_value("m", DType::kFloat32);
+  const ValueId y = g.add_value("y", DType::kFloat32);
+  g.add_node("Mul", "mul", {x, w}, {m});
+  g.add_node("Resize", "resize", {m, kNoValue, scales}, {y});
+  g.add_output(y);
+  HalfReport r;
+  ASSERT_TRUE(convert_to_half(g, &r).ok());
+  EXPECT_EQ(r.constants, 1);       // w; the scales stay float32 (read on the host)
+  EXPECT_EQ(r.casts_inserted, 2);  // after x, before y
+  EXPECT_EQ(r.overflowed, 1);
+  EXPECT_EQ(g.value(w).constant->dtype(), DType::kFloat16);
+  EXPECT_EQ(g.value(scales).constant->dtype(), DType::kFloat32);
+  EXPECT_EQ(g.value(m).dtype, DType::kFloat16);
+  EXPECT_EQ(g.value(x).dtype, DType::kFloat32);
+  EXPECT_EQ(g.value(y).dtype, DType::kFloat32);
+  // The graph reads x through a Cast to float16 and writes y through a Cast to float32.
+  const Node& mul = g.node(0);
+  EXPECT_NE(mul.inputs[0], x);
+  const Node& first_cast = g.node(g.value(mul.inputs[0]).producer);
+  EXPECT_EQ(first_cast.op_type, "Cast");
+  EXPECT_EQ(first_cast.attr_int("to", 0), 10);
+  EXPECT_EQ(first_cast.inputs[0], x);
+  const Node& last = g.node(g.value(y).producer);
+  EXPECT_EQ(last.op_type, "Cast");
+  EXPECT_EQ(last.attr_int("to", 0), 1);
+  EXPECT_EQ(g.value(last.inputs[0]).dtype, DType::kFloat16);
+  EXPECT_EQ(g.outputs(), std::vector<ValueId>{y});
+  EXPECT_TRUE(g.topological_order().ok());
+}
+
+}  // namespace
+}  // namespace streamline::graph

@@ -157,7 +157,9 @@ TEST(ModelConfig, BrokenFilesNameTheLine) {
        StatusCode::kInvalidArgument, "line 4 col 2: default_priority_level must be in [1, priority_levels=3]"},
       {"instance_group [\n  { count: 1 },\n  { count: 0 }\n]\n", StatusCode::kInvalidArgument,
        "line 3 col 5: instance_group count must be >= 1"},
-      {"instance_group [ { kind: KIND_GPU } ]\n", StatusCode::kUnsupported, "KIND_GPU"},
+      {"instance_group [ { kind: KIND_GPU gpus: [ -1 ] } ]\n",
+       runtime::cuda_built() ? StatusCode::kInvalidArgument : StatusCode::kUnsupported,
+       runtime::cuda_built() ? "gpus must be >= 0" : "KIND_GPU"},
       {"input [ { name: \"x\" dims: [ 3, 0 ] } ]\n", StatusCode::kInvalidArgument,
        "line 1 col 21: input 'x': dims entries must be -1 or >= 1, got 0"},
       {"input [ { name: \"x\" }, { name: \"x\" } ]\n", StatusCode::kInvalidArgument, "input 'x' is given twice"},
@@ -170,8 +172,8 @@ TEST(ModelConfig, BrokenFilesNameTheLine) {
        "parameters[\"streams\"]"},
       {"parameters { key: \"pin\" value: { string_value: \"maybe\" } }\n", StatusCode::kInvalidArgument,
        "parameters[\"pin\"]: expected true or false"},
-      {"parameters { key: \"precision\" value: { string_value: \"fp16\" } }\n", StatusCode::kInvalidArgument,
-       "parameters[\"precision\"]"},
+      {"parameters { key: \"precision\" value: { string_value: \"fp64\" } }\n", StatusCode::kInvalidArgument,
+       "parameters[\"precision\"]: unknown precision 'fp64'"},
   };
   for (const auto& b : cases) {
     auto r = parse_model_config(b.text, "config.pbtxt");
@@ -180,6 +182,28 @@ TEST(ModelConfig, BrokenFilesNameTheLine) {
     EXPECT_NE(r.status().message().find(b.expect), std::string::npos)
         << b.text << " -> " << r.status().message() << "\nexpected: " << b.expect;
   }
+}
+
+TEST(ModelConfig, GpuInstancesChooseTheCudaDevice) {
+  auto r = parse_model_config(
+      "instance_group [ { kind: KIND_GPU count: 2 gpus: [ 1 ] } ]\n"
+      "parameters { key: \"precision\" value: { string_value: \"fp16\" } }\n"
+      "parameters { key: \"cuda_graphs\" value: { string_value: \"false\" } }\n",
+      "config.pbtxt");
+  if (!runtime::cuda_built()) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
+    return;
+  }
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const ModelOptions mo = model_options(*r);
+  EXPECT_EQ(mo.device, "cuda:1");
+  EXPECT_EQ(mo.precision, ops::Precision::kFp16);
+  EXPECT_FALSE(mo.cuda_graphs);
+  auto all = parse_model_config("instance_group [ { kind: KIND_GPU count: 4 } ]\n", "config.pbtxt");
+  ASSERT_TRUE(all.ok()) << all.status().to_string();
+  EXPECT_EQ(model_options(*all).device, "cuda");
+  EXPECT_EQ(all->instance_count, 4);
 }
 
 TEST(ModelConfig, UnknownFieldsAreIgnored) {
