@@ -17,16 +17,8 @@ namespace streamline::ops::cuda_test {
 namespace {
 
 using cuda::AttentionDims;
-using test_util::ints;
 using test_util::OneNode;
 using Attrs = std::map<std::string, graph::Attribute>;
-
-graph::Attribute one_float(float v) {
-  graph::Attribute a;
-  a.kind = graph::Attribute::Kind::kFloat;
-  a.f = v;
-  return a;
-}
 
 // BERT's layout: Q, K, V and Y as [B, S, H, D]; the heads split and merge through the perms.
 Attrs bert_attrs(float scale) {
@@ -95,24 +87,11 @@ Result<Tensor> run_gpu(const OneNode& n, const std::vector<Tensor>& inputs) {
   for (const Tensor& t : inputs) total += t.nbytes() + exec::cuda::kDeviceAlignment;
   SL_ASSIGN_OR_RETURN(auto arena, exec::cuda::DeviceArena::create(total));
   SL_ASSIGN_OR_RETURN(exec::cuda::CudaStream stream, exec::cuda::CudaStream::create());
-  std::vector<Tensor> dev_in(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) continue;
-    SL_ASSIGN_OR_RETURN(void* d, arena->take(inputs[i].nbytes()));
-    if (inputs[i].nbytes() > 0)
-      SL_CUDA_RETURN_IF_ERROR(
-          cudaMemcpyAsync(d, inputs[i].raw(), inputs[i].nbytes(), cudaMemcpyHostToDevice, stream.get()), "input");
-    dev_in[i] = Tensor::view(inputs[i].dtype(), inputs[i].shape(), d);
-  }
+  SL_ASSIGN_OR_RETURN(std::vector<Tensor> dev_in, upload_inputs(*arena, inputs, stream.get()));
   SL_ASSIGN_OR_RETURN(void* y, arena->take(out_bytes));
   if (out_bytes > 0) SL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(y, 0xFF, out_bytes, stream.get()), "output");
   std::vector<Tensor> dev_out{Tensor::view(o.dtype, o.shape, y)};
-  RunContext rc;
-  rc.inputs = dev_in;
-  rc.outputs = dev_out;
-  rc.state = p.rr.state.get();
-  rc.device_stream = stream.get();
-  SL_RETURN_IF_ERROR(p.kernel->run(rc));
+  SL_RETURN_IF_ERROR(p.kernel->run(device_run_context(p, dev_in, dev_out, /*workspace=*/nullptr, stream.get())));
   Tensor host = Tensor::empty(o.dtype, o.shape);
   if (out_bytes > 0)
     SL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.raw(), y, out_bytes, cudaMemcpyDeviceToHost, stream.get()), "output");

@@ -33,8 +33,12 @@
 
 namespace streamline::ops::cuda_test {
 
+using test_util::floats;
+using test_util::ints;
 using test_util::make_node;
+using test_util::one_int;
 using test_util::random_tensor;
+using test_util::str;
 
 inline const KernelRegistry& cuda_reg() {
   static const KernelRegistry* r = [] {
@@ -71,6 +75,73 @@ inline Result<Prepared> prepare_cuda(const graph::Graph& g, const graph::Node& n
   return p;
 }
 
+// A float attribute.
+inline graph::Attribute one_float(float v) {
+  graph::Attribute a;
+  a.kind = graph::Attribute::Kind::kFloat;
+  a.f = v;
+  return a;
+}
+
+// Float32 tensors of these shapes (contents unset) for shape-only tests; a shape {-1} stands for
+// an omitted optional input (an undefined Tensor).
+inline std::vector<Tensor> zeros(const std::vector<Shape>& shapes) {
+  std::vector<Tensor> t;
+  for (const Shape& s : shapes) t.push_back(s.rank() == 1 && s[0] < 0 ? Tensor() : Tensor::empty(DType::kFloat32, s));
+  return t;
+}
+
+// Device copies of `inputs`, taken from `arena` and uploaded on `stream` (not synchronised); an
+// undefined input stays undefined. The arena must outlive the returned views.
+inline Result<std::vector<Tensor>> upload_inputs(exec::cuda::DeviceArena& arena, const std::vector<Tensor>& inputs,
+                                                 cudaStream_t stream) {
+  std::vector<Tensor> dev_in(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) continue;
+    SL_ASSIGN_OR_RETURN(void* d, arena.take(inputs[i].nbytes()));
+    if (inputs[i].nbytes() > 0)
+      SL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d, inputs[i].raw(), inputs[i].nbytes(), cudaMemcpyHostToDevice, stream),
+                              "input");
+    dev_in[i] = Tensor::view(inputs[i].dtype(), inputs[i].shape(), d);
+  }
+  return dev_in;
+}
+
+// The RunContext of a prepared kernel on device tensors: its reshape state, `workspace` when it
+// asked for one (else null), enqueued on `stream`. The context views dev_in and dev_out, which
+// must outlive it.
+inline RunContext device_run_context(const Prepared& p, const std::vector<Tensor>& dev_in, std::vector<Tensor>& dev_out,
+                                     void* workspace, cudaStream_t stream) {
+  RunContext rc;
+  rc.inputs = dev_in;
+  rc.outputs = dev_out;
+  rc.workspace = p.rr.workspace_bytes > 0 ? workspace : nullptr;
+  rc.state = p.rr.state.get();
+  rc.device_stream = stream;
+  return rc;
+}
+
+// Runs `kernel` on `rc` through a CUDA graph: run() captured on `stream` (so it must not
+// synchronise, allocate or copy synchronously), the graph instantiated, launched, and waited for.
+inline Status run_in_cuda_graph(const Kernel& kernel, const RunContext& rc, cudaStream_t stream) {
+  SL_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
+  const Status run = kernel.run(rc);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+  SL_RETURN_IF_ERROR(run);
+  SL_CUDA_RETURN_IF_ERROR(end, "end capture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  (void)cudaGraphDestroy(graph);
+  SL_CUDA_RETURN_IF_ERROR(made, "graph instantiation");
+  const cudaError_t launched = cudaGraphLaunch(exec, stream);
+  const cudaError_t done = cudaStreamSynchronize(stream);
+  (void)cudaGraphExecDestroy(exec);
+  SL_CUDA_RETURN_IF_ERROR(launched, "graph launch");
+  SL_CUDA_RETURN_IF_ERROR(done, "graph run");
+  return ok_status();
+}
+
 // Runs the node's CUDA kernel: inputs copied into a device arena, outputs pre-filled with NaN
 // bytes (so an unwritten element fails the comparison), run on its own stream, outputs copied back.
 inline Result<std::vector<Tensor>> run_cuda(const graph::Graph& g, const graph::Node& node,
@@ -82,14 +153,7 @@ inline Result<std::vector<Tensor>> run_cuda(const graph::Graph& g, const graph::
     total += static_cast<size_t>(o.shape.numel()) * dtype_size(o.dtype) + exec::cuda::kDeviceAlignment;
   SL_ASSIGN_OR_RETURN(auto arena, exec::cuda::DeviceArena::create(total));
   SL_ASSIGN_OR_RETURN(exec::cuda::CudaStream stream, exec::cuda::CudaStream::create());
-  std::vector<Tensor> dev_in(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) continue;
-    SL_ASSIGN_OR_RETURN(void* d, arena->take(inputs[i].nbytes()));
-    SL_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(d, inputs[i].raw(), inputs[i].nbytes(), cudaMemcpyHostToDevice, stream.get()), "input");
-    dev_in[i] = Tensor::view(inputs[i].dtype(), inputs[i].shape(), d);
-  }
+  SL_ASSIGN_OR_RETURN(std::vector<Tensor> dev_in, upload_inputs(*arena, inputs, stream.get()));
   std::vector<Tensor> dev_out;
   for (const OutputInfo& o : p.rr.outputs) {
     const size_t bytes = static_cast<size_t>(o.shape.numel()) * dtype_size(o.dtype);
@@ -98,13 +162,7 @@ inline Result<std::vector<Tensor>> run_cuda(const graph::Graph& g, const graph::
     dev_out.push_back(Tensor::view(o.dtype, o.shape, d));
   }
   SL_ASSIGN_OR_RETURN(void* ws, arena->take(p.rr.workspace_bytes));
-  RunContext rc;
-  rc.inputs = dev_in;
-  rc.outputs = dev_out;
-  rc.workspace = p.rr.workspace_bytes > 0 ? ws : nullptr;
-  rc.state = p.rr.state.get();
-  rc.device_stream = stream.get();
-  SL_RETURN_IF_ERROR(p.kernel->run(rc));
+  SL_RETURN_IF_ERROR(p.kernel->run(device_run_context(p, dev_in, dev_out, ws, stream.get())));
   std::vector<Tensor> out;
   for (const Tensor& d : dev_out) {
     Tensor h = Tensor::empty(d.dtype(), d.shape());

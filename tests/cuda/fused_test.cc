@@ -16,24 +16,7 @@
 namespace streamline::ops::cuda_test {
 namespace {
 
-using test_util::floats;
-using test_util::ints;
-using test_util::one_int;
-using test_util::str;
 using Attrs = std::map<std::string, graph::Attribute>;
-
-graph::Attribute one_float(float v) {
-  graph::Attribute a;
-  a.kind = graph::Attribute::Kind::kFloat;
-  a.f = v;
-  return a;
-}
-
-std::vector<Tensor> zeros(const std::vector<Shape>& shapes) {
-  std::vector<Tensor> t;
-  for (const Shape& s : shapes) t.push_back(s.rank() == 1 && s[0] < 0 ? Tensor() : Tensor::empty(DType::kFloat32, s));
-  return t;
-}
 
 // An omitted optional input in a list of shapes.
 const Shape kOmitted{-1};

@@ -14,24 +14,6 @@
 namespace streamline::ops::cuda_test {
 namespace {
 
-using test_util::floats;
-using test_util::ints;
-using test_util::one_int;
-using test_util::str;
-
-graph::Attribute one_float(float v) {
-  graph::Attribute a;
-  a.kind = graph::Attribute::Kind::kFloat;
-  a.f = v;
-  return a;
-}
-
-std::vector<Tensor> zeros(const std::vector<Shape>& shapes) {
-  std::vector<Tensor> t;
-  for (const Shape& s : shapes) t.push_back(Tensor::empty(DType::kFloat32, s));
-  return t;
-}
-
 // Output shape of the CUDA kernel for these input shapes, or its error.
 Result<Shape> cuda_shape(const std::string& op, const std::string& domain, int opset, const std::vector<Shape>& shapes,
                          std::map<std::string, graph::Attribute> attrs = {}) {

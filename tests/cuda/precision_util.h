@@ -101,14 +101,7 @@ inline Result<Tensor> run_spec(const Spec& s, const RunSpec& r) {
   for (const Tensor& t : in) total += t.nbytes() + exec::cuda::kDeviceAlignment;
   SL_ASSIGN_OR_RETURN(auto arena, exec::cuda::DeviceArena::create(total));
   SL_ASSIGN_OR_RETURN(exec::cuda::CudaStream stream, exec::cuda::CudaStream::create());
-  std::vector<Tensor> dev_in(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (!in[i].defined()) continue;
-    SL_ASSIGN_OR_RETURN(void* d, arena->take(in[i].nbytes()));
-    SL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d, in[i].raw(), in[i].nbytes(), cudaMemcpyHostToDevice, stream.get()),
-                            "input");
-    dev_in[i] = Tensor::view(in[i].dtype(), in[i].shape(), d);
-  }
+  SL_ASSIGN_OR_RETURN(std::vector<Tensor> dev_in, upload_inputs(*arena, in, stream.get()));
   void* out = nullptr;
   if (r.output_shares_input >= 0) {
     const Tensor& shared = dev_in.at(static_cast<size_t>(r.output_shares_input));
@@ -120,33 +113,14 @@ inline Result<Tensor> run_spec(const Spec& s, const RunSpec& r) {
   }
   std::vector<Tensor> dev_out{Tensor::view(o.dtype, o.shape, out)};
   SL_ASSIGN_OR_RETURN(void* ws, arena->take(p.rr.workspace_bytes));
-  RunContext rc;
-  rc.inputs = dev_in;
-  rc.outputs = dev_out;
-  rc.workspace = p.rr.workspace_bytes > 0 ? ws : nullptr;
-  rc.state = p.rr.state.get();
-  rc.device_stream = stream.get();
+  const RunContext rc = device_run_context(p, dev_in, dev_out, ws, stream.get());
   SL_RETURN_IF_ERROR(p.kernel->run(rc));
   if (r.capture_graph && r.output_shares_input < 0) {
     // The first run made the library handles; now the same run must be capturable (no
     // synchronisation, allocation or blocking copy) and its replay must produce the output again.
     SL_RETURN_IF_ERROR(stream.synchronize());
     SL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out, 0xFF, out_bytes, stream.get()), "output");
-    SL_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal), "capture");
-    const Status run = p.kernel->run(rc);
-    cudaGraph_t graph = nullptr;
-    const cudaError_t end = cudaStreamEndCapture(stream.get(), &graph);
-    SL_RETURN_IF_ERROR(run);
-    SL_CUDA_RETURN_IF_ERROR(end, "end of capture");
-    cudaGraphExec_t exec = nullptr;
-    const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-    (void)cudaGraphDestroy(graph);
-    SL_CUDA_RETURN_IF_ERROR(inst, "graph instantiation");
-    const cudaError_t launched = cudaGraphLaunch(exec, stream.get());
-    const Status synced = stream.synchronize();
-    (void)cudaGraphExecDestroy(exec);
-    SL_CUDA_RETURN_IF_ERROR(launched, "graph launch");
-    SL_RETURN_IF_ERROR(synced);
+    SL_RETURN_IF_ERROR(run_in_cuda_graph(*p.kernel, rc, stream.get()));
   }
   Tensor host = Tensor::empty(o.dtype, o.shape);
   SL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.raw(), out, out_bytes, cudaMemcpyDeviceToHost, stream.get()), "output");

@@ -23,20 +23,10 @@ using cuda::PoolOp;
 using cuda::ReduceDims;
 using cuda::ReduceOp;
 using cuda::StridedDims;
-using test_util::ints;
-using test_util::one_int;
 using test_util::OneNode;
-using test_util::str;
 using Attrs = std::map<std::string, graph::Attribute>;
 
 constexpr double kHalfTolerance = 2e-3;
-
-graph::Attribute one_float(float v) {
-  graph::Attribute a;
-  a.kind = graph::Attribute::Kind::kFloat;
-  a.f = v;
-  return a;
-}
 
 Tensor i64(const std::vector<int64_t>& v) {
   return Tensor::from_vector<int64_t>(Shape{static_cast<int64_t>(v.size())}, v);
@@ -575,13 +565,7 @@ Result<std::vector<Tensor>> run_gpu(const Case& c, const GpuRun& opt) {
   SL_ASSIGN_OR_RETURN(auto arena, exec::cuda::DeviceArena::create(total));
   SL_ASSIGN_OR_RETURN(exec::cuda::CudaStream stream, exec::cuda::CudaStream::create());
   const cudaStream_t s = stream.get();
-  std::vector<Tensor> dev_in(dc.in.size());
-  for (size_t i = 0; i < dc.in.size(); ++i) {
-    if (!dc.in[i].defined()) continue;
-    SL_ASSIGN_OR_RETURN(void* d, arena->take(dc.in[i].nbytes()));
-    SL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d, dc.in[i].raw(), dc.in[i].nbytes(), cudaMemcpyHostToDevice, s), "input");
-    dev_in[i] = Tensor::view(dc.in[i].dtype(), dc.in[i].shape(), d);
-  }
+  SL_ASSIGN_OR_RETURN(std::vector<Tensor> dev_in, upload_inputs(*arena, dc.in, s));
   std::vector<Tensor> dev_out;
   for (size_t k = 0; k < p.rr.outputs.size(); ++k) {
     const OutputInfo& o = p.rr.outputs[k];
@@ -597,29 +581,9 @@ Result<std::vector<Tensor>> run_gpu(const Case& c, const GpuRun& opt) {
     dev_out.push_back(Tensor::view(o.dtype, o.shape, d));
   }
   SL_ASSIGN_OR_RETURN(void* ws, arena->take(p.rr.workspace_bytes));
-  RunContext rc;
-  rc.inputs = dev_in;
-  rc.outputs = dev_out;
-  rc.workspace = p.rr.workspace_bytes > 0 ? ws : nullptr;
-  rc.state = p.rr.state.get();
-  rc.device_stream = s;
+  const RunContext rc = device_run_context(p, dev_in, dev_out, ws, s);
   if (opt.capture) {
-    // A kernel that synchronises, allocates or copies synchronously invalidates the capture.
-    cudaGraph_t graph = nullptr;
-    SL_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
-    const Status run = p.kernel->run(rc);
-    const cudaError_t end = cudaStreamEndCapture(s, &graph);
-    SL_RETURN_IF_ERROR(run);
-    SL_CUDA_RETURN_IF_ERROR(end, "end capture");
-    cudaGraphExec_t exec = nullptr;
-    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
-    (void)cudaGraphDestroy(graph);
-    SL_CUDA_RETURN_IF_ERROR(made, "instantiate");
-    const cudaError_t launched = cudaGraphLaunch(exec, s);
-    const cudaError_t done = cudaStreamSynchronize(s);
-    (void)cudaGraphExecDestroy(exec);
-    SL_CUDA_RETURN_IF_ERROR(launched, "graph launch");
-    SL_CUDA_RETURN_IF_ERROR(done, "graph run");
+    SL_RETURN_IF_ERROR(run_in_cuda_graph(*p.kernel, rc, s));
   } else {
     SL_RETURN_IF_ERROR(p.kernel->run(rc));
   }

@@ -28,6 +28,7 @@
 #include "ops/cpu/families.h"
 #include "ops/cpu/math_vec.h"
 #include "ops/cpu/onednn_common.h"
+#include "ops/op_params.h"
 
 namespace streamline::ops::cpu {
 namespace {
@@ -82,21 +83,6 @@ struct AttentionState {
   int max_threads = 1;
 };
 
-// Logical dims and dense strides of `s` seen through `perm` (empty = identity).
-void permuted(const Shape& s, const std::vector<int64_t>& perm, std::vector<int64_t>* dims,
-              std::vector<int64_t>* strides) {
-  const size_t r = s.rank();
-  std::vector<int64_t> st(r, 1);
-  for (size_t i = r; i-- > 1;) st[i - 1] = st[i] * s[i];
-  dims->assign(r, 0);
-  strides->assign(r, 0);
-  for (size_t i = 0; i < r; ++i) {
-    const size_t src = perm.empty() ? i : static_cast<size_t>(perm[i]);
-    (*dims)[i] = s[src];
-    (*strides)[i] = st[src];
-  }
-}
-
 class AttentionKernel final : public Kernel {
  public:
   static Result<std::unique_ptr<Kernel>> create(const KernelCreateArgs& args) {
@@ -128,9 +114,9 @@ class AttentionKernel final : public Kernel {
     }
     auto st = std::make_shared<AttentionState>();
     std::vector<int64_t> qd, qs, kd, ks, vd, vs;
-    SL_RETURN_IF_ERROR(logical(in[0].shape, q_perm_, "Q", &qd, &qs));
-    SL_RETURN_IF_ERROR(logical(in[1].shape, k_perm_, "K", &kd, &ks));
-    SL_RETURN_IF_ERROR(logical(in[2].shape, v_perm_, "V", &vd, &vs));
+    SL_RETURN_IF_ERROR(attention_operand_dims(in[0].shape, q_perm_, "Q", who_, &qd, &qs));
+    SL_RETURN_IF_ERROR(attention_operand_dims(in[1].shape, k_perm_, "K", who_, &kd, &ks));
+    SL_RETURN_IF_ERROR(attention_operand_dims(in[2].shape, v_perm_, "V", who_, &vd, &vs));
     st->sq = qd[qd.size() - 2];
     st->d = qd.back();
     st->sk = kd.back();
@@ -245,16 +231,6 @@ class AttentionKernel final : public Kernel {
   }
 
  private:
-  Status logical(const Shape& s, const std::vector<int64_t>& perm, const char* what, std::vector<int64_t>* dims,
-                 std::vector<int64_t>* strides) const {
-    if (!perm.empty() && perm.size() != s.rank())
-      return invalid_argument(who_ + ": " + what + " " + s.to_string() + " has rank " + std::to_string(s.rank()) +
-                              " but its perm has " + std::to_string(perm.size()) + " entries");
-    if (s.rank() < 2) return unsupported(who_ + ": " + what + " must have rank >= 2, got " + s.to_string());
-    permuted(s, perm, dims, strides);
-    return ok_status();
-  }
-
   // Strides of a logical operand against the broadcast batch dims (0 where it broadcasts).
   static Operand operand(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
                          const std::vector<int64_t>& batch) {

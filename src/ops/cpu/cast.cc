@@ -6,9 +6,9 @@
 // wraps modulo 2^bits; anything -> bool is x != 0; bool -> number is 0 or 1.
 
 #include <cstring>
-#include <limits>
 #include <type_traits>
 
+#include "ops/cast_rules.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/math_common.h"
 #include "ops/cpu/math_vec.h"
@@ -40,15 +40,6 @@ auto load(S s) {
     return s;
 }
 
-template <typename D, typename F>
-D float_to_int(F v) {
-  // Comparisons in the source type: max() rounds up to a power of two there, so ">=" is exact.
-  if (!(v == v)) return D{0};
-  if (v <= static_cast<F>(std::numeric_limits<D>::lowest())) return std::numeric_limits<D>::lowest();
-  if (v >= static_cast<F>(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
-  return static_cast<D>(v);
-}
-
 template <typename D, typename V>
 D store(V v) {
   if constexpr (std::is_same_v<D, Half>)
@@ -57,10 +48,8 @@ D store(V v) {
     return BHalf{float_to_bfloat16(static_cast<float>(v))};
   else if constexpr (std::is_same_v<D, Bool>)
     return Bool{static_cast<uint8_t>(v != V{0})};
-  else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<V>)
-    return float_to_int<D>(v);
   else
-    return static_cast<D>(v);
+    return cast_number<D>(v);
 }
 
 template <typename S, typename D>

@@ -6,6 +6,7 @@
 
 #include "ops/cpu/data_common.h"
 #include "ops/cpu/data_kernels.h"
+#include "ops/op_params.h"
 
 namespace streamline::ops::cpu {
 namespace {
@@ -163,84 +164,20 @@ class SliceKernel final : public DataKernel {
   using DataKernel::DataKernel;
   static KernelPtr create(const KernelCreateArgs& a) {
     auto k = std::make_unique<SliceKernel>(a.node);
-    if (a.node.opset < 10) {
-      if (!a.node.has_attr("starts") || !a.node.has_attr("ends")) return k->invalid("missing 'starts' or 'ends'");
-      k->starts_ = a.node.attr_ints("starts");
-      k->ends_ = a.node.attr_ints("ends");
-      k->has_axes_ = a.node.has_attr("axes");
-      k->axes_ = a.node.attr_ints("axes");
-    }
+    if (a.node.opset < 10 && (!a.node.has_attr("starts") || !a.node.has_attr("ends")))
+      return k->invalid("missing 'starts' or 'ends'");
+    k->attrs_ = read_slice_attrs(a.node);
     return std::unique_ptr<Kernel>(std::move(k));
   }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     if (in.empty() || !in[0].present()) return invalid("missing input 'data'");
     SL_RETURN_IF_ERROR(check_movable(in[0].dtype, desc_));
-    const Shape& s = in[0].shape;
-    SL_RETURN_IF_ERROR(check_rank(s.rank()));
-    const int64_t rank = static_cast<int64_t>(s.rank());
-    std::vector<int64_t> starts = starts_, ends = ends_, axes = axes_, steps;
-    bool has_axes = has_axes_;
-    if (opset_ >= 10) {
-      if (in.size() < 3 || !in[1].present() || !in[2].present()) return invalid("missing input 'starts' or 'ends'");
-      SL_ASSIGN_OR_RETURN(starts, constant_ints(in[1], "starts", desc_));
-      SL_ASSIGN_OR_RETURN(ends, constant_ints(in[2], "ends", desc_));
-      if (in.size() > 3 && in[3].present()) {
-        SL_ASSIGN_OR_RETURN(axes, constant_ints(in[3], "axes", desc_));
-        has_axes = true;
-      }
-      if (in.size() > 4 && in[4].present()) {
-        SL_ASSIGN_OR_RETURN(steps, constant_ints(in[4], "steps", desc_));
-      }
-    }
-    if (starts.size() != ends.size()) return invalid("'starts' and 'ends' differ in length");
-    if (!has_axes) {
-      axes.resize(starts.size());
-      for (size_t i = 0; i < axes.size(); ++i) axes[i] = static_cast<int64_t>(i);
-    }
-    if (steps.empty()) steps.assign(starts.size(), 1);
-    if (axes.size() != starts.size() || steps.size() != starts.size())
-      return invalid("'starts', 'ends', 'axes' and 'steps' differ in length");
-
-    std::vector<int64_t> begin(s.rank(), 0), step(s.rank(), 1);
-    Shape out = s;
-    std::vector<bool> seen(s.rank(), false);
-    for (size_t i = 0; i < starts.size(); ++i) {
-      int64_t ax = 0;
-      if (!normalize_axis(axes[i], rank, &ax))
-        return invalid("axis " + std::to_string(axes[i]) + " is out of range for rank " + std::to_string(rank));
-      if (seen[static_cast<size_t>(ax)]) return invalid("axis " + std::to_string(axes[i]) + " is repeated");
-      seen[static_cast<size_t>(ax)] = true;
-      const int64_t dim = s[static_cast<size_t>(ax)];
-      const int64_t st = steps[i];
-      if (st == 0) return invalid("step is zero");
-      int64_t b = starts[i], e = ends[i];
-      if (b < 0) b += dim;
-      if (e < 0) e += dim;
-      int64_t len = 0;
-      if (st > 0) {
-        b = std::clamp<int64_t>(b, 0, dim);
-        e = std::clamp<int64_t>(e, 0, dim);
-        if (e > b) len = (e - b - 1) / st + 1;
-      } else if (dim > 0) {
-        b = std::clamp<int64_t>(b, 0, dim - 1);
-        e = std::clamp<int64_t>(e, -1, dim - 1);
-        if (b > e) len = (b - e - 1) / (-st) + 1;
-      }
-      begin[static_cast<size_t>(ax)] = len > 0 ? b : 0;
-      step[static_cast<size_t>(ax)] = st;
-      out[static_cast<size_t>(ax)] = len;
-    }
-    const std::vector<int64_t> in_strides = dense_strides(s.dims());
-    std::vector<int64_t> strides(s.rank());
-    int64_t offset = 0;
-    for (size_t d = 0; d < s.rank(); ++d) {
-      strides[d] = in_strides[d] * step[d];
-      offset += begin[d] * in_strides[d];
-    }
+    SL_RETURN_IF_ERROR(check_rank(in[0].shape.rank()));
+    SL_ASSIGN_OR_RETURN(SliceGeometry g, slice_geometry(attrs_, opset_, in, desc_));
     ReshapeResult r;
-    r.outputs.push_back({in[0].dtype, out, Layout::kPlain});
-    r.state = std::make_shared<CopyPlan>(make_copy_plan(dtype_size(in[0].dtype), out.dims(), strides, offset));
+    r.outputs.push_back({in[0].dtype, g.out, Layout::kPlain});
+    r.state = std::make_shared<CopyPlan>(make_copy_plan(dtype_size(in[0].dtype), g.out.dims(), g.strides, g.offset));
     return r;
   }
 
@@ -250,8 +187,7 @@ class SliceKernel final : public DataKernel {
   }
 
  private:
-  std::vector<int64_t> starts_, ends_, axes_;
-  bool has_axes_ = false;
+  SliceAttrs attrs_;
 };
 
 class GatherKernel final : public DataKernel {

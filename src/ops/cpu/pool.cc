@@ -18,6 +18,7 @@
 #include "ops/cpu/families.h"
 #include "ops/cpu/math_common.h"
 #include "ops/cpu/onednn_common.h"
+#include "ops/op_params.h"
 
 namespace streamline::ops::cpu {
 namespace {
@@ -56,26 +57,7 @@ class PoolKernel final : public Kernel {
     k->kind_ = kind;
     if (node.outputs.size() > 1 && node.outputs[1] != graph::kNoValue)
       return unsupported(k->who_ + ": the Indices output of MaxPool is not supported");
-    if (node.inputs.size() != 1) return invalid_argument(k->who_ + ": expects one input");
-    const std::string ap = node.attr_string("auto_pad", "NOTSET");
-    if (ap != "NOTSET" && ap != "SAME_UPPER" && ap != "SAME_LOWER" && ap != "VALID" && !ap.empty())
-      return invalid_argument(k->who_ + ": unknown auto_pad '" + ap + "'");
-    k->auto_pad_ = ap.empty() ? "NOTSET" : ap;
-    k->ceil_mode_ = node.attr_int("ceil_mode", 0) != 0;
-    k->count_include_pad_ = node.attr_int("count_include_pad", 0) != 0;
-    k->kernel_shape_ = node.attr_ints("kernel_shape");
-    k->strides_ = node.attr_ints("strides");
-    k->dilations_ = node.attr_ints("dilations");
-    k->pads_ = node.attr_ints("pads");
-    if (!k->global() && k->kernel_shape_.empty()) return invalid_argument(k->who_ + ": kernel_shape is required");
-    for (int64_t v : k->kernel_shape_)
-      if (v < 1) return invalid_argument(k->who_ + ": kernel_shape values must be >= 1");
-    for (int64_t v : k->strides_)
-      if (v < 1) return invalid_argument(k->who_ + ": strides must be >= 1");
-    for (int64_t v : k->dilations_)
-      if (v < 1) return invalid_argument(k->who_ + ": dilations must be >= 1");
-    for (int64_t v : k->pads_)
-      if (v < 0) return invalid_argument(k->who_ + ": pads must be >= 0");
+    SL_ASSIGN_OR_RETURN(k->attrs_, read_pool_attrs(node, k->global(), k->who_));
     return std::unique_ptr<Kernel>(std::move(k));
   }
 
@@ -107,7 +89,7 @@ class PoolKernel final : public Kernel {
       st->src_md = st->channels_last ? permuted_md(sd, {0, 2, 3, 1}) : plain_md(sd);
       st->dst_md = st->channels_last ? permuted_md(dd, {0, 2, 3, 1}) : plain_md(dd);
     }
-    if (kind_ == PoolKind::kAvg && count_include_pad_) compute_fix(*st);
+    if (kind_ == PoolKind::kAvg && attrs_.count_include_pad) compute_fix(*st);
     st->blocked = blocked;
     st->own_max8 = kind_ == PoolKind::kMax && g.in.size() == 2 && g.c % 8 == 0 && (blocked || st->channels_last);
     if (st->own_max8) {
@@ -157,61 +139,21 @@ class PoolKernel final : public Kernel {
 
   Result<PoolGeom> geometry(const Shape& x) const {
     if (x.rank() < 3 || x.rank() > 5) return unsupported(who_ + ": input must be rank 3 to 5, got " + x.to_string());
-    const size_t nsp = x.rank() - 2;
+    SL_ASSIGN_OR_RETURN(std::vector<PoolAxis> axes, pool_axes(attrs_, x, global(), who_));
     PoolGeom g;
     g.n = x[0];
     g.c = x[1];
     g.y = Shape{g.n, g.c};
-    if (!global()) {
-      auto check = [&](const std::vector<int64_t>& v, size_t n, const char* name) -> Status {
-        if (!v.empty() && v.size() != n)
-          return invalid_argument(who_ + ": " + name + " has " + std::to_string(v.size()) + " values, expected " +
-                                  std::to_string(n));
-        return ok_status();
-      };
-      SL_RETURN_IF_ERROR(check(kernel_shape_, nsp, "kernel_shape"));
-      SL_RETURN_IF_ERROR(check(strides_, nsp, "strides"));
-      SL_RETURN_IF_ERROR(check(dilations_, nsp, "dilations"));
-      SL_RETURN_IF_ERROR(check(pads_, 2 * nsp, "pads"));
-    }
-    for (size_t i = 0; i < nsp; ++i) {
-      const int64_t in = x[i + 2];
-      int64_t k = in, s = 1, d = 1, pl = 0, pr = 0, out = 1;
-      if (!global()) {
-        k = kernel_shape_[i];
-        s = strides_.empty() ? 1 : strides_[i];
-        d = dilations_.empty() ? 1 : dilations_[i];
-        const int64_t dk = (k - 1) * d + 1;
-        if (auto_pad_ == "SAME_UPPER" || auto_pad_ == "SAME_LOWER") {
-          out = (in + s - 1) / s;
-          const int64_t total = std::max<int64_t>(0, (out - 1) * s + dk - in);
-          pl = auto_pad_ == "SAME_UPPER" ? total / 2 : total - total / 2;
-          pr = total - pl;
-        } else {
-          if (auto_pad_ == "NOTSET" && !pads_.empty()) {
-            pl = pads_[i];
-            pr = pads_[i + nsp];
-          }
-          const int64_t span = in + pl + pr - dk;
-          if (span < 0)
-            return invalid_argument(who_ + ": kernel extent " + std::to_string(dk) + " exceeds padded input " +
-                                    std::to_string(in + pl + pr));
-          out = ceil_mode_ ? (span + s - 1) / s + 1 : span / s + 1;
-          // A window that would start in the end padding is dropped.
-          if (ceil_mode_ && (out - 1) * s >= in + pl) --out;
-          // oneDNN wants the end padding that yields exactly `out` windows.
-          if (ceil_mode_) pr = (out - 1) * s + dk - in - pl;
-        }
-      }
-      if (out < 1) return invalid_argument(who_ + ": non-positive output size along axis " + std::to_string(i + 2));
-      g.in.push_back(in);
-      g.k.push_back(k);
-      g.s.push_back(s);
-      g.d.push_back(d);
-      g.pl.push_back(pl);
-      g.pr.push_back(pr);
-      g.out.push_back(out);
-      g.y.push_back(out);
+    for (const PoolAxis& a : axes) {
+      g.in.push_back(a.in);
+      g.k.push_back(a.k);
+      g.s.push_back(a.s);
+      g.d.push_back(a.d);
+      g.pl.push_back(a.pad_begin);
+      // oneDNN wants the end padding that yields exactly `out` windows.
+      g.pr.push_back(a.pad_end_fit);
+      g.out.push_back(a.out);
+      g.y.push_back(a.out);
     }
     return g;
   }
@@ -224,7 +166,7 @@ class PoolKernel final : public Kernel {
     std::vector<std::vector<float>> per_axis(nsp);
     bool any = false;
     for (size_t i = 0; i < nsp; ++i) {
-      const int64_t limit = g.in[i] + (pads_.empty() || auto_pad_ != "NOTSET" ? 0 : pads_[i + nsp]);
+      const int64_t limit = g.in[i] + (attrs_.pads.empty() || attrs_.auto_pad != "NOTSET" ? 0 : attrs_.pads[i + nsp]);
       for (int64_t o = 0; o < g.out[i]; ++o) {
         int64_t count = 0;
         for (int64_t t = 0; t < g.k[i]; ++t)
@@ -233,7 +175,7 @@ class PoolKernel final : public Kernel {
         if (count != g.k[i]) any = true;
       }
     }
-    if (!any || auto_pad_ == "SAME_UPPER" || auto_pad_ == "SAME_LOWER") return;
+    if (!any || attrs_.auto_pad == "SAME_UPPER" || attrs_.auto_pad == "SAME_LOWER") return;
     int64_t total = 1;
     for (int64_t o : g.out) total *= o;
     st.fix.assign(static_cast<size_t>(total), 1.f);
@@ -317,7 +259,7 @@ class PoolKernel final : public Kernel {
   Result<std::unique_ptr<BuiltPrimitive>> build(const PoolState& st, int nthr, size_t budget) const {
     const PoolGeom& g = st.g;
     dnnl::algorithm alg = dnnl::algorithm::pooling_max;
-    if (kind_ == PoolKind::kGlobalAvg || (kind_ == PoolKind::kAvg && !count_include_pad_))
+    if (kind_ == PoolKind::kGlobalAvg || (kind_ == PoolKind::kAvg && !attrs_.count_include_pad))
       alg = dnnl::algorithm::pooling_avg_exclude_padding;
     else if (kind_ == PoolKind::kAvg)
       alg = dnnl::algorithm::pooling_avg_include_padding;
@@ -334,10 +276,7 @@ class PoolKernel final : public Kernel {
 
   std::string who_;
   PoolKind kind_ = PoolKind::kMax;
-  std::string auto_pad_ = "NOTSET";
-  bool ceil_mode_ = false;
-  bool count_include_pad_ = false;
-  std::vector<int64_t> kernel_shape_, strides_, dilations_, pads_;
+  PoolAttrs attrs_;
 };
 
 KernelDef pool_def(std::string op, PoolKind kind) {

@@ -9,6 +9,7 @@
 
 #include "ops/cpu/extra_common.h"
 #include "ops/cpu/families.h"
+#include "ops/op_params.h"
 
 namespace streamline::ops::cpu {
 namespace {
@@ -30,14 +31,7 @@ class TypedReduceKernel final : public DataKernel {
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     if (in.empty() || !in[0].present()) return invalid("missing input");
     SL_ASSIGN_OR_RETURN(std::vector<bool> reduced, reduced_dims(in));
-    const Shape& s = in[0].shape;
-    Shape out;
-    for (size_t d = 0; d < s.rank(); ++d) {
-      if (!reduced[d])
-        out.push_back(s[d]);
-      else if (keepdims_)
-        out.push_back(1);
-    }
+    const Shape out = reduced_shape(in[0].shape, reduced, keepdims_);
     ReshapeResult rr;
     rr.outputs.push_back(OutputInfo{in[0].dtype, out, Layout::kPlain});
     rr.workspace_bytes = static_cast<size_t>(2 * std::max<int64_t>(out.numel(), 1)) * sizeof(double);

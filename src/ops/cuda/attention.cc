@@ -15,6 +15,7 @@
 #include "core/cuda/cuda_status.h"
 #include "ops/cuda/cuda_common.h"
 #include "ops/cuda/launch_attention.h"
+#include "ops/op_params.h"
 
 namespace streamline::ops::cuda {
 namespace {
@@ -59,9 +60,9 @@ class AttentionKernel final : public Kernel {
       if (t.layout != Layout::kPlain) return unsupported(who_ + ": the CUDA kernel takes plain tensors");
     }
     std::vector<int64_t> qd, qs, kd, ks, vd, vs;
-    SL_RETURN_IF_ERROR(logical(in[0].shape, q_perm_, "Q", &qd, &qs));
-    SL_RETURN_IF_ERROR(logical(in[1].shape, k_perm_, "K", &kd, &ks));
-    SL_RETURN_IF_ERROR(logical(in[2].shape, v_perm_, "V", &vd, &vs));
+    SL_RETURN_IF_ERROR(attention_operand_dims(in[0].shape, q_perm_, "Q", who_, &qd, &qs));
+    SL_RETURN_IF_ERROR(attention_operand_dims(in[1].shape, k_perm_, "K", who_, &kd, &ks));
+    SL_RETURN_IF_ERROR(attention_operand_dims(in[2].shape, v_perm_, "V", who_, &vd, &vs));
     auto st = std::make_shared<AttentionDims>();
     st->sq = qd[qd.size() - 2];
     st->d = qd.back();
@@ -169,23 +170,6 @@ class AttentionKernel final : public Kernel {
  private:
   static size_t perm_at(const std::vector<int64_t>& perm, size_t i) {
     return perm.empty() ? i : static_cast<size_t>(perm[i]);
-  }
-
-  // Logical dims of `s` seen through `perm` (empty = identity) and the element stride of each.
-  Status logical(const Shape& s, const std::vector<int64_t>& perm, const char* what, std::vector<int64_t>* dims,
-                 std::vector<int64_t>* strides) const {
-    if (!perm.empty() && perm.size() != s.rank())
-      return invalid_argument(who_ + ": " + what + " " + s.to_string() + " has rank " + std::to_string(s.rank()) +
-                              " but its perm has " + std::to_string(perm.size()) + " entries");
-    if (s.rank() < 2) return unsupported(who_ + ": " + what + " must have rank >= 2, got " + s.to_string());
-    const std::vector<int64_t> st = dense_strides(s);
-    dims->assign(s.rank(), 0);
-    strides->assign(s.rank(), 0);
-    for (size_t i = 0; i < s.rank(); ++i) {
-      (*dims)[i] = s[perm_at(perm, i)];
-      (*strides)[i] = st[perm_at(perm, i)];
-    }
-    return ok_status();
   }
 
   // Strides of a logical operand against `rb` broadcast batch dims (0 where it broadcasts).

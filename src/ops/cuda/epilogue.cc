@@ -2,7 +2,7 @@
 
 #include "ops/cuda/epilogue.h"
 
-#include <cfloat>
+#include "ops/op_params.h"
 
 namespace streamline::ops::cuda {
 
@@ -14,35 +14,8 @@ Status expect_dtype(const TensorInfo& t, DType want, const std::string& who) {
 }
 
 Result<Activation> parse_activation(const graph::Node& node, bool allow_gelu) {
-  const std::string name = node.attr_string("activation", "");
-  const std::vector<float> p = node.attr_floats("activation_params");
-  Activation a;
-  if (name.empty() || name == "None" || name == "Identity") {
-    a.kind = ActKind::kNone;
-  } else if (name == "Relu") {
-    a.kind = ActKind::kRelu;
-  } else if (name == "LeakyRelu") {
-    a.kind = ActKind::kLeakyRelu;
-    a.alpha = p.empty() ? 0.01f : p[0];
-  } else if (name == "Clip") {
-    a.kind = ActKind::kClip;
-    a.alpha = p.size() > 0 ? p[0] : -FLT_MAX;
-    a.beta = p.size() > 1 ? p[1] : FLT_MAX;
-    if (a.alpha > a.beta) return invalid_argument(node.describe() + ": Clip activation with min > max");
-  } else if (name == "Sigmoid") {
-    a.kind = ActKind::kSigmoid;
-  } else if (name == "HardSigmoid") {
-    a.kind = ActKind::kHardSigmoid;
-    a.alpha = p.size() > 0 ? p[0] : 0.2f;
-    a.beta = p.size() > 1 ? p[1] : 0.5f;
-  } else if (name == "Tanh") {
-    a.kind = ActKind::kTanh;
-  } else if (name == "Gelu" && allow_gelu) {
-    a.kind = ActKind::kGelu;
-  } else {
-    return invalid_argument(node.describe() + ": unknown activation '" + name + "'");
-  }
-  return a;
+  SL_ASSIGN_OR_RETURN(ActivationAttrs a, read_activation(node, allow_gelu));
+  return to_backend_activation<Activation>(a);
 }
 
 }  // namespace streamline::ops::cuda

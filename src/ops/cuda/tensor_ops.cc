@@ -15,6 +15,7 @@
 #include "ops/cpu/data_common.h"
 #include "ops/cuda/cuda_common.h"
 #include "ops/cuda/launch_tensor.h"
+#include "ops/op_params.h"
 
 namespace streamline::ops::cuda {
 namespace {
@@ -152,89 +153,24 @@ class GatherKernel final : public CpuTwinKernel {
   int64_t axis_;
 };
 
-// Slice: starts/ends/axes/steps from attributes (opset 1-9) or constant inputs (10+), read here;
-// the output is a strided gather of the input (negative steps walk backwards).
+// Slice: starts/ends/axes/steps from attributes (opset 1-9) or constant inputs (10+), read by
+// slice_geometry() (ops/op_params.h) as on the CPU; the output is a strided gather of the input
+// (negative steps walk backwards).
 class SliceKernel final : public Kernel {
  public:
-  explicit SliceKernel(const graph::Node& n) : who_(n.describe()), opset_(n.opset) {
-    if (opset_ < 10) {
-      starts_ = n.attr_ints("starts");
-      ends_ = n.attr_ints("ends");
-      has_axes_ = n.has_attr("axes");
-      axes_ = n.attr_ints("axes");
-    }
-  }
+  explicit SliceKernel(const graph::Node& n) : who_(n.describe()), opset_(n.opset), attrs_(read_slice_attrs(n)) {}
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
-    if (in.empty() || !in[0].present()) return invalid("missing input 'data'");
+    if (in.empty() || !in[0].present()) return invalid_argument(who_ + ": missing input 'data'");
     SL_RETURN_IF_ERROR(cpu::check_movable(in[0].dtype, who_));
     if (in[0].layout != Layout::kPlain) return unsupported(who_ + ": the CUDA kernel takes plain layouts only");
     const Shape& s = in[0].shape;
     if (s.rank() > static_cast<size_t>(cpu::kMaxDataRank))
       return unsupported(who_ + ": rank " + std::to_string(s.rank()) + " exceeds the supported maximum of " +
                          std::to_string(cpu::kMaxDataRank));
-    const int64_t rank = static_cast<int64_t>(s.rank());
-    std::vector<int64_t> starts = starts_, ends = ends_, axes = axes_, steps;
-    bool has_axes = has_axes_;
-    if (opset_ >= 10) {
-      if (in.size() < 3 || !in[1].present() || !in[2].present()) return invalid("missing input 'starts' or 'ends'");
-      SL_ASSIGN_OR_RETURN(starts, constant_ints(in[1], "starts", who_));
-      SL_ASSIGN_OR_RETURN(ends, constant_ints(in[2], "ends", who_));
-      if (in.size() > 3 && in[3].present()) {
-        SL_ASSIGN_OR_RETURN(axes, constant_ints(in[3], "axes", who_));
-        has_axes = true;
-      }
-      if (in.size() > 4 && in[4].present()) {
-        SL_ASSIGN_OR_RETURN(steps, constant_ints(in[4], "steps", who_));
-      }
-    }
-    if (starts.size() != ends.size()) return invalid("'starts' and 'ends' differ in length");
-    if (!has_axes) {
-      axes.resize(starts.size());
-      for (size_t i = 0; i < axes.size(); ++i) axes[i] = static_cast<int64_t>(i);
-    }
-    if (steps.empty()) steps.assign(starts.size(), 1);
-    if (axes.size() != starts.size() || steps.size() != starts.size())
-      return invalid("'starts', 'ends', 'axes' and 'steps' differ in length");
-
-    // Pass 1: per axis, the first element, the step and the output length (the CPU kernel's rules).
-    std::vector<int64_t> begin(s.rank(), 0), step(s.rank(), 1);
-    Shape out = s;
-    std::vector<bool> seen(s.rank(), false);
-    for (size_t i = 0; i < starts.size(); ++i) {
-      int64_t ax = 0;
-      if (!normalize_axis(axes[i], rank, &ax))
-        return invalid("axis " + std::to_string(axes[i]) + " is out of range for rank " + std::to_string(rank));
-      if (seen[static_cast<size_t>(ax)]) return invalid("axis " + std::to_string(axes[i]) + " is repeated");
-      seen[static_cast<size_t>(ax)] = true;
-      const int64_t dim = s[static_cast<size_t>(ax)];
-      const int64_t st = steps[i];
-      if (st == 0) return invalid("step is zero");
-      int64_t b = starts[i], e = ends[i];
-      if (b < 0) b += dim;
-      if (e < 0) e += dim;
-      int64_t len = 0;
-      if (st > 0) {
-        b = std::clamp<int64_t>(b, 0, dim);
-        e = std::clamp<int64_t>(e, 0, dim);
-        if (e > b) len = (e - b - 1) / st + 1;
-      } else if (dim > 0) {
-        b = std::clamp<int64_t>(b, 0, dim - 1);
-        e = std::clamp<int64_t>(e, -1, dim - 1);
-        if (b > e) len = (b - e - 1) / (-st) + 1;
-      }
-      begin[static_cast<size_t>(ax)] = len > 0 ? b : 0;
-      step[static_cast<size_t>(ax)] = st;
-      out[static_cast<size_t>(ax)] = len;
-    }
-    // Pass 2: the strided gather, with size-1 dims dropped and contiguous dims merged.
-    std::vector<int64_t> strides(s.rank());
-    int64_t offset = 0;
-    for (size_t d = 0; d < s.rank(); ++d) {
-      strides[d] = s.stride(d) * step[d];
-      offset += begin[d] * s.stride(d);
-    }
-    const cpu::CopyPlan plan = cpu::make_copy_plan(dtype_size(in[0].dtype), out.dims(), strides, offset);
+    SL_ASSIGN_OR_RETURN(SliceGeometry g, slice_geometry(attrs_, opset_, in, who_));
+    // The strided gather, with size-1 dims dropped and contiguous dims merged.
+    const cpu::CopyPlan plan = cpu::make_copy_plan(dtype_size(in[0].dtype), g.out.dims(), g.strides, g.offset);
     if (plan.rank > kMaxCopyRank)
       return unsupported(who_ + ": the CUDA kernel slices up to " + std::to_string(kMaxCopyRank) +
                          " non-contiguous dims, this slice has " + std::to_string(plan.rank));
@@ -246,7 +182,7 @@ class SliceKernel final : public Kernel {
       dims->in_stride[k] = plan.strides[k];
     }
     ReshapeResult rr;
-    rr.outputs.push_back(OutputInfo{in[0].dtype, out});
+    rr.outputs.push_back(OutputInfo{in[0].dtype, g.out});
     rr.state = std::move(dims);
     return rr;
   }
@@ -262,12 +198,9 @@ class SliceKernel final : public Kernel {
   }
 
  private:
-  Status invalid(const std::string& msg) const { return invalid_argument(who_ + ": " + msg); }
-
   std::string who_;
   int opset_ = 0;
-  std::vector<int64_t> starts_, ends_, axes_;
-  bool has_axes_ = false;
+  SliceAttrs attrs_;
 };
 
 // Cast between float32, float16, int32, int64 and bool (the rules are in launch_tensor.h).
@@ -384,15 +317,8 @@ class ReduceKernel final : public Kernel {
                                 std::to_string(rank));
       reduced[static_cast<size_t>(ax)] = true;
     }
-    Shape out;
-    for (size_t d = 0; d < s.rank(); ++d) {
-      if (!reduced[d])
-        out.push_back(s[d]);
-      else if (keepdims_)
-        out.push_back(1);
-    }
     ReshapeResult rr;
-    rr.outputs.push_back(OutputInfo{in[0].dtype, out});
+    rr.outputs.push_back(OutputInfo{in[0].dtype, reduced_shape(s, reduced, keepdims_)});
     // No state for noop_with_empty_axes without axes: the output is the input.
     if (!(axes.empty() && noop_)) {
       SL_ASSIGN_OR_RETURN(ReduceDims dims, reduce_dims(s, reduced));

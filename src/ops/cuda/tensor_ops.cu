@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "ops/cast_rules.h"
 #include "ops/cuda/launch_tensor.h"
 
 namespace streamline::ops::cuda {
@@ -42,37 +43,14 @@ __device__ __forceinline__ auto load(S s) {
     return s;
 }
 
-// The range of the integer targets (std::numeric_limits is host-only without relaxed constexpr).
-template <typename D>
-struct IntRange;
-template <>
-struct IntRange<int32_t> {
-  static constexpr int32_t kLo = INT32_MIN, kHi = INT32_MAX;
-};
-template <>
-struct IntRange<int64_t> {
-  static constexpr int64_t kLo = INT64_MIN, kHi = INT64_MAX;
-};
-
-template <typename D>
-__device__ __forceinline__ D float_to_int(float v) {
-  // kHi rounds up to a power of two in float, so ">=" is exact.
-  if (!(v == v)) return D{0};
-  if (v <= static_cast<float>(IntRange<D>::kLo)) return IntRange<D>::kLo;
-  if (v >= static_cast<float>(IntRange<D>::kHi)) return IntRange<D>::kHi;
-  return static_cast<D>(v);
-}
-
 template <typename D, typename V>
 __device__ __forceinline__ D store(V v) {
   if constexpr (std::is_same_v<D, __half>)
     return __float2half_rn(static_cast<float>(v));
   else if constexpr (std::is_same_v<D, Bool>)
     return Bool{static_cast<uint8_t>(v != V{0})};
-  else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<V>)
-    return float_to_int<D>(v);
   else
-    return static_cast<D>(v);
+    return cast_number<D>(v);
 }
 
 template <typename S, typename D>

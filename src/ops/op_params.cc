@@ -1,0 +1,239 @@
+#include "ops/op_params.h"
+
+#include <algorithm>
+#include <cfloat>
+
+#include "ops/cpu/data_common.h"
+
+namespace streamline::ops {
+namespace {
+
+Status invalid_for(const std::string& who, const std::string& msg) {
+  return invalid_argument(who + ": " + msg);
+}
+
+bool same_pads(const std::string& auto_pad) {
+  return auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+}
+
+}  // namespace
+
+SliceAttrs read_slice_attrs(const graph::Node& node) {
+  SliceAttrs a;
+  if (node.opset < 10) {
+    a.starts = node.attr_ints("starts");
+    a.ends = node.attr_ints("ends");
+    a.has_axes = node.has_attr("axes");
+    a.axes = node.attr_ints("axes");
+  }
+  return a;
+}
+
+Result<SliceGeometry> slice_geometry(const SliceAttrs& attrs, int opset, std::span<const TensorInfo> in,
+                                     const std::string& who) {
+  const Shape& s = in[0].shape;
+  const int64_t rank = static_cast<int64_t>(s.rank());
+  std::vector<int64_t> starts = attrs.starts, ends = attrs.ends, axes = attrs.axes, steps;
+  bool has_axes = attrs.has_axes;
+  if (opset >= 10) {
+    if (in.size() < 3 || !in[1].present() || !in[2].present())
+      return invalid_for(who, "missing input 'starts' or 'ends'");
+    SL_ASSIGN_OR_RETURN(starts, cpu::constant_ints(in[1], "starts", who));
+    SL_ASSIGN_OR_RETURN(ends, cpu::constant_ints(in[2], "ends", who));
+    if (in.size() > 3 && in[3].present()) {
+      SL_ASSIGN_OR_RETURN(axes, cpu::constant_ints(in[3], "axes", who));
+      has_axes = true;
+    }
+    if (in.size() > 4 && in[4].present()) {
+      SL_ASSIGN_OR_RETURN(steps, cpu::constant_ints(in[4], "steps", who));
+    }
+  }
+  if (starts.size() != ends.size()) return invalid_for(who, "'starts' and 'ends' differ in length");
+  if (!has_axes) {
+    axes.resize(starts.size());
+    for (size_t i = 0; i < axes.size(); ++i) axes[i] = static_cast<int64_t>(i);
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (axes.size() != starts.size() || steps.size() != starts.size())
+    return invalid_for(who, "'starts', 'ends', 'axes' and 'steps' differ in length");
+
+  // Pass 1: per sliced axis, the first element, the step and the output length.
+  SliceGeometry g;
+  g.out = s;
+  g.begin.assign(s.rank(), 0);
+  g.step.assign(s.rank(), 1);
+  std::vector<bool> seen(s.rank(), false);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t ax = 0;
+    if (!cpu::normalize_axis(axes[i], rank, &ax))
+      return invalid_for(who, "axis " + std::to_string(axes[i]) + " is out of range for rank " + std::to_string(rank));
+    const size_t a = static_cast<size_t>(ax);
+    if (seen[a]) return invalid_for(who, "axis " + std::to_string(axes[i]) + " is repeated");
+    seen[a] = true;
+    const int64_t dim = s[a];
+    const int64_t st = steps[i];
+    if (st == 0) return invalid_for(who, "step is zero");
+    int64_t b = starts[i], e = ends[i];
+    if (b < 0) b += dim;
+    if (e < 0) e += dim;
+    int64_t len = 0;
+    if (st > 0) {
+      b = std::clamp<int64_t>(b, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      if (e > b) len = (e - b - 1) / st + 1;
+    } else if (dim > 0) {
+      b = std::clamp<int64_t>(b, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      if (b > e) len = (b - e - 1) / (-st) + 1;
+    }
+    g.begin[a] = len > 0 ? b : 0;
+    g.step[a] = st;
+    g.out[a] = len;
+  }
+  // Pass 2: the strided view of the dense input that the output is.
+  g.strides.assign(s.rank(), 0);
+  for (size_t d = 0; d < s.rank(); ++d) {
+    g.strides[d] = s.stride(d) * g.step[d];
+    g.offset += g.begin[d] * s.stride(d);
+  }
+  return g;
+}
+
+Result<PoolAttrs> read_pool_attrs(const graph::Node& node, bool global, const std::string& who) {
+  if (node.inputs.size() != 1) return invalid_for(who, "expects one input");
+  PoolAttrs a;
+  const std::string ap = node.attr_string("auto_pad", "NOTSET");
+  if (ap != "NOTSET" && !same_pads(ap) && ap != "VALID" && !ap.empty())
+    return invalid_for(who, "unknown auto_pad '" + ap + "'");
+  a.auto_pad = ap.empty() ? "NOTSET" : ap;
+  a.ceil_mode = node.attr_int("ceil_mode", 0) != 0;
+  a.count_include_pad = node.attr_int("count_include_pad", 0) != 0;
+  a.kernel_shape = node.attr_ints("kernel_shape");
+  a.strides = node.attr_ints("strides");
+  a.dilations = node.attr_ints("dilations");
+  a.pads = node.attr_ints("pads");
+  if (!global && a.kernel_shape.empty()) return invalid_for(who, "kernel_shape is required");
+  for (int64_t v : a.kernel_shape)
+    if (v < 1) return invalid_for(who, "kernel_shape values must be >= 1");
+  for (int64_t v : a.strides)
+    if (v < 1) return invalid_for(who, "strides must be >= 1");
+  for (int64_t v : a.dilations)
+    if (v < 1) return invalid_for(who, "dilations must be >= 1");
+  for (int64_t v : a.pads)
+    if (v < 0) return invalid_for(who, "pads must be >= 0");
+  return a;
+}
+
+Result<std::vector<PoolAxis>> pool_axes(const PoolAttrs& attrs, const Shape& x, bool global, const std::string& who) {
+  const size_t nsp = x.rank() - 2;
+  if (!global) {
+    auto check = [&](const std::vector<int64_t>& v, size_t n, const char* name) -> Status {
+      if (!v.empty() && v.size() != n)
+        return invalid_for(
+            who, std::string(name) + " has " + std::to_string(v.size()) + " values, expected " + std::to_string(n));
+      return ok_status();
+    };
+    SL_RETURN_IF_ERROR(check(attrs.kernel_shape, nsp, "kernel_shape"));
+    SL_RETURN_IF_ERROR(check(attrs.strides, nsp, "strides"));
+    SL_RETURN_IF_ERROR(check(attrs.dilations, nsp, "dilations"));
+    SL_RETURN_IF_ERROR(check(attrs.pads, 2 * nsp, "pads"));
+  }
+  std::vector<PoolAxis> axes;
+  for (size_t i = 0; i < nsp; ++i) {
+    PoolAxis a;
+    a.in = x[i + 2];
+    a.k = a.in;
+    if (!global) {
+      a.k = attrs.kernel_shape[i];
+      a.s = attrs.strides.empty() ? 1 : attrs.strides[i];
+      a.d = attrs.dilations.empty() ? 1 : attrs.dilations[i];
+      const int64_t dk = (a.k - 1) * a.d + 1;
+      if (same_pads(attrs.auto_pad)) {
+        a.out = (a.in + a.s - 1) / a.s;
+        const int64_t total = std::max<int64_t>(0, (a.out - 1) * a.s + dk - a.in);
+        a.pad_begin = attrs.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+        a.pad_end = total - a.pad_begin;
+        a.pad_end_fit = a.pad_end;
+      } else {
+        if (attrs.auto_pad == "NOTSET" && !attrs.pads.empty()) {
+          a.pad_begin = attrs.pads[i];
+          a.pad_end = attrs.pads[i + nsp];
+        }
+        a.pad_end_fit = a.pad_end;
+        const int64_t span = a.in + a.pad_begin + a.pad_end - dk;
+        if (span < 0)
+          return invalid_for(who, "kernel extent " + std::to_string(dk) + " exceeds padded input " +
+                                      std::to_string(a.in + a.pad_begin + a.pad_end));
+        a.out = attrs.ceil_mode ? (span + a.s - 1) / a.s + 1 : span / a.s + 1;
+        // A window that would start in the end padding is dropped.
+        if (attrs.ceil_mode && (a.out - 1) * a.s >= a.in + a.pad_begin) --a.out;
+        if (attrs.ceil_mode) a.pad_end_fit = (a.out - 1) * a.s + dk - a.in - a.pad_begin;
+      }
+    }
+    if (a.out < 1) return invalid_for(who, "non-positive output size along axis " + std::to_string(i + 2));
+    axes.push_back(a);
+  }
+  return axes;
+}
+
+Result<ActivationAttrs> read_activation(const graph::Node& node, bool allow_gelu) {
+  const std::string name = node.attr_string("activation", "");
+  const std::vector<float> p = node.attr_floats("activation_params");
+  ActivationAttrs a;
+  if (name.empty() || name == "None" || name == "Identity") {
+    a.kind = ActivationKind::kNone;
+  } else if (name == "Relu") {
+    a.kind = ActivationKind::kRelu;
+  } else if (name == "LeakyRelu") {
+    a.kind = ActivationKind::kLeakyRelu;
+    a.alpha = p.empty() ? 0.01f : p[0];
+  } else if (name == "Clip") {
+    a.kind = ActivationKind::kClip;
+    a.alpha = p.size() > 0 ? p[0] : -FLT_MAX;
+    a.beta = p.size() > 1 ? p[1] : FLT_MAX;
+    if (a.alpha > a.beta) return invalid_argument(node.describe() + ": Clip activation with min > max");
+  } else if (name == "Sigmoid") {
+    a.kind = ActivationKind::kSigmoid;
+  } else if (name == "HardSigmoid") {
+    a.kind = ActivationKind::kHardSigmoid;
+    a.alpha = p.size() > 0 ? p[0] : 0.2f;
+    a.beta = p.size() > 1 ? p[1] : 0.5f;
+  } else if (name == "Tanh") {
+    a.kind = ActivationKind::kTanh;
+  } else if (name == "Gelu" && allow_gelu) {
+    a.kind = ActivationKind::kGelu;
+  } else {
+    return invalid_argument(node.describe() + ": unknown activation '" + name + "'");
+  }
+  return a;
+}
+
+Shape reduced_shape(const Shape& s, const std::vector<bool>& reduced, bool keepdims) {
+  Shape out;
+  for (size_t d = 0; d < s.rank(); ++d) {
+    if (!reduced[d])
+      out.push_back(s[d]);
+    else if (keepdims)
+      out.push_back(1);
+  }
+  return out;
+}
+
+Status attention_operand_dims(const Shape& s, const std::vector<int64_t>& perm, const char* what,
+                              const std::string& who, std::vector<int64_t>* dims, std::vector<int64_t>* strides) {
+  if (!perm.empty() && perm.size() != s.rank())
+    return invalid_argument(who + ": " + what + " " + s.to_string() + " has rank " + std::to_string(s.rank()) +
+                            " but its perm has " + std::to_string(perm.size()) + " entries");
+  if (s.rank() < 2) return unsupported(who + ": " + what + " must have rank >= 2, got " + s.to_string());
+  const size_t r = s.rank();
+  dims->assign(r, 0);
+  strides->assign(r, 0);
+  for (size_t i = 0; i < r; ++i) {
+    const size_t src = perm.empty() ? i : static_cast<size_t>(perm[i]);
+    (*dims)[i] = s[src];
+    (*strides)[i] = s.stride(src);
+  }
+  return ok_status();
+}
+
+}  // namespace streamline::ops

@@ -1,0 +1,163 @@
+#pragma once
+// Host-side parameter logic that the CPU and the CUDA kernels share: attribute readers and the
+// shape arithmetic of Slice, the pools, the fused activations, the reductions and Attention. Each
+// function gives the same answer and the same error message on both devices, so a graph that one
+// device accepts the other accepts too.
+//
+//   // Slice::reshape(), either device:
+//   SL_ASSIGN_OR_RETURN(SliceGeometry g, slice_geometry(attrs_, opset_, in, who_));
+//   CopyPlan plan = make_copy_plan(esz, g.out.dims(), g.strides, g.offset);
+//
+//   // MaxPool::create() and reshape():
+//   SL_ASSIGN_OR_RETURN(PoolAttrs a, read_pool_attrs(node, /*global=*/false, who));
+//   SL_ASSIGN_OR_RETURN(std::vector<PoolAxis> axes, pool_axes(a, x_shape, /*global=*/false, who));
+//
+// Errors name the node through `who` (its describe()), as "<who>: <message>". No function here
+// keeps state; all are thread-safe.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "graph/ir.h"
+#include "ops/kernel.h"
+
+namespace streamline::ops {
+
+// ---- Slice --------------------------------------------------------------------------------------
+
+// Slice's attributes (opset 1-9); from opset 10 the same values come as constant inputs 1 to 4.
+struct SliceAttrs {
+  std::vector<int64_t> starts, ends, axes;
+  bool has_axes = false;  // false: the axes are 0 .. starts.size() - 1
+};
+
+// Reads starts / ends / axes when the node's opset keeps them as attributes (empty otherwise).
+// Does not check that starts and ends are present; slice_geometry() checks their lengths.
+SliceAttrs read_slice_attrs(const graph::Node& node);
+
+// What Slice does to one input shape, per input dim: the first element taken, the step, and the
+// output length; plus the dense source strides (times the step) and the element offset a strided
+// copy of the input needs.
+struct SliceGeometry {
+  Shape out;
+  std::vector<int64_t> begin;    // first source index per dim (0 where the output is empty)
+  std::vector<int64_t> step;     // 1 on dims Slice does not touch
+  std::vector<int64_t> strides;  // source element stride per output dim
+  int64_t offset = 0;            // source element offset of the first output element
+};
+
+// Slice's geometry for `in` (data, then at opset 10+ starts, ends, axes, steps as constants):
+// negative starts/ends count from the end and are clamped, negative steps walk backwards.
+// InvalidArgument for missing inputs, lengths that differ, an axis out of range or repeated, a
+// zero step; Unsupported when starts/ends/axes/steps are not constants.
+Result<SliceGeometry> slice_geometry(const SliceAttrs& attrs, int opset, std::span<const TensorInfo> in,
+                                     const std::string& who);
+
+// ---- MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool -------------------------------------
+
+// The pooling attributes, checked (the global pools have none and keep the defaults).
+struct PoolAttrs {
+  std::string auto_pad = "NOTSET";  // NOTSET, SAME_UPPER, SAME_LOWER or VALID ("" reads as NOTSET)
+  bool ceil_mode = false;
+  bool count_include_pad = false;
+  std::vector<int64_t> kernel_shape, strides, dilations, pads;  // empty = the default
+};
+
+// Reads and checks the node's pooling attributes: one input, a known auto_pad, kernel_shape present
+// unless `global`, kernel_shape / strides / dilations >= 1, pads >= 0. InvalidArgument otherwise.
+Result<PoolAttrs> read_pool_attrs(const graph::Node& node, bool global, const std::string& who);
+
+// The window of one spatial axis. The defaults describe a size-1 axis with a size-1 window.
+struct PoolAxis {
+  int64_t in = 1;         // input size
+  int64_t k = 1;          // kernel size
+  int64_t s = 1;          // stride
+  int64_t d = 1;          // dilation
+  int64_t pad_begin = 0;  // start padding (from pads, or split from SAME_*)
+  int64_t pad_end = 0;    // end padding, as declared (pads or SAME_*), before ceil_mode
+  // The end padding that yields exactly `out` windows: pad_end, except with ceil_mode and explicit
+  // or VALID padding, where it is widened (or narrowed) to cover the last window.
+  int64_t pad_end_fit = 0;
+  int64_t out = 1;  // output size
+};
+
+// Per spatial axis of `x` (rank >= 3, [N, C, spatial...]): the window and the output size, as the
+// ONNX specs say, including ceil_mode (a window that would start in the end padding is dropped).
+// A `global` pool's window is the whole axis. InvalidArgument when an attribute has the wrong
+// length, the kernel does not fit the padded input, or an output size is not positive. The caller
+// checks the rank it supports.
+Result<std::vector<PoolAxis>> pool_axes(const PoolAttrs& attrs, const Shape& x, bool global, const std::string& who);
+
+// ---- Fused activations --------------------------------------------------------------------------
+
+// The activations fused ops (FusedConv, FusedGemm, FusedMatMul ...) apply to their output.
+enum class ActivationKind { kNone, kRelu, kLeakyRelu, kClip, kSigmoid, kHardSigmoid, kTanh, kGelu };
+struct ActivationAttrs {
+  ActivationKind kind = ActivationKind::kNone;
+  float alpha = 0.f;  // LeakyRelu alpha, Clip min, HardSigmoid alpha
+  float beta = 0.f;   // Clip max, HardSigmoid beta
+};
+
+// The node's `activation` ("" / "None" / "Identity", Relu, LeakyRelu [alpha=0.01], Clip
+// [min=-FLT_MAX, max=FLT_MAX], Sigmoid, HardSigmoid [alpha=0.2, beta=0.5], Tanh, and with
+// allow_gelu the erf-form Gelu) with `activation_params`. InvalidArgument for an unknown name or
+// Clip min > max.
+Result<ActivationAttrs> read_activation(const graph::Node& node, bool allow_gelu);
+
+// `a` as a backend's activation struct {kind, alpha, beta} whose enum names the same kinds (kNone
+// ... kTanh, and kGelu where the backend has it), matched by name. A backend without kGelu reads
+// activations with allow_gelu false, so never gets one.
+template <typename Act>
+Act to_backend_activation(const ActivationAttrs& a) {
+  using K = decltype(Act{}.kind);
+  Act out;
+  out.alpha = a.alpha;
+  out.beta = a.beta;
+  switch (a.kind) {
+    case ActivationKind::kNone:
+      out.kind = K::kNone;
+      break;
+    case ActivationKind::kRelu:
+      out.kind = K::kRelu;
+      break;
+    case ActivationKind::kLeakyRelu:
+      out.kind = K::kLeakyRelu;
+      break;
+    case ActivationKind::kClip:
+      out.kind = K::kClip;
+      break;
+    case ActivationKind::kSigmoid:
+      out.kind = K::kSigmoid;
+      break;
+    case ActivationKind::kHardSigmoid:
+      out.kind = K::kHardSigmoid;
+      break;
+    case ActivationKind::kTanh:
+      out.kind = K::kTanh;
+      break;
+    case ActivationKind::kGelu:
+      if constexpr (requires { K::kGelu; }) out.kind = K::kGelu;
+      break;
+  }
+  return out;
+}
+
+// ---- Reductions ---------------------------------------------------------------------------------
+
+// The output shape of a reduction of `s` over the dims marked in `reduced`: those dims dropped, or
+// kept as 1 with keepdims.
+Shape reduced_shape(const Shape& s, const std::vector<bool>& reduced, bool keepdims);
+
+// ---- Attention ----------------------------------------------------------------------------------
+
+// The logical dims of an Attention operand of shape `s` seen through `perm` (empty = identity), and
+// the dense element stride of each. `what` names the operand ("Q", "K", "V") in errors:
+// InvalidArgument when perm's length is not the rank, Unsupported below rank 2.
+Status attention_operand_dims(const Shape& s, const std::vector<int64_t>& perm, const char* what,
+                              const std::string& who, std::vector<int64_t>* dims, std::vector<int64_t>* strides);
+
+}  // namespace streamline::ops
