@@ -11,7 +11,7 @@
 # CUDA code lives in `cuda/` subfolders of the layers (src/core/cuda, src/exec/cuda, src/ops/cuda).
 # The layer libraries never glob those folders; sl_cuda_libraries() (called from src/) builds them
 # into libraries that keep the layer order:
-#   sl_core_cuda -> sl_core, CUDA runtime (static);  sl_core_cuda_libs -> sl_core_cuda, cuDNN, cuBLASLt
+#   sl_core_cuda -> sl_core, CUDA runtime (static);  sl_core_cuda_libs -> sl_core_cuda, cuDNN (cuBLASLt by dlopen)
 #   sl_ops_cuda -> sl_ops, sl_core_cuda_libs;  sl_exec_cuda -> sl_exec, sl_core_cuda
 # Only the .cu files go through nvcc; keep them few and free of heavy headers.
 
@@ -83,8 +83,8 @@ if(SL_HAVE_CUDA)
 endif()
 
 # Builds the CUDA libraries from the layers' cuda/ folders. Call once from src/, after the layers.
-# cuBLASLt and cuDNN are linked as shared libraries (their static forms are hundreds of MB); the
-# device layer needs just the CUDA runtime and the small cuDNN front library (for its version).
+# cuDNN's small front library is linked (it loads its engines itself); cuBLASLt is loaded with
+# dlopen on first use; the device layer needs just the CUDA runtime and cuDNN's front library.
 function(sl_cuda_libraries)
   set(src ${CMAKE_SOURCE_DIR}/src)
   add_library(sl_core_cuda STATIC ${src}/core/cuda/cuda_status.cc)
@@ -94,8 +94,10 @@ function(sl_cuda_libraries)
   target_compile_definitions(sl_core_cuda PUBLIC SL_HAVE_CUDA=1)
   # cudnn.h and cublasLt.h are included by cuda_status.h, hence the include path for everyone.
   target_include_directories(sl_core_cuda PUBLIC ${SL_CUDNN_INCLUDE_DIR})
-  add_library(sl_core_cuda_libs STATIC ${src}/core/cuda/library_status.cc)
-  target_link_libraries(sl_core_cuda_libs PUBLIC sl_core_cuda sl_cudnn CUDA::cublasLt)
+  # cuBLASLt is loaded on first use (core/cuda/cublaslt_loader.cc), not linked: relocating its
+  # 500 MB at every program start costs more than a second on a busy machine.
+  add_library(sl_core_cuda_libs STATIC ${src}/core/cuda/library_status.cc ${src}/core/cuda/cublaslt_loader.cc)
+  target_link_libraries(sl_core_cuda_libs PUBLIC sl_core_cuda sl_cudnn ${CMAKE_DL_LIBS})
 
   file(GLOB ops_srcs CONFIGURE_DEPENDS ${src}/ops/cuda/*.cc ${src}/ops/cuda/*.cu)
   add_library(sl_ops_cuda STATIC ${ops_srcs})

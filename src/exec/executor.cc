@@ -209,9 +209,7 @@ Status ExecutionContext::prepare_streams(const plan::ExecutionPlan& plan) {
   return ok_status();
 }
 
-Status run_plan(const plan::ExecutionPlan& plan, ExecutionContext& ctx, std::span<const Tensor> inputs,
-                std::vector<Tensor>* outputs, const RunOptions& options) {
-  // Pass 1: check the inputs against the plan.
+Status check_inputs(const plan::ExecutionPlan& plan, std::span<const Tensor> inputs) {
   if (inputs.size() != plan.input_names.size())
     return invalid_argument("expected " + std::to_string(plan.input_names.size()) + " inputs, got " +
                             std::to_string(inputs.size()));
@@ -222,6 +220,13 @@ Status run_plan(const plan::ExecutionPlan& plan, ExecutionContext& ctx, std::spa
                               s.shape.to_string() + ", got " + inputs[i].describe());
     if (!inputs[i].raw() && s.bytes) return invalid_argument("input '" + plan.input_names[i] + "' has no data");
   }
+  return ok_status();
+}
+
+Status run_plan(const plan::ExecutionPlan& plan, ExecutionContext& ctx, std::span<const Tensor> inputs,
+                std::vector<Tensor>* outputs, const RunOptions& options) {
+  // Pass 1: check the inputs against the plan.
+  SL_RETURN_IF_ERROR(check_inputs(plan, inputs));
   if (plan.stream_steps.size() != static_cast<size_t>(plan.num_streams))
     return internal_error("plan has " + std::to_string(plan.num_streams) + " streams but " +
                           std::to_string(plan.stream_steps.size()) + " stream step lists");

@@ -36,6 +36,13 @@ class ExecObserver {
   virtual void on_step_begin(const plan::ExecutionPlan& plan, int step, int stream) {}
   virtual void on_step_end(const plan::ExecutionPlan& plan, int step, int stream) {}
   virtual void on_run_end(const plan::ExecutionPlan& plan) {}
+  // Device executors (CUDA) cannot call the two step hooks when a step runs: the host only
+  // enqueues it. When an observer wants step times, such an executor measures every step with
+  // device timing events (and skips CUDA graphs for that run), then reports each step once after
+  // the run with its interval on the host clock (now_ns(), aligned at the run's first step).
+  virtual bool wants_step_times() const { return false; }
+  virtual void on_step_timed(const plan::ExecutionPlan& plan, int step, int stream, int64_t begin_ns,
+                             int64_t end_ns) {}
 };
 
 struct RunOptions {
@@ -87,6 +94,10 @@ class ExecutionContext {
   size_t num_events_ = 0;
   uint64_t generation_ = 0;
 };
+
+// Checks `inputs` against the plan's inputs: their count, and each one's dtype, shape, plain
+// layout and data. Every executor calls it before running.
+Status check_inputs(const plan::ExecutionPlan& plan, std::span<const Tensor> inputs);
 
 // Runs `plan` once. `inputs` follow plan.input_names; outputs follow plan.output_names.
 // Errors name the failing node and op; after an error on one stream the others stop starting

@@ -25,7 +25,8 @@ std::string shapes_of(const plan::ExecutionPlan& p, const std::vector<int>& slot
   for (int i : slots) {
     if (i < 0) continue;
     const auto& t = p.slots[static_cast<size_t>(i)];
-    s += (s.empty() ? "" : " ") + t.shape.to_string();
+    if (!s.empty()) s += ' ';
+    s += t.shape.to_string();
   }
   return s;
 }
@@ -50,6 +51,14 @@ void TraceRecorder::on_step_end(const plan::ExecutionPlan& plan, int step, int s
 }
 
 void TraceRecorder::on_run_end(const plan::ExecutionPlan& plan) {}
+
+void TraceRecorder::on_step_timed(const plan::ExecutionPlan& plan, int step, int stream, int64_t begin_ns,
+                                  int64_t end_ns) {
+  if (count_.fetch_add(1) >= max_slices_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (streams_.size() <= static_cast<size_t>(stream)) streams_.resize(static_cast<size_t>(stream) + 1);
+  streams_[static_cast<size_t>(stream)].slices.push_back({&plan, step, stream, runs_, begin_ns, end_ns});
+}
 
 size_t TraceRecorder::slices() const {
   size_t n = 0;

@@ -28,6 +28,8 @@ class TraceRecorder final : public ExecObserver {
   void on_step_begin(const plan::ExecutionPlan& plan, int step, int stream) override;
   void on_step_end(const plan::ExecutionPlan& plan, int step, int stream) override;
   void on_run_end(const plan::ExecutionPlan& plan) override;
+  bool wants_step_times() const override { return true; }
+  void on_step_timed(const plan::ExecutionPlan& plan, int step, int stream, int64_t begin_ns, int64_t end_ns) override;
 
   // The whole trace as a JSON object {"traceEvents": [...]}.
   std::string to_json() const;

@@ -400,9 +400,10 @@ Result<ModelConfig> parse_model_config(const std::string& text, const std::strin
                                        "instance_group kind KIND_GPU is not available: this build has no CUDA "
                                        "backend (use KIND_CPU or KIND_AUTO)");
       if (g.kind() == pc::ModelInstanceGroup::KIND_GPU)
-        for (int gpu : g.gpus()) {
-          if (gpu < 0) return check.invalid(sub, d, "gpus", -1, "gpus must be >= 0, got " + std::to_string(gpu));
-          c.gpus.push_back(gpu);
+        for (int k = 0; k < g.gpus_size(); ++k) {
+          if (g.gpus(k) < 0)
+            return check.invalid(sub, d, "gpus", k, "gpus must be >= 0, got " + std::to_string(g.gpus(k)));
+          c.gpus.push_back(g.gpus(k));
         }
       total += g.has_count() ? g.count() : 1;
       if (i == 0) c.instance_kind = pc::ModelInstanceGroup::Kind_Name(g.kind());

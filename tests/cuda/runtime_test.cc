@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cuda_test_util.h"
+#include "exec/trace.h"
 #include "graph/passes.h"
 #include "streamline/streamline.h"
 
@@ -297,6 +298,22 @@ TEST(GpuModel, TestModelsMatchTheCpu) {
     }
   }
   if (tested == 0) GTEST_SKIP() << "no test models in " << dir;
+}
+
+TEST(GpuModel, TracedRunsTimeEveryStepOnTheDevice) {
+  SL_REQUIRE_GPU();
+  auto model = load(conv_graph(), cuda_options(2));
+  ASSERT_TRUE(model);
+  Session session(model);
+  const std::vector<Tensor> in{random_input(Shape{2, 4, 6, 6}, 4)};
+  exec::TraceRecorder trace;
+  RunOptions ro;
+  ro.observer = &trace;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(session.run(in, ro).ok());  // traced runs skip CUDA graphs
+  auto plan = model->plan_for({Shape{2, 4, 6, 6}});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(trace.slices(), 3 * (*plan)->steps.size());
+  EXPECT_NE(trace.to_json().find("\"Conv\""), std::string::npos);
 }
 
 TEST(GpuModel, ContextsRunConcurrentlyAndShareWeights) {

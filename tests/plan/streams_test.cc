@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "exec/executor.h"
+#include "exec/trace.h"
 #include "plan/fake_kernels.h"
 #include "plan/planner.h"
 #include "plan/schedule.h"
@@ -293,6 +294,24 @@ TEST(SafeMode, CanaryCatchesAnOverrun) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("overrun"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("past the end"), std::string::npos) << r.status().message();
+}
+
+// Device executors report steps after the run with measured intervals; the trace takes them like
+// host-timed steps: one slice per step, on the step's stream track.
+TEST(Trace, DeviceTimedStepsBecomeSlices) {
+  auto p = make(wide(2, 1, "Add2"), 2);
+  ASSERT_TRUE(p->plan);
+  const plan::ExecutionPlan& plan = *p->plan;
+  exec::TraceRecorder trace;
+  ASSERT_TRUE(trace.wants_step_times());
+  trace.on_run_begin(plan);
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    trace.on_step_timed(plan, static_cast<int>(i), plan.steps[i].stream, 1000 * static_cast<int64_t>(i),
+                        1000 * static_cast<int64_t>(i) + 500);
+  trace.on_run_end(plan);
+  EXPECT_EQ(trace.slices(), plan.steps.size());
+  const std::string json = trace.to_json();
+  for (const auto& st : plan.steps) EXPECT_NE(json.find(st.name), std::string::npos) << st.name;
 }
 
 }  // namespace

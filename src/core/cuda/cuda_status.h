@@ -24,6 +24,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <string>
 #include <string_view>
 
 #include "core/status.h"
@@ -37,6 +38,10 @@ Status cudnn_status(cudnnStatus_t err, std::string_view call, const char* file, 
                     std::string_view context = {});
 Status cublas_status(cublasStatus_t err, std::string_view call, const char* file, int line,
                      std::string_view context = {});
+
+// Why cuBLASLt could not be loaded ("" when it was, or has not been needed yet). streamline loads
+// libcublasLt.so.13 on its first cuBLASLt call instead of linking it (cublaslt_loader.cc).
+std::string cublaslt_load_error();
 
 // "src/exec/cuda/device.cc" for any path that contains "/src/"; the path unchanged otherwise.
 std::string_view short_source_path(const char* file);

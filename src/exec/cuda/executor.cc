@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/clock.h"
 #include "core/cuda/cuda_status.h"
 #include "core/logging.h"
 
@@ -67,9 +68,15 @@ struct CudaExecutionContext::Binding {
   Graph graph = Graph::kNotYet;
   cudaGraphExec_t graph_exec = nullptr;
   uint64_t runs = 0;
+  // Traced runs: a timing event before and after every step, and one at the start (made on the
+  // first traced run; timing events cost more to record than the pooled ones).
+  std::vector<cudaEvent_t> timing;
+  cudaEvent_t timing_start = nullptr;
 
   ~Binding() {
     if (graph_exec != nullptr) (void)cudaGraphExecDestroy(graph_exec);
+    for (cudaEvent_t e : timing) (void)cudaEventDestroy(e);
+    if (timing_start != nullptr) (void)cudaEventDestroy(timing_start);
   }
 };
 
@@ -191,7 +198,8 @@ Result<CudaExecutionContext::Binding*> CudaExecutionContext::bind(const plan::Ex
 
 // The compute part of a run: fork, every step on its stream with the plan's events, join. Used
 // both to run directly and to capture a graph (then nothing executes until the graph launches).
-Status CudaExecutionContext::enqueue_steps(const plan::ExecutionPlan& plan, Binding& b) {
+Status CudaExecutionContext::enqueue_steps(const plan::ExecutionPlan& plan, Binding& b,
+                                           const std::vector<cudaEvent_t>* timing) {
   cudaStream_t s0 = streams_[0].get();
   if (plan.num_streams > 1) {
     SL_CUDA_RETURN_IF_ERROR(cudaEventRecord(b.fork.get(), s0), "forking the plan's streams");
@@ -220,7 +228,9 @@ Status CudaExecutionContext::enqueue_steps(const plan::ExecutionPlan& plan, Bind
     rc.state = st.state.get();
     rc.num_threads = 1;
     rc.device_stream = stream;
+    if (timing) SL_CUDA_RETURN_IF_ERROR(cudaEventRecord((*timing)[2 * i], stream), where);
     SL_RETURN_IF_ERROR(st.kernel->run(rc).with_context(where));
+    if (timing) SL_CUDA_RETURN_IF_ERROR(cudaEventRecord((*timing)[2 * i + 1], stream), where);
     for (int e : st.record_events) {
       SL_CUDA_RETURN_IF_ERROR(cudaEventRecord(b.plan_events[static_cast<size_t>(e)].get(), stream), where);
       recorded[static_cast<size_t>(e)] = 1;
@@ -230,6 +240,19 @@ Status CudaExecutionContext::enqueue_steps(const plan::ExecutionPlan& plan, Bind
     cudaEvent_t j = b.join[static_cast<size_t>(s - 1)].get();
     SL_CUDA_RETURN_IF_ERROR(cudaEventRecord(j, streams_[static_cast<size_t>(s)].get()), "joining the plan's streams");
     SL_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(s0, j, 0), "joining the plan's streams");
+  }
+  return ok_status();
+}
+
+Status CudaExecutionContext::report_step_times(const plan::ExecutionPlan& plan, Binding& b, ExecObserver& observer,
+                                               int64_t host_start_ns) {
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    float begin_ms = 0, end_ms = 0;
+    SL_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&begin_ms, b.timing_start, b.timing[2 * i]), "step timing");
+    SL_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&end_ms, b.timing_start, b.timing[2 * i + 1]), "step timing");
+    observer.on_step_timed(plan, static_cast<int>(i), plan.steps[i].stream,
+                           host_start_ns + static_cast<int64_t>(static_cast<double>(begin_ms) * 1e6),
+                           host_start_ns + static_cast<int64_t>(static_cast<double>(end_ms) * 1e6));
   }
   return ok_status();
 }
@@ -259,16 +282,7 @@ Status CudaExecutionContext::run(const plan::ExecutionPlan& plan, std::span<cons
                                  std::vector<Tensor>* outputs, const RunOptions& options) {
   if (!broken_.ok()) return broken_;
   // Pass 1: check the inputs against the plan.
-  if (inputs.size() != plan.input_names.size())
-    return invalid_argument("expected " + std::to_string(plan.input_names.size()) + " inputs, got " +
-                            std::to_string(inputs.size()));
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const plan::TensorSlot& s = plan.slots[static_cast<size_t>(plan.input_slots[i])];
-    if (inputs[i].dtype() != s.dtype || inputs[i].shape() != s.shape || inputs[i].layout() != Layout::kPlain)
-      return invalid_argument("input '" + plan.input_names[i] + "' must be " + dtype_name(s.dtype) +
-                              s.shape.to_string() + ", got " + inputs[i].describe());
-    if (!inputs[i].raw() && s.bytes) return invalid_argument("input '" + plan.input_names[i] + "' has no data");
-  }
+  SL_RETURN_IF_ERROR(check_inputs(plan, inputs));
   if (options.safe) return unsupported("safe mode (canaries, poisoning) runs on the CPU only");
   SL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device), "selecting device " + std::to_string(options_.device));
   SL_ASSIGN_OR_RETURN(Binding * b, bind(plan));
@@ -288,8 +302,20 @@ Status CudaExecutionContext::run(const plan::ExecutionPlan& plan, std::span<cons
   SL_CUDA_RETURN_IF_ERROR(cudaEventRecord(b->inputs_ready.get(), copy), "inputs");
   SL_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(s0, b->inputs_ready.get(), 0), "inputs");
 
-  // Pass 3: compute, from a captured graph when there is one.
-  if (options_.cuda_graphs && b->graph == Binding::Graph::kNotYet &&
+  // Pass 3: compute, from a captured graph when there is one. A traced run is enqueued step by
+  // step between timing events instead.
+  const bool timed = options.observer != nullptr && options.observer->wants_step_times();
+  int64_t host_start_ns = 0;
+  if (timed && b->timing.empty()) {
+    SL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&b->timing_start), "step timing");
+    b->timing.assign(2 * plan.steps.size(), nullptr);
+    for (auto& e : b->timing) SL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e), "step timing");
+  }
+  if (timed) {
+    host_start_ns = now_ns();
+    SL_CUDA_RETURN_IF_ERROR(cudaEventRecord(b->timing_start, s0), "step timing");
+  }
+  if (!timed && options_.cuda_graphs && b->graph == Binding::Graph::kNotYet &&
       b->runs >= static_cast<uint64_t>(std::max(0, options_.graph_warmup_runs))) {
     Status c = capture(plan, *b);
     if (c.ok()) {
@@ -301,11 +327,11 @@ Status CudaExecutionContext::run(const plan::ExecutionPlan& plan, std::span<cons
       SL_LOG(kWarning) << "CUDA graph capture failed; plan runs without a graph: " << c.message();
     }
   }
-  if (b->graph == Binding::Graph::kCaptured) {
+  if (!timed && b->graph == Binding::Graph::kCaptured) {
     SL_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(b->graph_exec, s0), "launching the plan's CUDA graph");
     ++stats_.graph_launches;
   } else {
-    SL_RETURN_IF_ERROR(enqueue_steps(plan, *b));
+    SL_RETURN_IF_ERROR(enqueue_steps(plan, *b, timed ? &b->timing : nullptr));
   }
 
   // Pass 4: outputs back on the copy stream once compute is done; wait for them.
@@ -327,6 +353,7 @@ Status CudaExecutionContext::run(const plan::ExecutionPlan& plan, std::span<cons
   }
   ++b->runs;
   ++stats_.runs;
+  if (timed) SL_RETURN_IF_ERROR(report_step_times(plan, *b, *options.observer, host_start_ns));
   if (options.observer) options.observer->on_run_end(plan);
   if (outputs) {
     outputs->clear();

@@ -113,7 +113,9 @@ class CudaExecutionContext {
   CudaExecutionContext(std::shared_ptr<DeviceConstants> constants, CudaContextOptions options);
   Result<Binding*> bind(const plan::ExecutionPlan& plan);
   Status ensure_streams(int count);
-  Status enqueue_steps(const plan::ExecutionPlan& plan, Binding& b);
+  // `timing`: 2 timing events per step (begin, end), or null.
+  Status enqueue_steps(const plan::ExecutionPlan& plan, Binding& b, const std::vector<cudaEvent_t>* timing = nullptr);
+  Status report_step_times(const plan::ExecutionPlan& plan, Binding& b, ExecObserver& observer, int64_t host_start_ns);
   Status capture(const plan::ExecutionPlan& plan, Binding& b);
 
   std::shared_ptr<DeviceConstants> constants_;

@@ -35,7 +35,10 @@ Result<cublasLtHandle_t> cublaslt_handle() {
   static Status* failure = nullptr;
   std::call_once(once, [] {
     Status s = [&]() -> Status {
-      SL_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&handle), "creating the cuBLASLt handle");
+      const cublasStatus_t created = cublasLtCreate(&handle);
+      if (created != CUBLAS_STATUS_SUCCESS && !::streamline::cuda::cublaslt_load_error().empty())
+        return unavailable(::streamline::cuda::cublaslt_load_error());
+      SL_CUBLAS_RETURN_IF_ERROR(created, "creating the cuBLASLt handle");
       return ok_status();
     }();
     if (!s.ok()) failure = new Status(std::move(s));
