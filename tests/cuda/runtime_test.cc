@@ -21,29 +21,13 @@
 namespace streamline {
 namespace {
 
-using graph::Attribute;
 using graph::DimList;
+using ops::test_util::ints;
+using ops::test_util::one_int;
 
 Tensor random_input(const Shape& s, uint32_t seed) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  Tensor t = Tensor::empty(DType::kFloat32, s);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
-
-Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-
-Attribute ints_attr(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
+  return ops::test_util::random_tensor(s, rng);
 }
 
 // x[2,4,6,6] -> Conv 3x3 pad 1 (8 filters) -> Relu -> Reshape(to [2, Shape-derived count]) -> * 2.
@@ -52,7 +36,6 @@ Attribute ints_attr(std::vector<int64_t> v) {
 graph::Graph conv_graph(bool with_sin = false) {
   graph::Graph g;
   g.opsets[""] = 13;
-  std::mt19937 rng(7);
   const auto x = g.add_value("x", DType::kFloat32, DimList{2, 4, 6, 6});
   g.add_input(x);
   const auto w = g.add_constant("w", random_input(Shape{8, 4, 3, 3}, 11));
@@ -60,8 +43,8 @@ graph::Graph conv_graph(bool with_sin = false) {
   const auto c = g.add_value("c", DType::kFloat32);
   const auto r = g.add_value("r", DType::kFloat32);
   const auto conv = g.add_node("Conv", "conv", {x, w, b}, {c});
-  g.node(conv).attrs["kernel_shape"] = ints_attr({3, 3});
-  g.node(conv).attrs["pads"] = ints_attr({1, 1, 1, 1});
+  g.node(conv).attrs["kernel_shape"] = ints({3, 3});
+  g.node(conv).attrs["pads"] = ints({1, 1, 1, 1});
   g.add_node("Relu", "relu", {c}, {r});
   graph::ValueId act = r;
   if (with_sin) {
@@ -81,7 +64,7 @@ graph::Graph conv_graph(bool with_sin = false) {
   g.add_node("ReduceProd", "count", {shp}, {total});
   g.add_node("Div", "per_row", {total, n}, {m});
   const auto cat = g.add_node("Concat", "new_shape", {n, m}, {shape});
-  g.node(cat).attrs["axis"] = int_attr(0);
+  g.node(cat).attrs["axis"] = one_int(0);
   g.add_node("Reshape", "reshape", {act, shape}, {flat});
   g.add_node("Mul", "double", {flat, two}, {y});
   g.add_output(y);
