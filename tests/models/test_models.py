@@ -134,6 +134,32 @@ def test_model_streams_match_single_stream(name, streamline_binary, exported, tm
     assert err <= 1e-5, f"{name}: elastic threads differ from S=1 by {err:.3e} (bound 1e-5)"
 
 
+@pytest.mark.parametrize("name", MODELS + ENCODERS)
+def test_model_plans_for_cuda(name, streamline_binary, exported, tmp_path):
+    """With the CUDA backend built, every test model plans for the GPU (fp32 and fp16, 1 and 4
+    streams) on any machine: every step has a CUDA kernel (the planner refuses CPU steps in a GPU
+    plan) and the verifier proves the plan. Without a GPU, running it fails cleanly, naming the
+    device."""
+    version = run_cli_ok(["--version"], timeout=60).stdout
+    if "CUDA: yes" not in version:
+        pytest.skip(f"no CUDA backend in this build: {version.strip()}")
+    p = exported(name)
+    for precision in ("fp32", "fp16"):
+        for streams in (1, 4):
+            plan = json.loads(run_cli_ok(["plan", p["onnx"], "--device", "cuda", "--precision", precision,
+                                          "--streams", streams, "--json"]).stdout)
+            what = f"{name} {precision} S={streams}"
+            assert plan["device"] == "cuda", what
+            assert plan["verified"] is True, what
+            assert 1 <= plan["streams_used"] <= streams, what
+            if precision == "fp16":
+                assert any(n["op"] == "Cast" for n in plan["nodes"]), f"{what}: no Cast at the float32 boundary"
+    if "no device" in version:
+        r = run_cli(["run", p["onnx"], "--device", "cuda:0"], timeout=120)
+        assert r.returncode != 0, f"{name}: a GPU run without a GPU succeeded"
+        assert "cuda:0" in r.stderr and "Unavailable" in r.stderr, f"stderr: {r.stderr!r}"
+
+
 # --- BERT-like encoders --------------------------------------------------------------------------
 
 def run_encoder(name, p, ids: np.ndarray, out_dir, extra=None) -> np.ndarray:
