@@ -11,8 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "graph/pass_util.h"
+
 namespace streamline::graph {
 namespace {
+
+using detail::int_attr;
+using detail::ints_attr;
 
 struct Upgrade {
   Graph& g;
@@ -68,20 +73,6 @@ std::string input_name(const Graph& g, const Node& n, size_t i) {
 
 bool has_input(const Node& n, size_t i) {
   return n.inputs.size() > i && n.inputs[i] != kNoValue;
-}
-
-Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-
-Attribute ints_attr(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
 }
 
 // Gives input `i` of node `id` `ones` trailing dims of size 1: a constant gets a reshaped copy (the

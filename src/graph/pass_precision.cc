@@ -7,10 +7,13 @@
 #include <cmath>
 #include <set>
 
+#include "graph/pass_util.h"
 #include "graph/passes.h"
 
 namespace streamline::graph {
 namespace {
+
+using detail::int_attr;
 
 // (op, input index) pairs whose constant is a host-read parameter rather than tensor data.
 bool host_parameter(const Node& n, size_t input) {
@@ -30,13 +33,6 @@ Tensor to_half(const Tensor& t, int64_t* overflowed) {
     if (std::isfinite(src[i]) && std::isinf(half_to_float(dst[i]))) ++*overflowed;
   }
   return h;
-}
-
-Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
 }
 
 constexpr int64_t kOnnxFloat = 1;

@@ -152,4 +152,18 @@ void set_activation_attrs(Node& n, const Activation& a) {
   n.attrs["activation_params"] = std::move(params);
 }
 
+Attribute int_attr(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInt;
+  a.i = v;
+  return a;
+}
+
+Attribute ints_attr(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
 }  // namespace streamline::graph::detail

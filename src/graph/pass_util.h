@@ -59,5 +59,8 @@ struct Activation {
 std::optional<Activation> match_activation(const Graph& g, const Node& n, ValueId input);
 // Writes the `activation` and `activation_params` attributes of a fused node.
 void set_activation_attrs(Node& n, const Activation& a);
+// Attribute values for nodes that passes create or rewrite.
+Attribute int_attr(int64_t v);
+Attribute ints_attr(std::vector<int64_t> v);
 
 }  // namespace streamline::graph::detail

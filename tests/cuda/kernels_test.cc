@@ -258,16 +258,19 @@ TEST(CudaKernels, Tf32IsAnOptionOfTheFloat32Defs) {
 // ---------------------------------------------------------------------------------------------
 // On a GPU: against the reference kernels.
 
+// The unary ops and the input range each is tested on (inside its domain, away from overflow).
+struct UnaryCase {
+  const char* op;
+  float lo, hi;
+};
+constexpr UnaryCase kUnaryCases[] = {{"Relu", -2, 2},  {"Sigmoid", -6, 6}, {"Tanh", -4, 4},    {"Exp", -3, 3},
+                                     {"Log", 0.1f, 5}, {"Sqrt", 0.f, 9},   {"Neg", -2, 2},     {"Abs", -2, 2},
+                                     {"Erf", -3, 3},   {"Reciprocal", 0.5f, 4}};
+
 TEST(GpuKernels, UnaryOpsMatchReference) {
   SL_REQUIRE_GPU();
   std::mt19937 rng(101);
-  struct Case {
-    const char* op;
-    float lo, hi;
-  };
-  for (const Case& c :
-       {Case{"Relu", -2, 2}, Case{"Sigmoid", -6, 6}, Case{"Tanh", -4, 4}, Case{"Exp", -3, 3}, Case{"Log", 0.1f, 5},
-        Case{"Sqrt", 0.f, 9}, Case{"Neg", -2, 2}, Case{"Abs", -2, 2}, Case{"Erf", -3, 3}, Case{"Reciprocal", 0.5f, 4}})
+  for (const UnaryCase& c : kUnaryCases)
     for (const Shape& s : {Shape{3, 17, 33}, Shape{1}, Shape{(1 << 20) + 3}}) {
       SCOPED_TRACE(std::string(c.op) + " " + s.to_string());
       expect_matches_reference(c.op, "", 13, {random_tensor(s, rng, c.lo, c.hi)}, {}, 2e-6);
@@ -418,13 +421,7 @@ TEST(GpuKernels, RunErrorsNameTheNode) {
 TEST(GpuKernelsFp16, ElementwiseMatchReference) {
   SL_REQUIRE_GPU();
   std::mt19937 rng(1201);
-  struct Case {
-    const char* op;
-    float lo, hi;
-  };
-  for (const Case& c :
-       {Case{"Relu", -2, 2}, Case{"Sigmoid", -6, 6}, Case{"Tanh", -4, 4}, Case{"Exp", -3, 3}, Case{"Log", 0.1f, 5},
-        Case{"Sqrt", 0.f, 9}, Case{"Neg", -2, 2}, Case{"Abs", -2, 2}, Case{"Erf", -3, 3}, Case{"Reciprocal", 0.5f, 4}})
+  for (const UnaryCase& c : kUnaryCases)
     for (const Shape& s : {Shape{3, 17, 33}, Shape{1}, Shape{(1 << 18) + 3}}) {
       SCOPED_TRACE(std::string(c.op) + " " + s.to_string());
       expect_cuda_matches_reference(Spec{c.op, "", 13, {random_tensor(s, rng, c.lo, c.hi)}, {}}, as_fp16(), 2e-3);

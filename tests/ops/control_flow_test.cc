@@ -8,6 +8,7 @@
 
 #include "ops/eager.h"
 #include "ops/registry.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops {
 namespace {
@@ -15,32 +16,18 @@ namespace {
 using graph::Attribute;
 using graph::DimList;
 
+using test_util::ints;
+using test_util::one_int;
+
 Tensor random_tensor(const Shape& s, uint32_t seed) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  Tensor t = Tensor::empty(DType::kFloat32, s);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
+  return test_util::random_tensor(s, rng);
 }
 
 Attribute graph_attr(graph::Graph g) {
   Attribute a;
   a.kind = Attribute::Kind::kGraph;
   a.g = std::make_shared<graph::Graph>(std::move(g));
-  return a;
-}
-
-Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-
-Attribute ints_attr(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
   return a;
 }
 
@@ -184,9 +171,9 @@ graph::Graph scan_graph(int opset, std::vector<int64_t> in_dirs, std::vector<int
   if (opset < 9) ins.insert(ins.begin(), graph::kNoValue);  // no sequence_lens
   const auto n = g.add_node("Scan", "scan0", ins, {fin, ys});
   g.node(n).attrs["body"] = graph_attr(std::move(body));
-  g.node(n).attrs["num_scan_inputs"] = int_attr(1);
-  if (!in_dirs.empty()) g.node(n).attrs[opset < 9 ? "directions" : "scan_input_directions"] = ints_attr(in_dirs);
-  if (!out_axes.empty()) g.node(n).attrs["scan_output_axes"] = ints_attr(out_axes);
+  g.node(n).attrs["num_scan_inputs"] = one_int(1);
+  if (!in_dirs.empty()) g.node(n).attrs[opset < 9 ? "directions" : "scan_input_directions"] = ints(in_dirs);
+  if (!out_axes.empty()) g.node(n).attrs["scan_output_axes"] = ints(out_axes);
   g.add_output(fin);
   g.add_output(ys);
   return g;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "ops/op_test_util.h"
 #include "streamline/streamline.h"
 
 namespace streamline {
@@ -15,26 +16,12 @@ namespace {
 using graph::Attribute;
 using graph::DimList;
 
+using ops::test_util::ints;
+using ops::test_util::one_int;
+
 Tensor random_tensor(const Shape& s, uint32_t seed) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  Tensor t = Tensor::empty(DType::kFloat32, s);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
-
-Attribute ints_attr(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
-Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
+  return ops::test_util::random_tensor(s, rng);
 }
 
 std::shared_ptr<Model> load(graph::Graph g, ModelOptions mo = {}) {
@@ -69,7 +56,7 @@ graph::Graph reshape_graph(std::optional<int64_t> n_value) {
   g.add_node("ReduceProd", "count", {s}, {total});
   g.add_node("Div", "per_row", {total, n}, {m});
   const auto cat = g.add_node("Concat", "new_shape", {n, m}, {shape});
-  g.node(cat).attrs["axis"] = int_attr(0);
+  g.node(cat).attrs["axis"] = one_int(0);
   g.add_node("Reshape", "reshape", {x, shape}, {r});
   g.add_node("Mul", "double", {r, two}, {y});
   g.add_output(y);
@@ -199,7 +186,7 @@ graph::Graph conv_graph(bool constant_shape) {
   const auto y = g.add_value("y", DType::kFloat32);
   g.add_node("Reshape", "reshape", {x, shape}, {r});
   const auto conv1 = g.add_node("Conv", "conv1", {r, w1, b1}, {c1});
-  g.node(conv1).attrs["pads"] = ints_attr({1, 1, 1, 1});
+  g.node(conv1).attrs["pads"] = ints({1, 1, 1, 1});
   g.add_node("Conv", "conv2", {c1, w2}, {c2});
   g.add_node("Relu", "relu", {c2}, {y});
   g.add_output(c1);

@@ -214,12 +214,14 @@ Status CudaExecutionContext::enqueue_steps(const plan::ExecutionPlan& plan, Bind
       return internal_error("step '" + st.name + "' is on stream " + std::to_string(st.stream) + " of " +
                             std::to_string(plan.num_streams));
     cudaStream_t stream = streams_[static_cast<size_t>(st.stream)].get();
-    const std::string where = "node '" + st.name + "' (" + st.op + ")";
+    // The node's name for error messages, built only when something fails (this loop runs every
+    // direct run).
+    auto where = [&st] { return "node '" + st.name + "' (" + st.op + ")"; };
     for (int e : st.wait_events) {
       // CUDA waits for the most recent record of an event, so it must be enqueued already.
       if (!recorded[static_cast<size_t>(e)])
-        return internal_error(where + " waits for event " + std::to_string(e) + " before it is recorded");
-      SL_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, b.plan_events[static_cast<size_t>(e)].get(), 0), where);
+        return internal_error(where() + " waits for event " + std::to_string(e) + " before it is recorded");
+      SL_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, b.plan_events[static_cast<size_t>(e)].get(), 0), where());
     }
     ops::RunContext rc;
     rc.inputs = b.step_inputs[i];
@@ -228,11 +230,11 @@ Status CudaExecutionContext::enqueue_steps(const plan::ExecutionPlan& plan, Bind
     rc.state = st.state.get();
     rc.num_threads = 1;
     rc.device_stream = stream;
-    if (timing) SL_CUDA_RETURN_IF_ERROR(cudaEventRecord((*timing)[2 * i], stream), where);
-    SL_RETURN_IF_ERROR(st.kernel->run(rc).with_context(where));
-    if (timing) SL_CUDA_RETURN_IF_ERROR(cudaEventRecord((*timing)[2 * i + 1], stream), where);
+    if (timing) SL_CUDA_RETURN_IF_ERROR(cudaEventRecord((*timing)[2 * i], stream), where());
+    if (Status ran = st.kernel->run(rc); !ran.ok()) return ran.with_context(where());
+    if (timing) SL_CUDA_RETURN_IF_ERROR(cudaEventRecord((*timing)[2 * i + 1], stream), where());
     for (int e : st.record_events) {
-      SL_CUDA_RETURN_IF_ERROR(cudaEventRecord(b.plan_events[static_cast<size_t>(e)].get(), stream), where);
+      SL_CUDA_RETURN_IF_ERROR(cudaEventRecord(b.plan_events[static_cast<size_t>(e)].get(), stream), where());
       recorded[static_cast<size_t>(e)] = 1;
     }
   }

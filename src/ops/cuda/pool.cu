@@ -7,30 +7,13 @@
 
 #include <cfloat>
 
+#include "ops/cuda/device_util.cuh"
 #include "ops/cuda/launch_tensor.h"
 
 namespace streamline::ops::cuda {
 namespace {
 
 constexpr int kThreads = 256;  // a multiple of 32
-
-unsigned grid_for(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65535 * 8 ? blocks : 65535 * 8);
-}
-
-__device__ __forceinline__ float load_f(const float* p, int64_t i) {
-  return p[i];
-}
-__device__ __forceinline__ float load_f(const __half* p, int64_t i) {
-  return __half2float(p[i]);
-}
-__device__ __forceinline__ void store_f(float* p, int64_t i, float v) {
-  p[i] = v;
-}
-__device__ __forceinline__ void store_f(__half* p, int64_t i, float v) {
-  p[i] = __float2half_rn(v);
-}
 
 template <PoolOp Op, typename T>
 __global__ void pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, PoolDims d) {
@@ -50,7 +33,7 @@ __global__ void pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, PoolDi
       for (int64_t b = 0; b < d.k_w; ++b) {
         const int64_t w = w0 + b * d.d_w;
         if (w < 0 || w >= d.in_w) continue;
-        const float v = load_f(xp, h * d.in_w + w);
+        const float v = load(xp, h * d.in_w + w);
         if constexpr (Op == PoolOp::kMax) {
           acc = fmaxf(acc, v);
         } else {
@@ -65,7 +48,7 @@ __global__ void pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, PoolDi
       const int64_t count = d.count_include_pad ? counted_h * counted_w : inside;
       acc = count > 0 ? acc / static_cast<float>(count) : 0.f;
     }
-    store_f(y, i, acc);
+    store(y, i, acc);
   }
 }
 
@@ -101,13 +84,13 @@ __global__ void reduce_warp_kernel(const T* __restrict__ x, T* __restrict__ y, R
     const T* base = x + offset_of(o, d.kept_rank, d.kept, d.kept_stride);
     float acc = init;
     if (d.red_rank == 1) {
-      for (int64_t r = lane; r < d.red_numel; r += 32) acc = combine<Op>(acc, load_f(base, r));
+      for (int64_t r = lane; r < d.red_numel; r += 32) acc = combine<Op>(acc, load(base, r));
     } else {
       for (int64_t r = lane; r < d.red_numel; r += 32)
-        acc = combine<Op>(acc, load_f(base, offset_of(r, d.red_rank, d.red, d.red_stride)));
+        acc = combine<Op>(acc, load(base, offset_of(r, d.red_rank, d.red, d.red_stride)));
     }
     for (int s = 16; s > 0; s >>= 1) acc = combine<Op>(acc, __shfl_xor_sync(0xffffffffu, acc, s));
-    if (lane == 0) store_f(y, o, finish<Op>(acc, d.red_numel));
+    if (lane == 0) store(y, o, finish<Op>(acc, d.red_numel));
   }
 }
 
@@ -120,8 +103,8 @@ __global__ void reduce_thread_kernel(const T* __restrict__ x, T* __restrict__ y,
     const T* base = x + offset_of(o, d.kept_rank, d.kept, d.kept_stride);
     float acc = Op == ReduceOp::kMax ? -INFINITY : 0.f;
     for (int64_t r = 0; r < d.red_numel; ++r)
-      acc = combine<Op>(acc, load_f(base, offset_of(r, d.red_rank, d.red, d.red_stride)));
-    store_f(y, o, finish<Op>(acc, d.red_numel));
+      acc = combine<Op>(acc, load(base, offset_of(r, d.red_rank, d.red, d.red_stride)));
+    store(y, o, finish<Op>(acc, d.red_numel));
   }
 }
 
@@ -131,9 +114,9 @@ cudaError_t pool_typed(PoolOp op, const void* x, void* y, const PoolDims& d, cud
   const T* xt = static_cast<const T*>(x);
   T* yt = static_cast<T*>(y);
   if (op == PoolOp::kMax)
-    pool2d_kernel<PoolOp::kMax, T><<<grid_for(n), kThreads, 0, s>>>(xt, yt, d);
+    pool2d_kernel<PoolOp::kMax, T><<<grid_for(n, kThreads), kThreads, 0, s>>>(xt, yt, d);
   else
-    pool2d_kernel<PoolOp::kAvg, T><<<grid_for(n), kThreads, 0, s>>>(xt, yt, d);
+    pool2d_kernel<PoolOp::kAvg, T><<<grid_for(n, kThreads), kThreads, 0, s>>>(xt, yt, d);
   return cudaGetLastError();
 }
 
@@ -147,7 +130,7 @@ void reduce_launch(const void* x, void* y, const ReduceDims& d, cudaStream_t s) 
     const unsigned grid = static_cast<unsigned>(blocks < 65535 * 8 ? blocks : 65535 * 8);
     reduce_warp_kernel<Op, T><<<grid, kThreads, 0, s>>>(xt, yt, d);
   } else {
-    reduce_thread_kernel<Op, T><<<grid_for(d.out_numel), kThreads, 0, s>>>(xt, yt, d);
+    reduce_thread_kernel<Op, T><<<grid_for(d.out_numel, kThreads), kThreads, 0, s>>>(xt, yt, d);
   }
 }
 

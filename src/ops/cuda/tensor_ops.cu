@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "ops/cast_rules.h"
+#include "ops/cuda/device_util.cuh"
 #include "ops/cuda/launch_tensor.h"
 
 namespace streamline::ops::cuda {
@@ -17,10 +18,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-unsigned grid_for(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65535 * 8 ? blocks : 65535 * 8);
-}
 
 #define SL_GRID_STRIDE(i, n) \
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); i += int64_t{gridDim.x} * blockDim.x)
@@ -60,7 +57,7 @@ __global__ void cast_kernel(const S* __restrict__ x, D* __restrict__ y, int64_t 
 
 template <typename S, typename D>
 void cast_launch(const void* x, void* y, int64_t n, cudaStream_t s) {
-  cast_kernel<S, D><<<grid_for(n), kThreads, 0, s>>>(static_cast<const S*>(x), static_cast<D*>(y), n);
+  cast_kernel<S, D><<<grid_for(n, kThreads), kThreads, 0, s>>>(static_cast<const S*>(x), static_cast<D*>(y), n);
 }
 
 // Calls f(T{}) with T the storage type of `t`; false for an unknown type.
@@ -188,7 +185,7 @@ void copy_rows_launch(const void* x, int64_t x_pitch, void* y, int64_t y_pitch, 
                       cudaStream_t s) {
   using U = typename Unit<kBytes>::type;
   const int64_t row_units = row_bytes / kBytes, n = row_units * rows;
-  copy_rows_kernel<U><<<grid_for(n), kThreads, 0, s>>>(static_cast<const U*>(x), x_pitch / kBytes, static_cast<U*>(y),
+  copy_rows_kernel<U><<<grid_for(n, kThreads), kThreads, 0, s>>>(static_cast<const U*>(x), x_pitch / kBytes, static_cast<U*>(y),
                                                        y_pitch / kBytes, row_units, n);
 }
 
@@ -201,10 +198,10 @@ void gather_launch(const void* data, const void* idx, bool idx64, void* y, int64
   U* out = static_cast<U*>(y);
   if (idx64)
     gather_kernel<U, int64_t>
-        <<<grid_for(n), kThreads, 0, s>>>(d, static_cast<const int64_t*>(idx), out, axis_dim, num_indices, inner, n);
+        <<<grid_for(n, kThreads), kThreads, 0, s>>>(d, static_cast<const int64_t*>(idx), out, axis_dim, num_indices, inner, n);
   else
     gather_kernel<U, int32_t>
-        <<<grid_for(n), kThreads, 0, s>>>(d, static_cast<const int32_t*>(idx), out, axis_dim, num_indices, inner, n);
+        <<<grid_for(n, kThreads), kThreads, 0, s>>>(d, static_cast<const int32_t*>(idx), out, axis_dim, num_indices, inner, n);
 }
 
 }  // namespace
@@ -221,11 +218,11 @@ cudaError_t launch_clip(ElemType t, const void* x, void* y, int64_t n, float lo,
                         const void* hi_dev, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   if (t == ElemType::kF32) {
-    clip_kernel<float><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const float*>(x), static_cast<float*>(y), n,
+    clip_kernel<float><<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<const float*>(x), static_cast<float*>(y), n,
                                                              lo, hi, static_cast<const float*>(lo_dev),
                                                              static_cast<const float*>(hi_dev));
   } else if (t == ElemType::kF16) {
-    clip_kernel<__half><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const __half*>(x), static_cast<__half*>(y), n,
+    clip_kernel<__half><<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<const __half*>(x), static_cast<__half*>(y), n,
                                                               lo, hi, static_cast<const __half*>(lo_dev),
                                                               static_cast<const __half*>(hi_dev));
   } else {
@@ -240,19 +237,19 @@ cudaError_t launch_strided_gather(const void* x, void* y, int64_t n, int32_t ele
   switch (elem_bytes) {
     case 1:
       strided_gather_kernel<uint8_t>
-          <<<grid_for(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), n, d);
+          <<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), n, d);
       break;
     case 2:
       strided_gather_kernel<uint16_t>
-          <<<grid_for(n), kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y), n, d);
+          <<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y), n, d);
       break;
     case 4:
       strided_gather_kernel<uint32_t>
-          <<<grid_for(n), kThreads, 0, stream>>>(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y), n, d);
+          <<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y), n, d);
       break;
     case 8:
       strided_gather_kernel<uint64_t>
-          <<<grid_for(n), kThreads, 0, stream>>>(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(y), n, d);
+          <<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(y), n, d);
       break;
     default:
       return cudaErrorInvalidValue;
