@@ -42,6 +42,7 @@ void add_model_flags(CLI::App* c, ModelFlags& f) {
               "With several streams: each step uses threads/(streams busy at that moment) threads");
   c->add_flag("--safe", f.safe, "Safe mode: canaries checked after every step, dead buffers poisoned");
   c->add_flag("--no-optimize", f.no_optimize, "Turn graph passes off (debugging)");
+  c->add_flag("--no-winograd", f.no_winograd, "Run every convolution with oneDNN's direct algorithm");
   c->add_option("--device", f.device, "Where to run: cpu, cuda (GPU 0) or cuda:N");
   c->add_option("--precision", f.precision, "GPU arithmetic: fp32, tf32 or fp16 (weights converted at load)");
   c->add_flag("--no-cuda-graphs", f.no_cuda_graphs, "GPU: launch every kernel instead of replaying a CUDA graph");
@@ -56,6 +57,7 @@ void add_input_flags(CLI::App* c, InputFlags& f, bool with_files) {
 Result<std::shared_ptr<Model>> load_model(const ModelFlags& f) {
   ModelOptions mo;
   mo.optimize = !f.no_optimize;
+  mo.winograd = !f.no_winograd;
   mo.num_threads = f.threads;
   mo.num_streams = f.streams;
   mo.threads_per_stream = f.threads_per_stream;

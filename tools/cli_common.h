@@ -29,6 +29,7 @@ struct ModelFlags {
   bool elastic_threads = false;
   bool safe = false;
   bool no_optimize = false;
+  bool no_winograd = false;
   std::string device = "cpu";      // cpu, cuda, cuda:N
   std::string precision = "fp32";  // fp32, tf32, fp16 (GPU only)
   bool no_cuda_graphs = false;

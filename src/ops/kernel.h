@@ -107,6 +107,9 @@ struct KernelOptions {
   bool allow_channels_last = true;
   // Lets them use the blocked nChw8c layout where channel counts allow (with allow_channels_last).
   bool allow_blocked = true;
+  // Lets 3x3 stride-1 convolutions on nChw8c activations run Winograd F(2x2, 3x3) where it pays
+  // (see ops/cpu/conv_winograd.h).
+  bool allow_winograd = true;
   // Device kernels: the math mode (see Precision). kFp16 models arrive with float16 dtypes, so the
   // dtype picks the def and this field only tells fp32 defs whether TF32 is allowed.
   Precision precision = Precision::kFp32;

@@ -96,6 +96,7 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
   ops::KernelOptions ko;
   ko.allow_channels_last = m->options_.channels_last;
   ko.allow_blocked = m->options_.blocked_layout;
+  ko.allow_winograd = m->options_.winograd;
   ko.precision = options.precision;
   SL_ASSIGN_OR_RETURN(m->kernels_, plan::create_kernels(m->graph_, *m->registry_, ko, m->device_.kind));
   for (graph::ValueId v : m->graph_.inputs()) m->inputs_.push_back(describe(m->graph_, v));

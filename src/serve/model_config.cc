@@ -132,7 +132,7 @@ struct IntParam {
   int64_t lo, hi;
 };
 constexpr IntParam kIntParams[] = {{"streams", 1, 64}, {"threads", 0, 1024}, {"threads_per_stream", 0, 1024}};
-constexpr const char* kBoolParams[] = {"pin", "warmup", "elastic_threads", "cuda_graphs"};
+constexpr const char* kBoolParams[] = {"pin", "warmup", "elastic_threads", "cuda_graphs", "winograd"};
 
 Status check_parameters(const std::map<std::string, std::string>& params, const std::string& where) {
   for (const auto& [key, value] : params) {
@@ -543,6 +543,7 @@ ModelOptions model_options(const ModelConfig& config) {
     if (p.ok()) mo.precision = *p;
   }
   mo.cuda_graphs = bool_param(config, "cuda_graphs", true);
+  mo.winograd = bool_param(config, "winograd", true);
   return mo;
 }
 

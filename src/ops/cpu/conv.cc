@@ -4,11 +4,14 @@
 // (Y is filled with Z first, or already holds it when the plan gives Y the buffer of Z), the
 // activation an eltwise post-op. Constant weights are reordered once into the layout oneDNN prefers:
 // at create when the graph declares the input's spatial size, else per shape at reshape.
+// 3x3 stride-1 convolutions on nChw8c activations with enough channels and pixels run Winograd
+// F(2x2, 3x3) instead (conv_winograd.h); their filters are transformed once at create.
 
 #include <algorithm>
 #include <climits>
 
 #include "core/layout_convert.h"
+#include "ops/cpu/conv_winograd.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/onednn_common.h"
 
@@ -170,6 +173,8 @@ struct ConvState {
   size_t w_offset = 0;        // workspace offset of run-time reordered weights
   size_t w_bytes = 0;
   PrimitiveCache cache;
+  bool winograd = false;  // runs winograd_conv with `wgeom` instead of a primitive
+  WinogradGeom wgeom;
 };
 
 memory::desc activation_md(const ConvGeom& g, Layout layout, bool is_src) {
@@ -236,7 +241,8 @@ class ConvKernel final : public Kernel {
     if (args.node.inputs.size() > max_inputs)
       return invalid_argument(k->who_ + ": at most " + std::to_string(max_inputs) + " inputs");
     k->weights_const_ = args.constants.size() > 1 && args.constants[1] != nullptr;
-    if (k->weights_const_) SL_RETURN_IF_ERROR(k->prepack(args));
+    if (k->weights_const_) k->prepare_winograd(args);
+    if (k->weights_const_ && !k->wino_.u) SL_RETURN_IF_ERROR(k->prepack(args));
     return std::unique_ptr<Kernel>(std::move(k));
   }
 
@@ -287,6 +293,17 @@ class ConvKernel final : public Kernel {
     st->user_w_md = user_weights_md(g, attrs_.transposed, w_cl);
     st->any_w_md = memory::desc(st->user_w_md.dims(), memory::data_type::f32, memory::format_tag::any);
 
+    ReshapeResult r;
+    r.outputs.push_back(OutputInfo{DType::kFloat32, g.y_shape, out_layout});
+    if (st->has_z && inputs[3].layout == r.outputs[0].layout) r.inplace = {3};
+    if (winograd_applies(g, layout, out_layout)) {
+      st->winograd = true;
+      st->wgeom = winograd_geom(g.n, g.c, g.m, g.in[0], g.in[1], g.out[0], g.out[1], g.pad_l[0], g.pad_l[1]);
+      r.workspace_bytes = st->wgeom.workspace_bytes();
+      r.state = std::move(st);
+      return r;
+    }
+
     const int nthr = current_omp_threads();
     const void* plain_w = w.value ? w.value->raw() : nullptr;
     SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p,
@@ -297,10 +314,7 @@ class ConvKernel final : public Kernel {
       st->w_bytes = std::max(p->weights_md.get_size(), st->user_w_md.get_size());
     }
 
-    ReshapeResult r;
-    r.outputs.push_back(OutputInfo{DType::kFloat32, g.y_shape, out_layout});
     r.workspace_bytes = weights_const_ ? st->scratch_budget : st->w_offset + st->w_bytes;
-    if (st->has_z && inputs[3].layout == r.outputs[0].layout) r.inplace = {3};
     r.state = std::move(st);
     return r;
   }
@@ -313,6 +327,18 @@ class ConvKernel final : public Kernel {
     const Tensor& x = ctx.inputs[0];
     const Tensor& w = ctx.inputs[1];
     Tensor& y = ctx.outputs[0];
+    if (st->winograd) {
+      if (st->has_z) {
+        const Tensor& z = ctx.inputs[3];
+        if (z.raw() != y.raw()) SL_RETURN_IF_ERROR(convert_layout(z, y, nthr).with_context(who_ + ": residual"));
+      }
+      WinogradEpilogue e;
+      e.bias = st->has_bias ? ctx.inputs[2].data<float>() : nullptr;
+      e.accumulate = st->has_z;
+      e.act = attrs_.act;
+      return winograd_conv(st->wgeom, wino_, x.data<float>(), y.data<float>(), e, ctx.workspace, nthr)
+          .with_context(who_);
+    }
     SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p,
                         st->cache.get(nthr, [&] { return build(*st, nthr, st->scratch_budget, w.raw()); }));
     auto* ws = static_cast<uint8_t*>(ctx.workspace);
@@ -384,6 +410,43 @@ class ConvKernel final : public Kernel {
     return p;
   }
 
+  // Whether this 2-D convolution's filters suit Winograd F(2x2, 3x3): 3x3, stride 1, no dilation,
+  // ungrouped, an activation the output transform applies.
+  bool winograd_shape(const Shape& w) const {
+    if (attrs_.transposed || attrs_.group != 1 || w.rank() != 4 || w[2] != 3 || w[3] != 3) return false;
+    for (int64_t s : attrs_.strides)
+      if (s != 1) return false;
+    for (int64_t d : attrs_.dilations)
+      if (d != 1) return false;
+    return winograd_activation_ok(attrs_.act);
+  }
+
+  // Whether a reshape with these geometry and layouts runs the transformed filters.
+  bool winograd_applies(const ConvGeom& g, Layout in, Layout out) const {
+    return wino_.u && in == Layout::kBlocked8 && out == Layout::kBlocked8 && g.in.size() == 2 && g.c == wino_.c &&
+           g.m == wino_.m && g.k == std::vector<int64_t>{3, 3} && g.strides == std::vector<int64_t>{1, 1} &&
+           g.dil == std::vector<int64_t>{1, 1} && g.group == 1 &&
+           winograd_worthwhile(g.c, g.m, g.n * ((g.out[0] + 1) / 2) * ((g.out[1] + 1) / 2));
+  }
+
+  // Transforms the filters at create when the planner will give this convolution nChw8c activations
+  // and the declared input size makes it a candidate (winograd_candidate). Each reshape then runs
+  // Winograd where it pays for that shape (winograd_worthwhile) and the direct primitive otherwise.
+  void prepare_winograd(const KernelCreateArgs& args) {
+    const Tensor& w = *args.constants[1];
+    if (!args.options.allow_winograd || !args.options.allow_blocked || !args.options.allow_channels_last) return;
+    if (w.dtype() != DType::kFloat32 || !winograd_shape(w.shape())) return;
+    const int64_t m = w.shape()[0], c = w.shape()[1];
+    if (conv_layout(c, m, 1, true) != Layout::kBlocked8) return;
+    const graph::Value& xv = args.graph.value(args.node.inputs[0]);
+    if (!xv.dims || xv.dims->size() != 4 || !(*xv.dims)[2].fixed() || !(*xv.dims)[3].fixed()) return;
+    auto geom = conv_geometry(who_, attrs_, Shape{1, c, (*xv.dims)[2].value, (*xv.dims)[3].value}, w.shape());
+    if (!geom.ok()) return;
+    const int64_t tiles = ((geom->out[0] + 1) / 2) * ((geom->out[1] + 1) / 2);
+    if (!winograd_candidate(c, m, tiles)) return;
+    wino_ = winograd_weights(w.data<float>(), m, c);
+  }
+
   // Reorders constant weights into oneDNN's preferred layout for the input size the graph
   // declares (unknown batch counts as 1). Skipped when a spatial size is unknown.
   Status prepack(const KernelCreateArgs& args) {
@@ -441,6 +504,7 @@ class ConvKernel final : public Kernel {
   bool weights_const_ = false;
   bool blocked_ok_ = false;  // nChw8c outputs allowed (see conv_out_layout)
   PackedWeights packed_;  // constant weights reordered at create, if any
+  WinogradWeights wino_;  // transformed filters, when prepare_winograd chose Winograd
 };
 
 KernelDef conv_def(std::string op, std::string domain, bool transposed) {

@@ -1,0 +1,182 @@
+// Winograd F(2x2, 3x3): winograd_conv against a direct convolution computed here in double
+// (borders, odd sizes, uneven padding, several chunks, every epilogue, thread counts), and the
+// Conv kernel's Winograd path against the reference kernel.
+
+#include <gtest/gtest.h>
+
+#include "ops/cpu/conv_winograd.h"
+#include "ops/op_test_util.h"
+
+namespace streamline::ops {
+namespace {
+
+using namespace test_util;
+using cpu::ActKind;
+using cpu::Activation;
+
+struct Case {
+  int64_t n, c, m, h, w, pt, pl, pb, pr;
+  ActKind act;
+  bool bias, residual;
+  int threads;
+};
+
+// NCHW -> nChw8c (c a multiple of 8).
+std::vector<float> to_blocked(const float* x, int64_t n, int64_t c, int64_t h, int64_t w) {
+  std::vector<float> y(static_cast<size_t>(n * c * h * w));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t i = 0; i < h * w; ++i)
+        y[static_cast<size_t>((((b * (c / 8) + ch / 8) * h * w) + i) * 8 + ch % 8)] = x[(b * c + ch) * h * w + i];
+  return y;
+}
+
+double activate(double v, const Activation& a) {
+  switch (a.kind) {
+    case ActKind::kRelu:
+      return v > 0 ? v : 0;
+    case ActKind::kLeakyRelu:
+      return v > 0 ? v : a.alpha * v;
+    case ActKind::kClip:
+      return std::min<double>(std::max<double>(v, a.alpha), a.beta);
+    default:
+      return v;
+  }
+}
+
+void run_case(const Case& k, std::mt19937& rng) {
+  const int64_t oh = k.h + k.pt + k.pb - 2, ow = k.w + k.pl + k.pr - 2;
+  Tensor x = random_tensor({k.n, k.c, k.h, k.w}, rng);
+  Tensor w = random_tensor({k.m, k.c, 3, 3}, rng);
+  Tensor b = random_tensor({k.m}, rng);
+  Tensor z = random_tensor({k.n, k.m, oh, ow}, rng);
+  Activation act;
+  act.kind = k.act;
+  act.alpha = k.act == ActKind::kClip ? -0.5f : 0.1f;
+  act.beta = 0.5f;
+
+  // Direct convolution in double, NCHW.
+  std::vector<double> want(static_cast<size_t>(k.n * k.m * oh * ow));
+  const float* xp = x.data<float>();
+  const float* wp = w.data<float>();
+  for (int64_t bi = 0; bi < k.n; ++bi)
+    for (int64_t o = 0; o < k.m; ++o)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double s = k.bias ? b.data<float>()[o] : 0.0;
+          for (int64_t ch = 0; ch < k.c; ++ch)
+            for (int64_t di = 0; di < 3; ++di)
+              for (int64_t dj = 0; dj < 3; ++dj) {
+                const int64_t ih = i + di - k.pt, iw = j + dj - k.pl;
+                if (ih < 0 || ih >= k.h || iw < 0 || iw >= k.w) continue;
+                s += double(xp[((bi * k.c + ch) * k.h + ih) * k.w + iw]) * wp[((o * k.c + ch) * 3 + di) * 3 + dj];
+              }
+          const size_t idx = static_cast<size_t>(((bi * k.m + o) * oh + i) * ow + j);
+          if (k.residual) s += z.data<float>()[idx];
+          want[idx] = activate(s, act);
+        }
+
+  const std::vector<float> xb = to_blocked(xp, k.n, k.c, k.h, k.w);
+  std::vector<float> yb = k.residual ? to_blocked(z.data<float>(), k.n, k.m, oh, ow)
+                                     : std::vector<float>(static_cast<size_t>(k.n * k.m * oh * ow), 123.f);
+  const cpu::WinogradWeights u = cpu::winograd_weights(wp, k.m, k.c);
+  ASSERT_TRUE(u.u);
+  const cpu::WinogradGeom g = cpu::winograd_geom(k.n, k.c, k.m, k.h, k.w, oh, ow, k.pt, k.pl);
+  EXPECT_EQ(g.tiles, k.n * ((oh + 1) / 2) * ((ow + 1) / 2));
+  auto ws = AlignedBuffer::allocate(g.workspace_bytes());
+  cpu::WinogradEpilogue e;
+  e.bias = k.bias ? b.data<float>() : nullptr;
+  e.accumulate = k.residual;
+  e.act = act;
+  ASSERT_TRUE(cpu::winograd_conv(g, u, xb.data(), yb.data(), e, ws->data(), k.threads).ok());
+
+  const std::vector<double> got_nchw = [&] {
+    std::vector<double> r(want.size());
+    for (int64_t bi = 0; bi < k.n; ++bi)
+      for (int64_t o = 0; o < k.m; ++o)
+        for (int64_t i = 0; i < oh * ow; ++i)
+          r[static_cast<size_t>((bi * k.m + o) * oh * ow + i)] =
+              yb[static_cast<size_t>(((bi * (k.m / 8) + o / 8) * oh * ow + i) * 8 + o % 8)];
+    return r;
+  }();
+  double max_ref = 0, max_diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(want[i]));
+    max_diff = std::max(max_diff, std::fabs(got_nchw[i] - want[i]));
+  }
+  // float32 accumulation over c*9 products: well inside 1e-5 of the output scale.
+  EXPECT_LE(max_diff, 1e-5 * std::max(max_ref, 1.0)) << "max ref " << max_ref;
+}
+
+TEST(Winograd, MatchesDirectConvolution) {
+  std::mt19937 rng(2025);
+  const std::vector<Case> cases{
+      {1, 16, 16, 7, 7, 1, 1, 1, 1, ActKind::kNone, true, false, 1},       // 7x7: a half tile at each far edge
+      {2, 8, 24, 9, 6, 0, 0, 0, 0, ActKind::kRelu, true, false, 2},        // no padding, batch 2
+      {1, 24, 16, 10, 11, 2, 1, 0, 2, ActKind::kClip, false, true, 3},     // uneven padding, residual
+      {1, 32, 40, 8, 8, 1, 1, 1, 1, ActKind::kLeakyRelu, true, true, 2},   // residual and LeakyRelu
+      {1, 256, 256, 20, 20, 1, 1, 1, 1, ActKind::kRelu, true, false, 2},   // 100 tiles: two chunks
+      {3, 16, 64, 5, 13, 1, 1, 1, 1, ActKind::kNone, false, false, 40},    // more threads than products
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    run_case(cases[i], rng);
+  }
+}
+
+TEST(Winograd, ChunksKeepTheWorkingSetBounded) {
+  // 56x56 outputs of 64 -> 64 channels (ResNet-50's first stage): 784 tiles in several chunks,
+  // each chunk's transformed inputs and products within 2 MiB.
+  const cpu::WinogradGeom g = cpu::winograd_geom(1, 64, 64, 56, 56, 56, 56, 1, 1);
+  EXPECT_EQ(g.tiles, 784);
+  EXPECT_GT(g.tiles, g.chunk);
+  EXPECT_LE(g.workspace_bytes(), (size_t{2} << 20) + 128);
+  // The last chunk is not a sliver: chunks are evened out.
+  const int64_t chunks = (g.tiles + g.chunk - 1) / g.chunk;
+  EXPECT_GT(g.tiles - (chunks - 1) * g.chunk, g.chunk / 2);
+}
+
+TEST(Winograd, WhenItApplies) {
+  EXPECT_TRUE(cpu::winograd_worthwhile(64, 64, 784));
+  EXPECT_TRUE(cpu::winograd_worthwhile(256, 256, 49));
+  EXPECT_FALSE(cpu::winograd_worthwhile(8, 64, 784));    // too few input channels
+  EXPECT_FALSE(cpu::winograd_worthwhile(512, 512, 16));  // 7x7 output, one image: too few tiles
+  EXPECT_TRUE(cpu::winograd_worthwhile(512, 512, 32));   // ... two images
+  EXPECT_FALSE(cpu::winograd_worthwhile(20, 64, 784));   // not whole nChw8c blocks
+  EXPECT_TRUE(cpu::winograd_candidate(512, 512, 16));    // filters transformed for batches of 2+
+  EXPECT_FALSE(cpu::winograd_candidate(64, 64, 9));      // 5x5 output: never enough
+  Activation a;
+  a.kind = ActKind::kSigmoid;
+  EXPECT_FALSE(cpu::winograd_activation_ok(a));
+  a.kind = ActKind::kClip;
+  EXPECT_TRUE(cpu::winograd_activation_ok(a));
+}
+
+// The Conv kernel takes the Winograd path for nChw8c 3x3 stride-1 convolutions with enough
+// channels and pixels; it must agree with the reference kernel like the direct path does.
+TEST(Winograd, ConvKernelMatchesReference) {
+  std::mt19937 rng(77);
+  const std::vector<std::pair<std::string, std::vector<float>>> acts{
+      {"", {}}, {"Relu", {}}, {"Clip", {-0.3f, 0.4f}}, {"LeakyRelu", {0.2f}}};
+  int iter = 0;
+  for (const auto& [act, params] : acts) {
+    for (int variant = 0; variant < 3; ++variant, ++iter) {
+      const int64_t c = 16 * (1 + iter % 3), m = 8 * (2 + iter % 4), h = 7 + iter % 6, w = 8 + iter % 5;
+      const int64_t n = 1 + iter % 2, p = variant == 2 ? 0 : 1;
+      const int64_t oh = h + 2 * p - 2, ow = w + 2 * p - 2;
+      std::vector<Tensor> in{random_tensor({n, c, h, w}, rng), random_tensor({m, c, 3, 3}, rng),
+                             random_tensor({m}, rng)};
+      if (variant == 1) in.push_back(random_tensor({n, m, oh, ow}, rng));
+      std::map<std::string, graph::Attribute> attrs{{"pads", ints({p, p, p, p})}, {"activation", str(act)}};
+      if (!params.empty()) attrs["activation_params"] = floats(params);
+      RunOpts o;
+      o.blocked = true;
+      o.threads = 1 + iter % 2;
+      SCOPED_TRACE(act + " variant " + std::to_string(variant));
+      compare("FusedConv", "streamline", in, attrs, o);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace streamline::ops
