@@ -39,8 +39,8 @@ TEST(PoolOp, BlockedLayoutMatchesReference) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   for (int iter = 0; iter < 24; ++iter) {
     const bool is_max = iter % 2 == 0;
-    const int64_t k = pick(2, 3), s = pick(1, 2);
-    std::map<std::string, graph::Attribute> attrs{{"kernel_shape", ints({k, k})},
+    const int64_t k = pick(2, 3), s = pick(1, 2), kw = iter % 5 == 1 ? pick(1, 4) : k;
+    std::map<std::string, graph::Attribute> attrs{{"kernel_shape", ints({k, kw})},
                                                   {"strides", ints({s, s})},
                                                   {"pads", ints({1, pick(0, 1), pick(0, 1), 1})},
                                                   {"ceil_mode", one_int(iter % 3 == 0)}};
