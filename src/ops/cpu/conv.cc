@@ -298,7 +298,8 @@ class ConvKernel final : public Kernel {
     if (st->has_z && inputs[3].layout == r.outputs[0].layout) r.inplace = {3};
     if (winograd_applies(g, layout, out_layout)) {
       st->winograd = true;
-      st->wgeom = winograd_geom(g.n, g.c, g.m, g.in[0], g.in[1], g.out[0], g.out[1], g.pad_l[0], g.pad_l[1]);
+      st->wgeom =
+          winograd_geom(wino_.f, g.n, g.c, g.m, g.in[0], g.in[1], g.out[0], g.out[1], g.pad_l[0], g.pad_l[1]);
       r.workspace_bytes = st->wgeom.workspace_bytes();
       r.state = std::move(st);
       return r;
@@ -426,11 +427,11 @@ class ConvKernel final : public Kernel {
     return wino_.u && in == Layout::kBlocked8 && out == Layout::kBlocked8 && g.in.size() == 2 && g.c == wino_.c &&
            g.m == wino_.m && g.k == std::vector<int64_t>{3, 3} && g.strides == std::vector<int64_t>{1, 1} &&
            g.dil == std::vector<int64_t>{1, 1} && g.group == 1 &&
-           winograd_worthwhile(g.c, g.m, g.n * ((g.out[0] + 1) / 2) * ((g.out[1] + 1) / 2));
+           winograd_worthwhile(wino_.f, g.c, g.m, g.n, g.out[0], g.out[1]);
   }
 
   // Transforms the filters at create when the planner will give this convolution nChw8c activations
-  // and the declared input size makes it a candidate (winograd_candidate). Each reshape then runs
+  // and the declared input size makes it a candidate (winograd_tile). Each reshape then runs
   // Winograd where it pays for that shape (winograd_worthwhile) and the direct primitive otherwise.
   void prepare_winograd(const KernelCreateArgs& args) {
     const Tensor& w = *args.constants[1];
@@ -442,9 +443,10 @@ class ConvKernel final : public Kernel {
     if (!xv.dims || xv.dims->size() != 4 || !(*xv.dims)[2].fixed() || !(*xv.dims)[3].fixed()) return;
     auto geom = conv_geometry(who_, attrs_, Shape{1, c, (*xv.dims)[2].value, (*xv.dims)[3].value}, w.shape());
     if (!geom.ok()) return;
-    const int64_t tiles = ((geom->out[0] + 1) / 2) * ((geom->out[1] + 1) / 2);
-    if (!winograd_candidate(c, m, tiles)) return;
-    wino_ = winograd_weights(w.data<float>(), m, c);
+    const int f = winograd_tile(c, m, geom->out[0], geom->out[1]);
+    // Transformed when a batch of two would use them.
+    if (f == 0 || !winograd_worthwhile(f, c, m, 2, geom->out[0], geom->out[1])) return;
+    wino_ = winograd_weights(w.data<float>(), m, c, f);
   }
 
   // Reorders constant weights into oneDNN's preferred layout for the input size the graph

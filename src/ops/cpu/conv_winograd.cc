@@ -25,8 +25,8 @@ inline V8 load(const float* p) {
 inline void store(float* p, V8 v) { std::memcpy(p, &v, sizeof(v)); }
 inline V8 splat(float f) { return V8{f, f, f, f, f, f, f, f}; }
 
-constexpr int kPositions = 16;                  // 4x4 transformed tile
 constexpr size_t kChunkBytes = size_t{2} << 20;  // transformed inputs + products of one chunk
+constexpr int64_t kF4MinSide = 28;  // outputs at least this tall and wide use F(4, 3)
 
 inline V8 activate(V8 v, const Activation& a) {
   const V8 zero = splat(0.f);
@@ -47,35 +47,51 @@ inline V8 activate(V8 v, const Activation& a) {
   }
 }
 
-// B^T d B for one 4x4 input tile of eight channels; out[i*4+j].
-inline void input_transform(const V8 (&d)[4][4], V8 (&out)[kPositions]) {
-  V8 t[4][4];
-  for (int j = 0; j < 4; ++j) {
-    t[0][j] = d[0][j] - d[2][j];
-    t[1][j] = d[1][j] + d[2][j];
-    t[2][j] = d[2][j] - d[1][j];
-    t[3][j] = d[1][j] - d[3][j];
-  }
-  for (int i = 0; i < 4; ++i) {
-    out[i * 4 + 0] = t[i][0] - t[i][2];
-    out[i * 4 + 1] = t[i][1] + t[i][2];
-    out[i * 4 + 2] = t[i][2] - t[i][1];
-    out[i * 4 + 3] = t[i][1] - t[i][3];
-  }
-}
+// One dimension of the transforms, written out so that no multiply by 0 or 1 is left.
+// F(2, 3): B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], A^T = [1 1 1 0; 0 1 -1 -1].
+// F(4, 3) (interpolation points 0, +-1, +-2): B^T rows 4d0-5d2+d4, -4(d1+d2)+d3+d4,
+// 4(d1-d2)-d3+d4, -2(d1-d3)-d2+d4, 2(d1-d3)-d2+d4, 4d1-5d3+d5; A^T rows m0+m1+m2+m3+m4,
+// (m1-m2)+2(m3-m4), (m1+m2)+4(m3+m4), (m1-m2)+8(m3-m4)+m5.
+template <int F>
+struct Tx;
 
-// A^T m A: the 2x2 outputs of one tile; y[i][j].
-inline void output_transform(const V8 (&m)[kPositions], V8 (&y)[2][2]) {
-  V8 r[2][4];
-  for (int j = 0; j < 4; ++j) {
-    r[0][j] = m[0 * 4 + j] + m[1 * 4 + j] + m[2 * 4 + j];
-    r[1][j] = m[1 * 4 + j] - m[2 * 4 + j] - m[3 * 4 + j];
+template <>
+struct Tx<2> {
+  static constexpr int kT = 4;
+  static inline void in(const V8* d, V8* r) {
+    r[0] = d[0] - d[2];
+    r[1] = d[1] + d[2];
+    r[2] = d[2] - d[1];
+    r[3] = d[1] - d[3];
   }
-  for (int i = 0; i < 2; ++i) {
-    y[i][0] = r[i][0] + r[i][1] + r[i][2];
-    y[i][1] = r[i][1] - r[i][2] - r[i][3];
+  static inline void out(const V8* m, V8* r) {
+    r[0] = m[0] + m[1] + m[2];
+    r[1] = m[1] - m[2] - m[3];
   }
-}
+};
+
+template <>
+struct Tx<4> {
+  static constexpr int kT = 6;
+  static inline void in(const V8* d, V8* r) {
+    const V8 four = splat(4.f), five = splat(5.f), two = splat(2.f);
+    r[0] = four * d[0] - five * d[2] + d[4];
+    const V8 a = d[3] + d[4] - four * d[2], b = four * d[1];
+    r[1] = a - b;
+    r[2] = b + d[4] - four * d[2] - d[3];
+    const V8 c = two * (d[1] - d[3]), e = d[4] - d[2];
+    r[3] = e - c;
+    r[4] = e + c;
+    r[5] = four * d[1] - five * d[3] + d[5];
+  }
+  static inline void out(const V8* m, V8* r) {
+    const V8 s12 = m[1] + m[2], d12 = m[1] - m[2], s34 = m[3] + m[4], d34 = m[3] - m[4];
+    r[0] = m[0] + s12 + s34;
+    r[1] = d12 + splat(2.f) * d34;
+    r[2] = s12 + splat(4.f) * s34;
+    r[3] = d12 + splat(8.f) * d34 + m[5];
+  }
+};
 
 // Tile t of the batch: image, first output row and column.
 struct TilePos {
@@ -84,11 +100,13 @@ struct TilePos {
 inline TilePos tile_pos(const WinogradGeom& g, int64_t t) {
   const int64_t per_image = g.tiles_h * g.tiles_w;
   const int64_t n = t / per_image, r = t % per_image;
-  return {n, (r / g.tiles_w) * 2, (r % g.tiles_w) * 2};
+  return {n, (r / g.tiles_w) * g.f, (r % g.tiles_w) * g.f};
 }
 
-// Transforms tiles [t0, t0 + count) of x into v[16][count][C].
+// Transforms tiles [t0, t0 + count) of x into v[T*T][count][C].
+template <int F>
 void transform_inputs(const WinogradGeom& g, const float* x, float* v, int64_t t0, int64_t count, int threads) {
+  constexpr int T = Tx<F>::kT;
   const int64_t cb_count = g.c / 8, ih = g.ih, iw = g.iw;
   math::parallel_chunks(count * cb_count, 256, threads, [&](int64_t lo, int64_t hi) {
     for (int64_t item = lo; item < hi; ++item) {
@@ -96,30 +114,39 @@ void transform_inputs(const WinogradGeom& g, const float* x, float* v, int64_t t
       const TilePos tp = tile_pos(g, t0 + p);
       const int64_t h0 = tp.oh - g.pad_top, w0 = tp.ow - g.pad_left;
       const float* xb = x + (tp.n * cb_count + cb) * ih * iw * 8;
-      V8 d[4][4];
-      if (h0 >= 0 && w0 >= 0 && h0 + 4 <= ih && w0 + 4 <= iw) {
-        for (int i = 0; i < 4; ++i)
-          for (int j = 0; j < 4; ++j) d[i][j] = load(xb + ((h0 + i) * iw + w0 + j) * 8);
+      V8 d[T][T];
+      if (h0 >= 0 && w0 >= 0 && h0 + T <= ih && w0 + T <= iw) {
+        for (int i = 0; i < T; ++i)
+          for (int j = 0; j < T; ++j) d[i][j] = load(xb + ((h0 + i) * iw + w0 + j) * 8);
       } else {
-        for (int i = 0; i < 4; ++i)
-          for (int j = 0; j < 4; ++j) {
+        for (int i = 0; i < T; ++i)
+          for (int j = 0; j < T; ++j) {
             const int64_t h = h0 + i, w = w0 + j;
             d[i][j] = h >= 0 && h < ih && w >= 0 && w < iw ? load(xb + (h * iw + w) * 8) : splat(0.f);
           }
       }
-      V8 out[kPositions];
-      input_transform(d, out);
+      // B^T d: columns; then (B^T d) B: rows.
+      V8 col[T], t[T][T], row[T];
+      for (int j = 0; j < T; ++j) {
+        for (int i = 0; i < T; ++i) col[i] = d[i][j];
+        Tx<F>::in(col, row);
+        for (int i = 0; i < T; ++i) t[i][j] = row[i];
+      }
       float* dst = v + p * g.c + cb * 8;
-      for (int xi = 0; xi < kPositions; ++xi) store(dst + xi * count * g.c, out[xi]);
+      for (int i = 0; i < T; ++i) {
+        Tx<F>::in(t[i], row);
+        for (int j = 0; j < T; ++j) store(dst + (i * T + j) * count * g.c, row[j]);
+      }
     }
   });
 }
 
-// prod[xi] (count x M) = v[xi] (count x C) . U[xi] (C x M) for the 16 positions, split between
+// prod[xi] (count x M) = v[xi] (count x C) . U[xi] (C x M) for the T*T positions, split between
 // threads by position (and by column blocks of M when there are more threads than positions).
 bool multiply(const WinogradGeom& g, const float* u, const float* v, float* prod, int64_t count, int threads) {
-  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>((threads + kPositions - 1) / kPositions, g.m / 8));
-  const int64_t items = kPositions * parts;
+  const int64_t positions = g.positions();
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>((threads + positions - 1) / positions, g.m / 8));
+  const int64_t items = positions * parts;
   std::atomic<bool> ok{true};
   auto one = [&](int64_t item) {
     const int64_t xi = item / parts, part = item % parts;
@@ -143,25 +170,32 @@ bool multiply(const WinogradGeom& g, const float* u, const float* v, float* prod
   return ok.load();
 }
 
-// Writes tiles [t0, t0 + count) of y from prod[16][count][M].
+// Writes tiles [t0, t0 + count) of y from prod[T*T][count][M].
+template <int F>
 void transform_outputs(const WinogradGeom& g, const float* prod, float* y, const WinogradEpilogue& e, int64_t t0,
                        int64_t count, int threads) {
+  constexpr int T = Tx<F>::kT;
   const int64_t kb_count = g.m / 8, oh = g.oh, ow = g.ow;
   math::parallel_chunks(count * kb_count, 256, threads, [&](int64_t lo, int64_t hi) {
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t p = item / kb_count, kb = item % kb_count;
       const TilePos tp = tile_pos(g, t0 + p);
-      V8 m[kPositions];
       const float* src = prod + p * g.m + kb * 8;
-      for (int xi = 0; xi < kPositions; ++xi) m[xi] = load(src + xi * count * g.m);
-      V8 out[2][2];
-      output_transform(m, out);
+      // A^T m: columns (T -> F); then (A^T m) A: rows.
+      V8 col[T], t[F][T], out[F][F];
+      for (int j = 0; j < T; ++j) {
+        for (int i = 0; i < T; ++i) col[i] = load(src + (i * T + j) * count * g.m);
+        V8 r[F];
+        Tx<F>::out(col, r);
+        for (int i = 0; i < F; ++i) t[i][j] = r[i];
+      }
+      for (int i = 0; i < F; ++i) Tx<F>::out(t[i], out[i]);
       const V8 bias = e.bias ? load(e.bias + kb * 8) : splat(0.f);
       float* yb = y + (tp.n * kb_count + kb) * oh * ow * 8;
-      for (int i = 0; i < 2; ++i) {
+      for (int i = 0; i < F; ++i) {
         const int64_t h = tp.oh + i;
         if (h >= oh) break;
-        for (int j = 0; j < 2; ++j) {
+        for (int j = 0; j < F; ++j) {
           const int64_t w = tp.ow + j;
           if (w >= ow) break;
           float* py = yb + (h * ow + w) * 8;
@@ -174,45 +208,63 @@ void transform_outputs(const WinogradGeom& g, const float* prod, float* y, const
   });
 }
 
+// G for F(2, 3) and F(4, 3), in double: T rows of 3.
+void filter_rows(int f, const double* g3, double* out /* T */) {
+  const double a = g3[0], b = g3[1], c = g3[2];
+  if (f == 2) {
+    out[0] = a;
+    out[1] = 0.5 * (a + b + c);
+    out[2] = 0.5 * (a - b + c);
+    out[3] = c;
+  } else {
+    out[0] = a / 4;
+    out[1] = -(a + b + c) / 6;
+    out[2] = -(a - b + c) / 6;
+    out[3] = a / 24 + b / 12 + c / 6;
+    out[4] = a / 24 - b / 12 + c / 6;
+    out[5] = c;
+  }
+}
+
 }  // namespace
 
-WinogradWeights winograd_weights(const float* w, int64_t m, int64_t c) {
+WinogradWeights winograd_weights(const float* w, int64_t m, int64_t c, int f) {
   WinogradWeights r;
   r.c = c;
   r.m = m;
-  r.u = AlignedBuffer::allocate(static_cast<size_t>(kPositions * c * m) * sizeof(float));
+  r.f = f;
+  const int T = f + 2;
+  r.u = AlignedBuffer::allocate(static_cast<size_t>(T * T * c * m) * sizeof(float));
   if (!r.u) return r;
   float* u = r.u->as<float>();
   for (int64_t k = 0; k < m; ++k)
     for (int64_t ch = 0; ch < c; ++ch) {
       const float* g = w + (k * c + ch) * 9;
-      // G g: 4 rows of 3 (G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]), then (G g) G^T.
-      double gg[4][3];
+      // G g (T rows of 3), then (G g) G^T (T x T).
+      double gg[6][3], col[3], tmp[6];
       for (int j = 0; j < 3; ++j) {
-        const double a = g[j], b = g[3 + j], d = g[6 + j];
-        gg[0][j] = a;
-        gg[1][j] = 0.5 * (a + b + d);
-        gg[2][j] = 0.5 * (a - b + d);
-        gg[3][j] = d;
+        for (int i = 0; i < 3; ++i) col[i] = g[i * 3 + j];
+        filter_rows(f, col, tmp);
+        for (int i = 0; i < T; ++i) gg[i][j] = tmp[i];
       }
-      for (int i = 0; i < 4; ++i) {
-        const double a = gg[i][0], b = gg[i][1], d = gg[i][2];
-        const double row[4] = {a, 0.5 * (a + b + d), 0.5 * (a - b + d), d};
-        for (int j = 0; j < 4; ++j) u[((i * 4 + j) * c + ch) * m + k] = static_cast<float>(row[j]);
+      for (int i = 0; i < T; ++i) {
+        filter_rows(f, gg[i], tmp);
+        for (int j = 0; j < T; ++j) u[((i * T + j) * c + ch) * m + k] = static_cast<float>(tmp[j]);
       }
     }
   return r;
 }
 
 size_t WinogradGeom::workspace_bytes() const {
-  const size_t v = static_cast<size_t>(kPositions * chunk * c) * sizeof(float);
-  const size_t p = static_cast<size_t>(kPositions * chunk * m) * sizeof(float);
+  const size_t v = static_cast<size_t>(positions() * chunk * c) * sizeof(float);
+  const size_t p = static_cast<size_t>(positions() * chunk * m) * sizeof(float);
   return align_up(v) + align_up(p);
 }
 
-WinogradGeom winograd_geom(int64_t n, int64_t c, int64_t m, int64_t ih, int64_t iw, int64_t oh, int64_t ow,
+WinogradGeom winograd_geom(int f, int64_t n, int64_t c, int64_t m, int64_t ih, int64_t iw, int64_t oh, int64_t ow,
                            int64_t pad_top, int64_t pad_left) {
   WinogradGeom g;
+  g.f = f;
   g.n = n;
   g.c = c;
   g.m = m;
@@ -222,10 +274,10 @@ WinogradGeom winograd_geom(int64_t n, int64_t c, int64_t m, int64_t ih, int64_t 
   g.ow = ow;
   g.pad_top = pad_top;
   g.pad_left = pad_left;
-  g.tiles_h = (oh + 1) / 2;
-  g.tiles_w = (ow + 1) / 2;
+  g.tiles_h = (oh + f - 1) / f;
+  g.tiles_w = (ow + f - 1) / f;
   g.tiles = n * g.tiles_h * g.tiles_w;
-  const int64_t per_tile = kPositions * (c + m) * static_cast<int64_t>(sizeof(float));
+  const int64_t per_tile = g.positions() * (c + m) * static_cast<int64_t>(sizeof(float));
   const int64_t cap = std::max<int64_t>(8, static_cast<int64_t>(kChunkBytes) / std::max<int64_t>(per_tile, 1));
   const int64_t chunks = std::max<int64_t>(1, (g.tiles + cap - 1) / cap);
   g.chunk = std::max<int64_t>(1, (g.tiles + chunks - 1) / chunks);
@@ -237,25 +289,36 @@ bool winograd_activation_ok(const Activation& a) {
          a.kind == ActKind::kClip;
 }
 
-bool winograd_worthwhile(int64_t c, int64_t m, int64_t tiles) {
-  return c >= 16 && m >= 16 && c % 8 == 0 && m % 8 == 0 && tiles >= 32;
+int winograd_tile(int64_t c, int64_t m, int64_t oh, int64_t ow) {
+  if (c < 16 || m < 16 || c % 8 != 0 || m % 8 != 0) return 0;
+  if (oh >= kF4MinSide && ow >= kF4MinSide) return 4;
+  return 2;
 }
 
-bool winograd_candidate(int64_t c, int64_t m, int64_t tiles_per_image) {
-  return winograd_worthwhile(c, m, 2 * tiles_per_image);
+bool winograd_worthwhile(int f, int64_t c, int64_t m, int64_t n, int64_t oh, int64_t ow) {
+  if (f == 0 || c < 16 || m < 16 || c % 8 != 0 || m % 8 != 0) return false;
+  // In 2x2 tiles, whatever tile the filters were transformed for.
+  return n * ((oh + 1) / 2) * ((ow + 1) / 2) >= 32;
 }
 
 Status winograd_conv(const WinogradGeom& g, const WinogradWeights& w, const float* x, float* y,
                      const WinogradEpilogue& e, void* workspace, int threads) {
+  if (g.f != w.f || (g.f != 2 && g.f != 4)) return internal_error("winograd: filters transformed for another tile");
   auto* v = static_cast<float*>(workspace);
   auto* prod = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) +
-                                        align_up(static_cast<size_t>(kPositions * g.chunk * g.c) * sizeof(float)));
+                                        align_up(static_cast<size_t>(g.positions() * g.chunk * g.c) * sizeof(float)));
   const float* u = w.u->as<float>();
   for (int64_t t0 = 0; t0 < g.tiles; t0 += g.chunk) {
     const int64_t count = std::min(g.chunk, g.tiles - t0);
-    transform_inputs(g, x, v, t0, count, threads);
+    if (g.f == 2)
+      transform_inputs<2>(g, x, v, t0, count, threads);
+    else
+      transform_inputs<4>(g, x, v, t0, count, threads);
     if (!multiply(g, u, v, prod, count, threads)) return internal_error("winograd: sgemm rejected its arguments");
-    transform_outputs(g, prod, y, e, t0, count, threads);
+    if (g.f == 2)
+      transform_outputs<2>(g, prod, y, e, t0, count, threads);
+    else
+      transform_outputs<4>(g, prod, y, e, t0, count, threads);
   }
   return ok_status();
 }
