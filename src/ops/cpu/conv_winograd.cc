@@ -263,17 +263,7 @@ size_t WinogradGeom::workspace_bytes() const {
 
 WinogradGeom winograd_geom(int f, int64_t n, int64_t c, int64_t m, int64_t ih, int64_t iw, int64_t oh, int64_t ow,
                            int64_t pad_top, int64_t pad_left) {
-  WinogradGeom g;
-  g.f = f;
-  g.n = n;
-  g.c = c;
-  g.m = m;
-  g.ih = ih;
-  g.iw = iw;
-  g.oh = oh;
-  g.ow = ow;
-  g.pad_top = pad_top;
-  g.pad_left = pad_left;
+  WinogradGeom g{f, n, c, m, ih, iw, oh, ow, pad_top, pad_left};
   g.tiles_h = (oh + f - 1) / f;
   g.tiles_w = (ow + f - 1) / f;
   g.tiles = n * g.tiles_h * g.tiles_w;
