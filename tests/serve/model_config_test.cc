@@ -206,6 +206,19 @@ TEST(ModelConfig, GpuInstancesChooseTheCudaDevice) {
   EXPECT_EQ(all->instance_count, 4);
 }
 
+TEST(ModelConfig, WinogradParameter) {
+  auto on = parse_model_config("instance_group [ { kind: KIND_CPU count: 1 } ]\n", "config.pbtxt");
+  ASSERT_TRUE(on.ok()) << on.status().to_string();
+  EXPECT_TRUE(model_options(*on).winograd);
+  auto off = parse_model_config("parameters { key: \"winograd\" value: { string_value: \"false\" } }\n",
+                                "config.pbtxt");
+  ASSERT_TRUE(off.ok()) << off.status().to_string();
+  EXPECT_FALSE(model_options(*off).winograd);
+  auto bad = parse_model_config("parameters { key: \"winograd\" value: { string_value: \"sometimes\" } }\n",
+                                "config.pbtxt");
+  EXPECT_FALSE(bad.ok());
+}
+
 TEST(ModelConfig, UnknownFieldsAreIgnored) {
   auto r = parse_model_config(
       "name: \"m\"\nsequence_batching { max_sequence_idle_microseconds: 5000 }\nresponse_cache { enable: true }\n"
