@@ -1,5 +1,5 @@
-// Winograd F(2x2, 3x3) on nChw8c activations (see conv_winograd.h). Eight channels at a time: one
-// 8-float vector per pixel of an nChw8c block, so every transform is plain vector adds.
+// Winograd F(2x2, 3x3) and F(4x4, 3x3) on nChw8c activations (see conv_winograd.h). Eight channels
+// at a time: one 8-float vector per pixel of an nChw8c block, so every transform is vector arithmetic.
 
 #include "ops/cpu/conv_winograd.h"
 
