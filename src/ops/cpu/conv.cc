@@ -191,7 +191,9 @@ memory::desc activation_md(const ConvGeom& g, Layout layout, bool is_src) {
 // or depthwise); everything else stays channels-last.
 // A first layer (fewer than 8 input channels, as images have) reads plain NCHW and writes nChw8c,
 // for which oneDNN has a dedicated kernel; conv_layout() then returns kPlain for its input.
-bool first_layer(int64_t c, int64_t m, int64_t group) { return c < 8 && m % 8 == 0 && group == 1; }
+bool first_layer(int64_t c, int64_t m, int64_t group) {
+  return c < 8 && m % 8 == 0 && group == 1;
+}
 
 Layout conv_layout(int64_t c, int64_t m, int64_t group, bool allow_blocked) {
   if (allow_blocked && first_layer(c, m, group)) return Layout::kPlain;
@@ -298,8 +300,7 @@ class ConvKernel final : public Kernel {
     if (st->has_z && inputs[3].layout == r.outputs[0].layout) r.inplace = {3};
     if (winograd_applies(g, layout, out_layout)) {
       st->winograd = true;
-      st->wgeom =
-          winograd_geom(wino_.f, g.n, g.c, g.m, g.in[0], g.in[1], g.out[0], g.out[1], g.pad_l[0], g.pad_l[1]);
+      st->wgeom = winograd_geom(wino_.f, g.n, g.c, g.m, g.in[0], g.in[1], g.out[0], g.out[1], g.pad_l[0], g.pad_l[1]);
       r.workspace_bytes = st->wgeom.workspace_bytes();
       r.state = std::move(st);
       return r;
@@ -328,11 +329,12 @@ class ConvKernel final : public Kernel {
     const Tensor& x = ctx.inputs[0];
     const Tensor& w = ctx.inputs[1];
     Tensor& y = ctx.outputs[0];
+    // Both algorithms add the residual Z from y: copy it there unless the plan put Y in Z's buffer.
+    if (st->has_z) {
+      const Tensor& z = ctx.inputs[3];
+      if (z.raw() != y.raw()) SL_RETURN_IF_ERROR(convert_layout(z, y, nthr).with_context(who_ + ": residual"));
+    }
     if (st->winograd) {
-      if (st->has_z) {
-        const Tensor& z = ctx.inputs[3];
-        if (z.raw() != y.raw()) SL_RETURN_IF_ERROR(convert_layout(z, y, nthr).with_context(who_ + ": residual"));
-      }
       WinogradEpilogue e;
       e.bias = st->has_bias ? ctx.inputs[2].data<float>() : nullptr;
       e.accumulate = st->has_z;
@@ -345,10 +347,6 @@ class ConvKernel final : public Kernel {
     auto* ws = static_cast<uint8_t*>(ctx.workspace);
     SL_ASSIGN_OR_RETURN(const void* wptr,
                         run_weights(*p, st->user_w_md, w.raw(), packed_, ws + st->w_offset, st->w_bytes, who_));
-    if (st->has_z) {
-      const Tensor& z = ctx.inputs[3];
-      if (z.raw() != y.raw()) SL_RETURN_IF_ERROR(convert_layout(z, y, nthr).with_context(who_ + ": residual"));
-    }
     std::unordered_map<int, memory> args;
     try {
       args.emplace(DNNL_ARG_SRC, wrap(st->src_md, x.raw()));
@@ -477,11 +475,12 @@ class ConvKernel final : public Kernel {
     st.has_bias = args.node.inputs.size() > 2 && args.node.inputs[2] != graph::kNoValue;
     st.has_z = args.node.inputs.size() > 3 && args.node.inputs[3] != graph::kNoValue;
     st.src_md = activation_md(st.geom, layout, true);
-    st.dst_md = activation_md(st.geom, layout == Layout::kPlain && xs.rank() == 4 && !attrs_.transposed &&
-                                                   args.options.allow_channels_last
-                                               ? conv_out_layout(layout, st.geom, args.options.allow_blocked)
-                                               : layout,
-                              false);
+    st.dst_md = activation_md(
+        st.geom,
+        layout == Layout::kPlain && xs.rank() == 4 && !attrs_.transposed && args.options.allow_channels_last
+            ? conv_out_layout(layout, st.geom, args.options.allow_blocked)
+            : layout,
+        false);
     st.bias_md = st.has_bias ? plain_md({st.geom.m}) : memory::desc();
     st.user_w_md = user_weights_md(st.geom, attrs_.transposed);
     st.any_w_md = memory::desc(st.user_w_md.dims(), memory::data_type::f32, memory::format_tag::any);
@@ -505,8 +504,8 @@ class ConvKernel final : public Kernel {
   ConvAttrs attrs_;
   bool weights_const_ = false;
   bool blocked_ok_ = false;  // nChw8c outputs allowed (see conv_out_layout)
-  PackedWeights packed_;  // constant weights reordered at create, if any
-  WinogradWeights wino_;  // transformed filters, when prepare_winograd chose Winograd
+  PackedWeights packed_;     // constant weights reordered at create, if any
+  WinogradWeights wino_;     // transformed filters, when prepare_winograd chose Winograd
 };
 
 KernelDef conv_def(std::string op, std::string domain, bool transposed) {
