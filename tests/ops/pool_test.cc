@@ -44,7 +44,7 @@ TEST(PoolOp, BlockedLayoutMatchesReference) {
                                                   {"strides", ints({s, s})},
                                                   {"pads", ints({1, pick(0, 1), pick(0, 1), 1})},
                                                   {"ceil_mode", one_int(iter % 3 == 0)}};
-    if (is_max && iter % 4 == 2) attrs["dilations"] = ints({2, 1});
+    if (is_max && iter % 4 == 2) attrs["dilations"] = iter % 8 == 2 ? ints({2, 1}) : ints({1, 2});
     Tensor x = random_tensor({pick(1, 2), 8 * pick(1, 3), pick(5, 11), pick(5, 11)}, rng);
     SCOPED_TRACE("iter " + std::to_string(iter));
     for (bool blocked : {true, false}) {
