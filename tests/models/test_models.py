@@ -10,12 +10,14 @@ tolerance of 1e-4 for outputs up to 1 in magnitude and a relative one above that
 """
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import export_models
-from conftest import binary_path, run_cli, run_cli_ok
+from conftest import REPO, binary_path, run_cli, run_cli_ok
 
 MODELS = [n for n in export_models.MODELS if not export_models.is_encoder(n)]
 ENCODERS = [n for n in export_models.MODELS if export_models.is_encoder(n)]
@@ -132,6 +134,35 @@ def test_model_streams_match_single_stream(name, streamline_binary, exported, tm
                 "--streams", 2, "--threads", 2, "--elastic-threads", "--safe"])
     err = float(np.abs(np.load(out_dir / "output.npy").astype(np.float64) - base).max())
     assert err <= 1e-5, f"{name}: elastic threads differ from S=1 by {err:.3e} (bound 1e-5)"
+
+
+@pytest.mark.parametrize("name", ["squeezenet1_1"])  # the id puts it in ctest's model_squeezenet1_1
+def test_trace_stats_on_a_two_stream_trace(name, streamline_binary, exported, tmp_path):
+    """bench/trace_stats.py on a real two-stream trace: one entry per stream, busy time within the
+    span, the cross-stream waits found through the flow arrows, and node names from the plan."""
+    p = exported(name)
+    plan = json.loads(run_cli_ok(["plan", p["onnx"], "--streams", 2, "--json"]).stdout)
+    assert plan["streams_used"] == 2, f"{name} should plan onto two streams"
+    trace = tmp_path / "trace.json"
+    run_cli_ok(["bench", p["onnx"], "--streams", 2, "--threads", 2, "--max-runs", 5, "--warmup", 0,
+                "--trace", trace])
+    r = subprocess.run([sys.executable, str(REPO / "bench" / "trace_stats.py"), str(trace), "--json", "--top", "3"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["runs"] == 5
+    assert sorted(s["streams"]) == ["0", "1"]
+    for tid, v in s["streams"].items():
+        assert 0 < v["busy_ms"] <= s["span_ms"] + 1e-6, f"stream {tid}: {v} against span {s['span_ms']}"
+    assert s["idle_waits_per_run"] > 0, "no cross-stream wait found in a two-stream trace"
+    assert s["wake_latency_us"]["p50"] is not None and s["wake_latency_us"]["p50"] >= 0
+    names = {n["name"] for n in plan["nodes"]}
+    assert len(s["top_nodes"]) == 3 and all(n["name"] in names for n in s["top_nodes"]), s["top_nodes"]
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    r = subprocess.run([sys.executable, str(REPO / "bench" / "trace_stats.py"), str(bad)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "no traceEvents" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("name", MODELS + ENCODERS)
