@@ -14,6 +14,8 @@
 4. Elastic threads (`--elastic-threads`): S streams sharing the T threads, each step running on
    T / (streams inside a kernel at that moment) threads; counted among the multi-stream
    configurations with T threads.
+5. Split convolutions (`--split-convs S`): every multi-stream configuration also runs with the
+   heavy convolutions cut into S slices of their filters, which the planner spreads over streams.
 
 Shared machines are noisy, so every configuration runs once per round, the rounds interleave
 the configurations, and the tables give the median over rounds (of p50 latency, of throughput,
@@ -115,34 +117,40 @@ def main(argv=None):
     print(f"{results['cpu']}, {results['cores']} cores; total threads {T}; {args.rounds} rounds; "
           f"{results['streamline']}\n")
 
-    # (label, streams, threads per stream); single-stream configurations have streams == 1.
+    # (label, streams, threads per stream, split); single-stream configurations have streams == 1;
+    # split: heavy convolutions cut into one slice per stream (--split-convs S).
     configs = []
     s = 1
     while s <= T:
-        configs.append((f"{s} stream(s) x {T // s} thread(s)", s, T // s))
+        configs.append((f"{s} stream(s) x {T // s} thread(s)", s, T // s, False))
+        if s > 1:
+            configs.append((f"{s} stream(s) x {T // s} thread(s), split convs", s, T // s, True))
         s *= 2
     # Elastic: S streams whose steps share the T threads among the streams busy at that moment.
     s = 2
     while s <= T:
-        configs.append((f"{s} stream(s), elastic {T} thread(s)", s, -T))
+        configs.append((f"{s} stream(s), elastic {T} thread(s)", s, -T, False))
+        configs.append((f"{s} stream(s), elastic {T} thread(s), split convs", s, -T, True))
         s *= 2
     if args.oversubscribe:
         s = 2
         while s <= T:
-            configs.append((f"{s} stream(s) x {T} thread(s) ({s * T} threads)", s, T))
+            configs.append((f"{s} stream(s) x {T} thread(s) ({s * T} threads)", s, T, False))
             s *= 2
-        configs.append((f"1 stream(s) x {2 * T} thread(s) ({2 * T} threads)", 1, 2 * T))
+        configs.append((f"1 stream(s) x {2 * T} thread(s) ({2 * T} threads)", 1, 2 * T, False))
 
-    runs = {name: {label: [] for label, _, _ in configs} for name in names}
+    runs = {name: {label: [] for label, *_ in configs} for name in names}
     pairs = {name: [] for name in names}
     for rnd in range(args.rounds):
         for name in names:
             model = paths[name]
-            for label, streams, tps in configs:
+            for label, streams, tps, split in configs:
                 if tps < 0:  # elastic
                     extra = ["--streams", str(streams), "--threads", str(-tps), "--elastic-threads"]
                 else:
                     extra = ["--streams", str(streams), "--threads-per-stream", str(tps), "--threads", str(streams * tps)]
+                if split:
+                    extra += ["--split-convs", str(streams)]
                 r = sl_bench(args.binary, model, extra, args.seconds, args.warmup)
                 runs[name][label].append(r)
             # Two contexts x one thread each, against ORT with two sessions x one thread.
@@ -155,7 +163,7 @@ def main(argv=None):
     for name in names:
         entry = {"configs": {}}
         med = {}
-        for label, streams, tps in configs:
+        for label, streams, tps, _ in configs:
             ok = [r for r in runs[name][label] if "error" not in r]
             entry["configs"][label] = runs[name][label]
             if not ok:

@@ -40,6 +40,9 @@ void add_model_flags(CLI::App* c, ModelFlags& f) {
   c->add_flag("--pin-threads", f.pin_threads, "Pin each stream's threads to their own cores");
   c->add_flag("--elastic-threads", f.elastic_threads,
               "With several streams: each step uses threads/(streams busy at that moment) threads");
+  c->add_option("--split-convs", f.split_convs,
+                "Cut each heavy convolution into N output-channel slices for multi-stream plans (0: off)")
+      ->check(CLI::Range(0, 64));
   c->add_flag("--safe", f.safe, "Safe mode: canaries checked after every step, dead buffers poisoned");
   c->add_flag("--no-optimize", f.no_optimize, "Turn graph passes off (debugging)");
   c->add_flag("--no-winograd", f.no_winograd, "Run every convolution with oneDNN's direct algorithm");
@@ -63,6 +66,7 @@ Result<std::shared_ptr<Model>> load_model(const ModelFlags& f) {
   mo.threads_per_stream = f.threads_per_stream;
   mo.pin_threads = f.pin_threads;
   mo.elastic_threads = f.elastic_threads;
+  mo.split_convs = f.split_convs;
   mo.safe = f.safe;
   mo.device = f.device;
   SL_ASSIGN_OR_RETURN(mo.precision, runtime::parse_precision(f.precision));

@@ -27,6 +27,7 @@ struct ModelFlags {
   std::string pin_streams;     // JSON file {"node": stream}
   bool pin_threads = false;
   bool elastic_threads = false;
+  int split_convs = 0;
   bool safe = false;
   bool no_optimize = false;
   bool no_winograd = false;

@@ -60,6 +60,11 @@ struct ModelOptions {
   // every thread and concurrent branches share them. Takes effect when plans are made (their
   // workspaces are sized for num_threads per stream). Not combined with pin_threads.
   bool elastic_threads = false;
+  // For multi-stream plans: N >= 2 cuts every heavy convolution (2% or more of the model's
+  // convolution work, ungrouped, no residual operand) into N convolutions on slices of its
+  // filters, which the planner can put on different streams; N = the stream count is the usual
+  // choice. 0: off. Takes effect at load (graph::PassOptions::split_conv_parts).
+  int split_convs = 0;
   // Node name -> stream, overriding the planner's choice.
   std::map<std::string, int> pinned_streams;
   // Pin each stream's thread(s) to its own cores (stream s gets cores [s*T, (s+1)*T)).

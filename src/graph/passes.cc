@@ -49,7 +49,8 @@ std::string PassReport::to_string() const {
          " gemm_fused=" + std::to_string(gemm_fused) + " dead_removed=" + std::to_string(dead_removed) +
          (layer_norm_fused ? " layer_norm_fused=" + std::to_string(layer_norm_fused) : "") +
          (gelu_fused ? " gelu_fused=" + std::to_string(gelu_fused) : "") +
-         (attention_fused ? " attention_fused=" + std::to_string(attention_fused) : "");
+         (attention_fused ? " attention_fused=" + std::to_string(attention_fused) : "") +
+         (convs_split ? " convs_split=" + std::to_string(convs_split) : "");
 }
 
 // Removes Identity and inference-mode Dropout by sending their consumers to the input. When the
@@ -146,6 +147,8 @@ Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evalu
   if (options.fuse_attention) r.attention_fused += fuse_attention(g);
   if (options.fuse_gemm) r.gemm_fused += fuse_gemm_activation(g);
   if (options.fuse_gelu) r.gemm_fused += fuse_matmul_gelu(g);
+  if (options.split_conv_parts >= 2)
+    r.convs_split += split_heavy_convolutions(g, options.split_conv_parts, options.split_conv_min_share);
   if (options.dead_code) r.dead_removed += eliminate_dead_code(g);
   if (r.conv_fused + r.gemm_fused + r.layer_norm_fused + r.gelu_fused + r.attention_fused > 0)
     g.opsets[kStreamlineDomain] = 1;

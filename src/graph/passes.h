@@ -45,6 +45,11 @@ struct PassOptions {
   bool dead_code = true;           // drop nodes no output depends on
   // Largest tensor (bytes) constant folding may create; bigger results are left to run time.
   int64_t max_folded_bytes = int64_t{64} << 20;
+  // >= 2: every ungrouped convolution (after fusion, without a residual operand) that has at
+  // least split_conv_min_share of all convolutions' multiply-adds becomes this many convolutions
+  // on slices of its filters, joined by a channel Concat, for multi-stream plans. 0: off.
+  int split_conv_parts = 0;
+  double split_conv_min_share = 0.02;
 };
 
 struct PassReport {
@@ -57,6 +62,7 @@ struct PassReport {
   int gelu_fused = 0;         // Gelu nodes made (some then move into a MatMul as its activation)
   int attention_fused = 0;
   int dead_removed = 0;
+  int convs_split = 0;
   std::string to_string() const;
 };
 
@@ -76,6 +82,8 @@ int fuse_attention(Graph& g);
 // streamline.Gelu after a MatMul/Gemm/FusedMatMul/FusedGemm without activation -> its activation.
 int fuse_matmul_gelu(Graph& g);
 int eliminate_dead_code(Graph& g);
+// Heavy convolutions -> `parts` slices along output channels (pass_split.cc); see PassOptions.
+int split_heavy_convolutions(Graph& g, int parts, double min_share);
 
 // Half precision for device backends (pass_precision.cc): every float32 value and constant of the
 // graph becomes float16, except host-read parameters (Resize/Upsample scales and roi, Clip bounds);

@@ -62,6 +62,9 @@ Result<std::shared_ptr<Model>> Model::load(const std::string& path, const ModelO
 }
 
 Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOptions& options) {
+  if (options.split_convs < 0 || options.split_convs > 64)
+    return invalid_argument("split_convs must be 0 (off) or a slice count from 2 to 64, got " +
+                            std::to_string(options.split_convs));
   if (options.elastic_threads && options.pin_threads)
     return invalid_argument("elastic_threads and pin_threads cannot be combined: elastic steps use any core");
   std::shared_ptr<Model> m(new Model());
@@ -84,6 +87,7 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
   // Pass 1: graph rewrites.
   graph::PassOptions po;
   po.enabled = options.optimize;
+  po.split_conv_parts = options.split_convs;
   ops::KernelEvaluator evaluator(ops::default_cpu_registry());
   SL_RETURN_IF_ERROR(graph::run_passes(m->graph_, po, &evaluator, &m->report_));
   if (on_cuda && options.precision == ops::Precision::kFp16) {

@@ -131,7 +131,8 @@ struct IntParam {
   const char* key;
   int64_t lo, hi;
 };
-constexpr IntParam kIntParams[] = {{"streams", 1, 64}, {"threads", 0, 1024}, {"threads_per_stream", 0, 1024}};
+constexpr IntParam kIntParams[] = {{"streams", 1, 64}, {"threads", 0, 1024}, {"threads_per_stream", 0, 1024},
+                                 {"split_convs", 0, 64}};
 constexpr const char* kBoolParams[] = {"pin", "warmup", "elastic_threads", "cuda_graphs", "winograd"};
 
 Status check_parameters(const std::map<std::string, std::string>& params, const std::string& where) {
@@ -532,6 +533,7 @@ ModelOptions model_options(const ModelConfig& config) {
   mo.threads_per_stream = int_param(config, "threads_per_stream", 0);
   mo.pin_threads = bool_param(config, "pin", false);
   mo.elastic_threads = bool_param(config, "elastic_threads", false);
+  mo.split_convs = int_param(config, "split_convs", 0);
   if (config.instance_kind == "KIND_GPU") {
     // One GPU listed: every instance there; none: instances spread over all GPUs. Several listed:
     // the first (instances of one model share one weights copy per GPU they run on).

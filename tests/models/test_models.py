@@ -128,6 +128,15 @@ def test_model_streams_match_single_stream(name, streamline_binary, exported, tm
         assert plan["streams_used"] <= streams
         assert plan["events_after_pruning"] <= plan["events_inserted"]
         assert plan["arena_bytes"] <= plan["naive_bytes"]
+    # Heavy convolutions cut into two slices of their filters, one per stream: same outputs.
+    out_dir = tmp_path / "split"
+    run_cli_ok(["run", p["onnx"], "--input", f"input={p['input']}", "--output-dir", out_dir,
+                "--streams", 2, "--threads-per-stream", 1, "--split-convs", 2, "--safe"])
+    err = float(np.abs(np.load(out_dir / "output.npy").astype(np.float64) - base).max())
+    assert err <= 1e-5, f"{name}: --split-convs 2 differs from S=1 by {err:.3e} (bound 1e-5)"
+    plan = json.loads(run_cli_ok(["plan", p["onnx"], "--streams", 2, "--split-convs", 2, "--json"]).stdout)
+    assert plan["verified"] is True
+    assert any("/slice1" in n["name"] for n in plan["nodes"]), f"{name}: no convolution was split"
     # Elastic threads: each step gets 2 / (busy streams) threads; same outputs.
     out_dir = tmp_path / "elastic"
     run_cli_ok(["run", p["onnx"], "--input", f"input={p['input']}", "--output-dir", out_dir,

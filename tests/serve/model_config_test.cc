@@ -219,6 +219,18 @@ TEST(ModelConfig, WinogradParameter) {
   EXPECT_FALSE(bad.ok());
 }
 
+TEST(ModelConfig, SplitConvsParameter) {
+  auto off = parse_model_config("instance_group [ { kind: KIND_CPU count: 1 } ]\n", "config.pbtxt");
+  ASSERT_TRUE(off.ok()) << off.status().to_string();
+  EXPECT_EQ(model_options(*off).split_convs, 0);
+  auto two = parse_model_config("parameters { key: \"split_convs\" value: { string_value: \"2\" } }\n", "config.pbtxt");
+  ASSERT_TRUE(two.ok()) << two.status().to_string();
+  EXPECT_EQ(model_options(*two).split_convs, 2);
+  auto bad = parse_model_config("parameters { key: \"split_convs\" value: { string_value: \"65\" } }\n", "config.pbtxt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("split_convs"), std::string::npos) << bad.status().to_string();
+}
+
 TEST(ModelConfig, UnknownFieldsAreIgnored) {
   auto r = parse_model_config(
       "name: \"m\"\nsequence_batching { max_sequence_idle_microseconds: 5000 }\nresponse_cache { enable: true }\n"
