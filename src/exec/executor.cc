@@ -20,6 +20,16 @@ constexpr unsigned char kPoison = 0xFF;  // NaN for floats, -1 for integers
 constexpr std::chrono::microseconds kEventSpin{2000};
 constexpr std::chrono::microseconds kEventYieldAfter{50};
 
+// Stream threads of every context in the process that are running steps (not sleeping on an
+// event). Polling only pays while each of them has a core: with more than there are cores, a
+// poller takes time from the very producer it waits for, so waiters then sleep at once.
+std::atomic<int> g_running_streams{0};
+
+int hardware_cores() {
+  static const int n = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return n;
+}
+
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -81,15 +91,16 @@ struct RunState {
 
   // Blocks until `ev` carries this run's generation. A futex wake-up costs tens of microseconds
   // (35 us median between a record and the waiting step's start, GoogLeNet on two streams), and
-  // most waits there end within a millisecond (median 0.4 ms), so the waiter polls for up to
-  // kEventSpin before it sleeps, yielding its core between polls once kEventYieldAfter has
-  // passed so that a thread sharing the core (more streams or contexts than cores) still runs.
+  // most waits there end within a millisecond (median 0.4 ms), so while every running stream
+  // thread has a core the waiter polls for up to kEventSpin before it sleeps, yielding its core
+  // between polls once kEventYieldAfter has passed.
   void wait_event(std::atomic<uint64_t>& ev) const {
     uint64_t v = ev.load(std::memory_order_acquire);
     if (v >= generation) return;
     const auto start = std::chrono::steady_clock::now();
     bool yielding = false;
-    for (int i = 1; v < generation; ++i) {
+    const bool poll = g_running_streams.load(std::memory_order_relaxed) <= hardware_cores();
+    for (int i = 1; poll && v < generation; ++i) {
       if (yielding)
         std::this_thread::yield();
       else
@@ -101,14 +112,21 @@ struct RunState {
         yielding = waited > kEventYieldAfter;
       }
     }
+    if (v >= generation) return;
+    g_running_streams.fetch_sub(1, std::memory_order_relaxed);
     while (v < generation) {
       ev.wait(v, std::memory_order_acquire);
       v = ev.load(std::memory_order_acquire);
     }
+    g_running_streams.fetch_add(1, std::memory_order_relaxed);
   }
 
   // Runs one stream's steps in order.
   void run_stream(int stream) {
+    g_running_streams.fetch_add(1, std::memory_order_relaxed);
+    struct Leave {
+      ~Leave() { g_running_streams.fetch_sub(1, std::memory_order_relaxed); }
+    } leave;
     const bool elastic = options->elastic_threads > 0 && plan->stream_steps.size() > 1;
     omp_set_num_threads(elastic ? options->elastic_threads : options->num_threads);
     char* base = static_cast<char*>(binding->arena_base);
