@@ -90,8 +90,8 @@ struct RunState {
   }
 
   // Blocks until `ev` carries this run's generation. A futex wake-up costs tens of microseconds
-  // (35 us median between a record and the waiting step's start, GoogLeNet on two streams), and
-  // most waits there end within a millisecond (median 0.4 ms), so while every running stream
+  // (about 45 us median between a record and the waiting step's start, GoogLeNet on two
+  // streams), and most waits there end within a millisecond (median 0.4 to 0.5 ms), so while every running stream
   // thread has a core the waiter polls for up to kEventSpin before it sleeps, yielding its core
   // between polls once kEventYieldAfter has passed.
   void wait_event(std::atomic<uint64_t>& ev) const {
