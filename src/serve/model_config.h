@@ -11,7 +11,8 @@
 // reshape ignored), instance_group (count, kind), dynamic_batching (preferred_batch_size,
 // max_queue_delay_microseconds, priority_levels, default_priority_level, default_queue_policy,
 // preserve_ordering), parameters { key: "streams" value: { string_value: "2" } } for our own
-// options (streams, threads, precision, pin). Unknown fields are ignored, with a warning.
+// options (streams, threads, threads_per_stream, elastic_threads, split_convs, winograd,
+// cuda_graphs, precision, pin, warmup). Unknown fields are ignored, with a warning.
 
 #include <cstdint>
 #include <map>
@@ -63,7 +64,7 @@ ModelConfig derive_model_config(const std::string& name, const Model& model);
 [[nodiscard]] Status complete_config(ModelConfig& config, const Model& model);
 // Options for the runtime: instances, batching, threads from parameters["threads"].
 ServingOptions serving_options(const ModelConfig& config);
-// ModelOptions from parameters (streams, threads, pin).
+// ModelOptions from the parameters listed at the top of this file (and instance_group's kind).
 ModelOptions model_options(const ModelConfig& config);
 // The configuration as JSON, with Triton's field names (for GET /v2/models/<m>/config).
 std::string model_config_json(const ModelConfig& config);
