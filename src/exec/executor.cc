@@ -15,8 +15,8 @@ namespace {
 
 constexpr unsigned char kCanary = 0xA5;
 constexpr unsigned char kPoison = 0xFF;  // NaN for floats, -1 for integers
-// How long a stream polls an event before it sleeps on it: bounds the processor time a waiter
-// takes from others when cores are oversubscribed (elastic threads, many contexts).
+// How long a stream polls an event before it sleeps on it, and after how long it starts yielding
+// its core between polls (elastic steps' OpenMP workers may share the cores with the waiter).
 constexpr std::chrono::microseconds kEventSpin{2000};
 constexpr std::chrono::microseconds kEventYieldAfter{50};
 
@@ -91,9 +91,9 @@ struct RunState {
 
   // Blocks until `ev` carries this run's generation. A futex wake-up costs tens of microseconds
   // (about 45 us median between a record and the waiting step's start, GoogLeNet on two
-  // streams), and most waits there end within a millisecond (median 0.4 to 0.5 ms), so while every running stream
-  // thread has a core the waiter polls for up to kEventSpin before it sleeps, yielding its core
-  // between polls once kEventYieldAfter has passed.
+  // streams), and most waits there end within a millisecond (median 0.4 to 0.5 ms), so while
+  // every running stream thread has a core the waiter polls for up to kEventSpin before it
+  // sleeps, yielding its core between polls once kEventYieldAfter has passed.
   void wait_event(std::atomic<uint64_t>& ev) const {
     uint64_t v = ev.load(std::memory_order_acquire);
     if (v >= generation) return;
