@@ -52,7 +52,16 @@ EOF
 "$SL" serve --model-repository "$REPO" --http-port "$HTTP_PORT" --grpc-port "$GRPC_PORT" \
   --metrics-port "$METRICS_PORT" &
 SERVER=$!
-trap 'kill -TERM $SERVER 2>/dev/null; wait $SERVER' INT TERM
+# Never leave a server behind: stop it on every way out of this script. Ctrl-C (or a TERM sent
+# to the script) drains the server and ends the demo with status 0.
+stop_server() {
+  if kill -0 "$SERVER" 2>/dev/null; then
+    kill -TERM "$SERVER" 2>/dev/null || true
+    wait "$SERVER" 2>/dev/null || true
+  fi
+}
+trap stop_server EXIT
+trap 'echo; echo "demo: stopping the server"; stop_server; exit 0' INT TERM
 for _ in $(seq 1 600); do
   curl -sf "http://127.0.0.1:$HTTP_PORT/v2/health/ready" >/dev/null && break
   kill -0 $SERVER 2>/dev/null || { echo "demo: the server exited" >&2; exit 1; }
@@ -72,8 +81,15 @@ Sample request (BERT-like encoder, 8 token ids):
 EOF
 echo
 echo "Its answer (first values of last_hidden_state):"
-curl -s "http://127.0.0.1:$HTTP_PORT/v2/models/bert/infer" -d "$SAMPLE" | head -c 400
-echo
+# The whole answer is about 67 KB; print its start. (Piping curl into head would break the pipe
+# and, under pipefail, end the script.)
+ANSWER=$(curl -sS "http://127.0.0.1:$HTTP_PORT/v2/models/bert/infer" -d "$SAMPLE")
+printf '%s...\n' "${ANSWER:0:400}"
+
 echo
 echo "Also: $SL perf -m resnet50 -u 127.0.0.1:$HTTP_PORT --concurrency-range 1:4:1   (Ctrl-C stops the server)"
-wait $SERVER
+# `wait` returns early when a trapped signal arrives; the INT/TERM trap then stops the server.
+status=0
+wait "$SERVER" || status=$?
+echo "demo: the server exited with status $status" >&2
+exit "$status"
