@@ -57,7 +57,7 @@ unmount_all() {
 cleanup() {
   local rc=$?
   # A demo still running inside the root would hold the mounts and the ports.
-  [ -n "${DEMO_PID:-}" ] && kill -TERM "$DEMO_PID" 2>/dev/null && wait "$DEMO_PID" 2>/dev/null
+  [ -n "${DEMO_PID:-}" ] && kill -TERM -- "-$DEMO_PID" 2>/dev/null && wait "$DEMO_PID" 2>/dev/null
   unmount_all
   if [ "$KEEP" -eq 0 ] && [ -d "$ROOT" ]; then
     rm -rf --one-file-system "$ROOT"
@@ -85,7 +85,16 @@ fi
 mkdir -p "$ROOT" "$LOG_DIR"
 debootstrap --variant=minbase bookworm "$ROOT" "$MIRROR" > "$LOG_DIR/debootstrap.log" 2>&1 \
   || { tail -20 "$LOG_DIR/debootstrap.log"; fail "debootstrap"; }
+# The network as this machine sees it, which a new machine on the same network has before any
+# project step: its DNS, its local CA certificates (a TLS-inspecting proxy's, for instance) and
+# pip's global configuration. No package or project file comes from the host.
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+  mkdir -p "$ROOT/usr/local/share/ca-certificates" "$ROOT/etc/ssl/certs"
+  cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
+  [ -f /etc/ssl/certs/ca-certificates.crt ] && cp /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/ssl/certs/"
+fi
+[ -f /etc/pip.conf ] && cp /etc/pip.conf "$ROOT/etc/pip.conf"
 step_done
 
 step "a clean clone of $(git rev-parse --short HEAD) in /work/streamline"
@@ -117,8 +126,15 @@ for p in 8000 8001 8002; do port_free "$p" || fail "port $p is in use on this ma
 
 step "README, main job: scripts/setup.sh && scripts/demo.sh (until its sample answer, then Ctrl-C)"
 DEMO_LOG=$LOG_DIR/demo.log
-in_root /bin/bash -c 'cd /work/streamline && scripts/setup.sh && exec scripts/demo.sh' > "$DEMO_LOG" 2>&1 &
+# As from a terminal: the demo runs as its own process group (job control on, so SIGINT is not
+# ignored as it is for a plain background command), and Ctrl-C is a SIGINT to that group. chroot
+# is started directly (not through in_root) so that $! is the process that becomes demo.sh.
+set -m
+chroot "$ROOT" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+  PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${CCACHE_ENV[@]}" \
+  /bin/bash -c 'cd /work/streamline && scripts/setup.sh && exec scripts/demo.sh' > "$DEMO_LOG" 2>&1 &
 DEMO_PID=$!
+set +m
 answered=0
 for (( i=0; i<DEMO_TIMEOUT_S; i++ )); do
   # The answer is printed as one line after "Its answer"; the next line follows it.
@@ -132,7 +148,7 @@ if [ "$answered" -ne 1 ]; then
 fi
 sed -n '/^Serving /,/^Also: /p' "$DEMO_LOG" | cut -c1-200
 grep -q '"outputs"' "$DEMO_LOG" || fail "the sample answer has no outputs (log: $DEMO_LOG)"
-kill -INT "$DEMO_PID"
+kill -INT -- "-$DEMO_PID"
 demo_rc=0
 wait "$DEMO_PID" || demo_rc=$?
 DEMO_PID=
