@@ -13,6 +13,9 @@ namespace {
 // Shortest real wait while a decision says "wait": keeps a FakeClock that has not moved from
 // turning the wait into a spin.
 constexpr int64_t kMinWaitUs = 50;
+// Longest single real wait: the decision is taken again after it. Keeps a wait towards a far
+// deadline (a timeout near INT64_MAX) inside what condition_variable::wait_for can add to now.
+constexpr int64_t kMaxWaitUs = 1'000'000;
 
 }  // namespace
 
@@ -27,7 +30,9 @@ Scheduler::Scheduler(SchedulerOptions options, BatchExecutor executor)
   drain_policy_.max_queue_delay_us = 0;
 }
 
-Scheduler::~Scheduler() { shutdown(ShutdownMode::kDrain); }
+Scheduler::~Scheduler() {
+  shutdown(ShutdownMode::kDrain);
+}
 
 Status Scheduler::start() {
   {
@@ -60,7 +65,8 @@ void Scheduler::enqueue(InferRequest request, int rows, uint32_t shape_key, Infe
   it.priority = request.priority < 0 ? p.default_priority : request.priority;
   const int64_t timeout =
       p.queue.allow_timeout_override && request.timeout_us > 0 ? request.timeout_us : p.queue.default_timeout_us;
-  it.deadline_us = timeout > 0 ? it.enqueue_us + timeout : kNoDeadline;
+  // Saturates: a deadline past INT64_MAX is none (kNoDeadline), never one in the past.
+  it.deadline_us = timeout > 0 ? add_saturating_us(it.enqueue_us, timeout) : kNoDeadline;
   pending->request = std::move(request);
   pending->done = std::move(done);
   Status refusal;
@@ -160,7 +166,7 @@ void Scheduler::worker_main(int instance) {
       continue;
     }
     if (d.action == Decision::Action::kWait) {
-      const int64_t wait = std::max(kMinWaitUs, d.wait_until_us - now);
+      const int64_t wait = std::clamp(sub_saturating_us(d.wait_until_us, now), kMinWaitUs, kMaxWaitUs);
       cv_.wait_for(lock, std::chrono::microseconds(wait));
     } else if (!stopping_) {
       cv_.wait(lock);

@@ -1,16 +1,17 @@
 // The scheduler with a FakeClock and a fake executor: no inference, deterministic batches.
 
+#include "runtime/scheduler.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <thread>
-
-#include "runtime/scheduler.h"
 
 namespace streamline::runtime {
 namespace {
@@ -277,7 +278,7 @@ TEST(Scheduler, HigherPriorityRunsFirst) {
   fx.exec.hold(0);
   auto f0 = submit(*fx.sched, req(0));
   ASSERT_TRUE(fx.exec.wait_running(1));
-  auto l1 = submit(*fx.sched, req(1));      // default: low
+  auto l1 = submit(*fx.sched, req(1));  // default: low
   auto l2 = submit(*fx.sched, req(2, 1));
   auto h = submit(*fx.sched, req(3, 0));
   fx.exec.release(0);
@@ -390,6 +391,38 @@ TEST(Scheduler, ExecutorErrorsAreResponses) {
   auto f = submit(*fx.sched, req(0));
   EXPECT_EQ(f.get().status.code(), StatusCode::kInternal);
   EXPECT_EQ(fx.sched->stats().failures.at(StatusCode::kInternal), 1u);
+}
+
+TEST(Scheduler, TimeoutsNearInt64MaxSaturate) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  BatchPolicy p = policy(1, 0);
+  Fixture fx(p);
+  fx.clock.set_us(5'000'000);  // enqueue time + timeout would wrap past INT64_MAX
+  fx.exec.hold(0);
+  auto f0 = submit(*fx.sched, req(0));
+  ASSERT_TRUE(fx.exec.wait_running(1));
+  auto f1 = submit(*fx.sched, req(1, -1, kMax));
+  auto f2 = submit(*fx.sched, req(2, -1, kMax - 1));
+  auto f3 = submit(*fx.sched, req(3, -1, kMax - 5'000'000));  // exactly INT64_MAX: no deadline
+  auto f4 = submit(*fx.sched, req(4, -1, kMax / 2));          // a real deadline, far ahead
+  fx.clock.advance_us(3'600'000'000);                         // an hour later, still queued
+  fx.sched->wake();
+  for (auto* f : {&f1, &f2, &f3, &f4}) EXPECT_FALSE(ready(*f, 10ms));
+  fx.exec.release(0);
+  for (auto* f : {&f0, &f1, &f2, &f3, &f4}) {
+    const InferResponse r = f->get();
+    EXPECT_TRUE(r.status.ok()) << r.id << ": " << r.status.to_string();
+  }
+  EXPECT_EQ(fx.sched->stats().failures.count(StatusCode::kDeadlineExceeded), 0u);
+}
+
+TEST(Scheduler, DefaultTimeoutNearInt64MaxSaturates) {
+  BatchPolicy p = policy(1, 0);
+  p.queue.default_timeout_us = std::numeric_limits<int64_t>::max();
+  Fixture fx(p);
+  fx.clock.set_us(1'000'000);
+  auto f = submit(*fx.sched, req(0));
+  EXPECT_TRUE(f.get().status.ok());
 }
 
 TEST(Scheduler, StatsTimesFollowTheClock) {

@@ -1,16 +1,18 @@
 // ServingModel end to end on tiny graphs built in the test: batched outputs equal unbatched
 // ones, refusals are explicit, and every request gets exactly one response under concurrency.
 
+#include "streamline/serving.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <thread>
 
 #include "graph/ir.h"
-#include "streamline/serving.h"
 
 namespace streamline {
 namespace {
@@ -151,6 +153,28 @@ TEST(Serving, InvalidRequestsAreRefused) {
   EXPECT_EQ(s.failures.at(StatusCode::kInvalidArgument), 8u);
   EXPECT_EQ(s.accepted, 1u);
   EXPECT_EQ(s.succeeded, 1u);
+}
+
+// Timeouts at the int64 boundary on the real clock (whose epoch is far from 0): no overflow into
+// an instant DeadlineExceeded; negative ones are refused, saying why.
+TEST(Serving, TimeoutsAtTheInt64Boundary) {
+  auto served = ServingModel::create(matmul_relu_model(), options(1, 1, 0));
+  ASSERT_TRUE(served.ok());
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (int64_t t : {kMax, kMax - 1, kMax / 2}) {
+    InferRequest r = request(1, random_tensor(Shape{1, kIn}, 1));
+    r.timeout_us = t;
+    const InferResponse resp = (*served)->infer(std::move(r));
+    EXPECT_TRUE(resp.status.ok()) << t << ": " << resp.status.to_string();
+  }
+  for (int64_t t : {int64_t{-1}, std::numeric_limits<int64_t>::min()}) {
+    InferRequest r = request(2, random_tensor(Shape{1, kIn}, 1));
+    r.timeout_us = t;
+    const InferResponse resp = (*served)->infer(std::move(r));
+    EXPECT_EQ(resp.status.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(resp.status.message().find("timeout_us must be >= 0"), std::string::npos) << resp.status.message();
+    EXPECT_NE(resp.status.message().find(std::to_string(t)), std::string::npos) << resp.status.message();
+  }
 }
 
 TEST(Serving, DifferentNonBatchDimsAreNotBatchedTogether) {
