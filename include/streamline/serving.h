@@ -25,6 +25,8 @@
 // queue full -> ResourceExhausted, waited past its timeout -> DeadlineExceeded (timeout_action
 // kReject), bad inputs -> InvalidArgument, submitted after shutdown began -> Unavailable, still
 // queued when shutdown(kCancel) runs -> Cancelled. Every outcome is counted in stats().
+// A request whose values make the run fail (an index out of range) fails alone: a batch that
+// fails is run again request by request, so no request is answered with another's error.
 // Deadlines saturate: a timeout_us up to INT64_MAX puts the deadline that far ahead (or nowhere),
 // never past the int64 range into the past.
 
