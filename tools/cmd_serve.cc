@@ -79,7 +79,9 @@ int serve_models(const ServeFlags& f) {
   }
   print_index(repo);
 
-  serve::ServerCore core(repo, {});
+  serve::ServerOptions so;
+  so.allow_model_control = explicit_control;
+  serve::ServerCore core(repo, so);
   std::optional<serve::HttpServer> http, metrics;
   std::optional<serve::GrpcServer> grpc;
   if (f.http_port >= 0) {
@@ -87,7 +89,6 @@ int serve_models(const ServeFlags& f) {
     o.host = f.host;
     o.port = f.http_port;
     o.io_threads = f.http_threads;
-    o.allow_model_control = explicit_control;
     http.emplace(core, o);
   }
   if (f.metrics_port >= 0) {

@@ -303,6 +303,25 @@ void ServerCore::infer(const std::string& model, const std::string& version, Inf
   });
 }
 
+// The refusal begins with Triton's words for it, which clients and scripts look for.
+Status ServerCore::check_model_control() const {
+  if (!options_.allow_model_control)
+    return unsupported(
+        "explicit model load / unload is not allowed: the server runs with model control mode none (start it "
+        "with --model-control-mode explicit)");
+  return ok_status();
+}
+
+Status ServerCore::load_model(const std::string& model) {
+  SL_RETURN_IF_ERROR(check_model_control());
+  return repo_.load(model);
+}
+
+Status ServerCore::unload_model(const std::string& model) {
+  SL_RETURN_IF_ERROR(check_model_control());
+  return repo_.unload(model);
+}
+
 bool ServerCore::drain(std::chrono::milliseconds timeout) {
   draining_.store(true);
   std::unique_lock<std::mutex> lock(mu_);

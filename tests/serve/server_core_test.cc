@@ -325,6 +325,37 @@ TEST(ServerCore, ReadyNeedsEveryModel) {
   EXPECT_TRUE(core.live());
 }
 
+// One model control policy for every front end, kept here: mode "none" refuses loads and
+// unloads (and serving goes on), "explicit" runs them.
+TEST(ServerCore, ModelControlNeedsExplicitMode) {
+  TempRepo dir;
+  dir.write("mm/1/model.onnx", testing::matmul_relu_onnx());
+  RepositoryOptions o;
+  o.default_threads = 1;
+  Repository repo(dir.path(), o);
+  ASSERT_TRUE(repo.load_all().ok());
+  {
+    ServerCore none(repo, {});
+    for (const Status& s : {none.unload_model("mm"), none.load_model("mm"), none.check_model_control()}) {
+      EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+      EXPECT_EQ(http_status(s), 400);
+      EXPECT_EQ(grpc_status_code(s), 3);  // INVALID_ARGUMENT
+      EXPECT_EQ(s.message().rfind("explicit model load / unload is not allowed", 0), 0u) << s.message();
+    }
+    EXPECT_TRUE(repo.get("mm").ok());
+    EXPECT_TRUE(infer_sync(none, "mm", request_of(testing::random_input(1, 3))).status.ok());
+  }
+  ServerOptions so;
+  so.allow_model_control = true;
+  ServerCore explicit_mode(repo, so);
+  EXPECT_TRUE(explicit_mode.check_model_control().ok());
+  ASSERT_TRUE(explicit_mode.unload_model("mm").ok());
+  EXPECT_EQ(repo.get("mm").status().code(), StatusCode::kUnavailable);
+  ASSERT_TRUE(explicit_mode.load_model("mm").ok());
+  EXPECT_TRUE(repo.get("mm").ok());
+  EXPECT_EQ(explicit_mode.load_model("absent").code(), StatusCode::kNotFound);
+}
+
 TEST(ServerCore, StatusMapping) {
   const std::tuple<Status, int, int> cases[] = {
       {ok_status(), 200, 0},       {invalid_argument("x"), 400, 3},   {unsupported("x"), 400, 3},
