@@ -323,9 +323,13 @@ Status ServerCore::unload_model(const std::string& model) {
 }
 
 bool ServerCore::drain(std::chrono::milliseconds timeout) {
+  // condition_variable::wait_for adds the timeout to now in nanoseconds: a longer one (up to
+  // milliseconds::max()) would wrap into the past and end the drain at once.
+  constexpr std::chrono::milliseconds kLongest = std::chrono::hours(24 * 365);
   draining_.store(true);
   std::unique_lock<std::mutex> lock(mu_);
-  return idle_cv_.wait_for(lock, timeout, [this] { return in_flight_.load() == 0; });
+  return idle_cv_.wait_for(lock, std::clamp(timeout, std::chrono::milliseconds(0), kLongest),
+                           [this] { return in_flight_.load() == 0; });
 }
 
 }  // namespace streamline::serve

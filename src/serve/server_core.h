@@ -100,7 +100,8 @@ class ServerCore {
   void infer(const std::string& model, const std::string& version, InferRequest request, InferCallback done);
 
   // Refuses new requests from now on; waits until every accepted request is answered or the
-  // timeout passes. Returns true when none is left in flight.
+  // timeout passes (at most a year: longer ones, up to milliseconds::max(), wait a year). Returns
+  // true when none is left in flight.
   bool drain(std::chrono::milliseconds timeout);
   int64_t in_flight() const { return in_flight_.load(); }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -453,6 +454,38 @@ TEST(GrpcCodecTest, DecodesParametersAndRejectsInconsistentRequests) {
   bytes.mutable_inputs(0)->set_datatype("BYTES");
   InferRequest by;
   EXPECT_EQ(decode_infer_request(bytes, &by).code(), StatusCode::kInvalidArgument);
+}
+
+// Priorities and timeouts at the integer boundaries: huge priorities run at the lowest level (as
+// over HTTP), timeouts up to INT64_MAX pass through, negative or unrepresentable ones are refused.
+TEST(GrpcCodecTest, PriorityAndTimeoutBoundaries) {
+  auto decode = [](auto set) {
+    pb::ModelInferRequest req;
+    set(*req.mutable_parameters());
+    InferRequest out;
+    Status s = decode_infer_request(req, &out);
+    return std::make_pair(s, out);
+  };
+  using Params = google::protobuf::Map<std::string, pb::InferParameter>;
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  auto [s1, r1] = decode([](Params& p) { p["priority"].set_uint64_param(std::numeric_limits<uint64_t>::max()); });
+  ASSERT_TRUE(s1.ok()) << s1.to_string();
+  EXPECT_EQ(r1.priority, std::numeric_limits<int>::max());
+  auto [s2, r2] = decode([&](Params& p) { p["priority"].set_int64_param(kMax); });
+  ASSERT_TRUE(s2.ok()) << s2.to_string();
+  EXPECT_EQ(r2.priority, std::numeric_limits<int>::max());
+  auto [s3, r3] = decode([](Params& p) { p["priority"].set_int64_param(-1); });
+  EXPECT_EQ(s3.code(), StatusCode::kInvalidArgument);
+  for (int64_t t : {kMax, kMax - 1}) {
+    auto [s, r] = decode([&](Params& p) { p["timeout"].set_int64_param(t); });
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(r.timeout_us, t);
+  }
+  auto [s4, r4] = decode([](Params& p) { p["timeout"].set_int64_param(-1); });
+  EXPECT_EQ(s4.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s4.message().find("timeout"), std::string::npos);
+  auto [s5, r5] = decode([](Params& p) { p["timeout"].set_uint64_param(static_cast<uint64_t>(kMax) + 1); });
+  EXPECT_EQ(s5.code(), StatusCode::kInvalidArgument);
 }
 
 TEST(GrpcCodecTest, EncodesOutputsInTheAskedOrder) {

@@ -274,6 +274,22 @@ TEST_F(ServerCoreTest, DrainWaitsForAcceptedRequestsAndRefusesNewOnes) {
   EXPECT_EQ(metric(m, "streamline_inference_request_success_total{model=\"solo\",version=\"2\"}"), 1);
 }
 
+// A drain timeout at the top of its range waits (it used to wrap into the past and end at once).
+TEST_F(ServerCoreTest, DrainWithTheLongestTimeoutWaits) {
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  core_->infer("solo", "", request_of(testing::random_input(1, 9)), [&](InferResponse) {
+    entered.set_value();
+    released.wait();
+  });
+  entered.get_future().wait();
+  auto drained = std::async(std::launch::async, [&] { return core_->drain(std::chrono::milliseconds::max()); });
+  EXPECT_EQ(drained.wait_for(100ms), std::future_status::timeout);
+  release.set_value();
+  EXPECT_TRUE(drained.get());
+  EXPECT_EQ(core_->in_flight(), 0);
+}
+
 TEST_F(ServerCoreTest, Metadata) {
   auto md = core_->model_metadata("mm", "");
   ASSERT_TRUE(md.ok()) << md.status().to_string();
