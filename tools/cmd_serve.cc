@@ -79,7 +79,9 @@ int serve_models(const ServeFlags& f) {
   }
   print_index(repo);
 
-  serve::ServerCore core(repo, {});
+  serve::ServerOptions so;
+  so.allow_model_control = explicit_control;
+  serve::ServerCore core(repo, so);
   std::optional<serve::HttpServer> http, metrics;
   std::optional<serve::GrpcServer> grpc;
   if (f.http_port >= 0) {
@@ -87,7 +89,6 @@ int serve_models(const ServeFlags& f) {
     o.host = f.host;
     o.port = f.http_port;
     o.io_threads = f.http_threads;
-    o.allow_model_control = explicit_control;
     http.emplace(core, o);
   }
   if (f.metrics_port >= 0) {
@@ -160,8 +161,9 @@ Runner add_serve_command(CLI::App& app) {
                 "none: load every model at start; explicit: only --load-model, and load/unload over the API")
       ->check(CLI::IsMember({"none", "explicit"}));
   c->add_option("--load-model", f->load_models, "Model to load at start in explicit mode (repeatable)");
-  c->add_option("--drain-timeout-s", f->drain_timeout_s, "At shutdown, how long to wait for requests in flight")
-      ->check(CLI::NonNegativeNumber);
+  c->add_option("--drain-timeout-s", f->drain_timeout_s,
+                "At shutdown, how long to wait for requests in flight (at most a year)")
+      ->check(CLI::Range(0.0, 365 * 86400.0));
   c->add_option("--instances", f->instances, "Instances per model unless its config.pbtxt says otherwise")
       ->check(CLI::Range(1, 256));
   c->add_option("--threads", f->threads, "Intra-op threads per instance (default: cores / instances)")

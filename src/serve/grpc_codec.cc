@@ -206,9 +206,14 @@ Status decode_infer_request(const pb::ModelInferRequest& in, InferRequest* out) 
   }
   for (const auto& [key, value] : in.parameters()) {
     if (key == "priority") {
-      SL_ASSIGN_OR_RETURN(const int64_t p, integer_parameter(value, key));
-      if (p < 0 || p > std::numeric_limits<int>::max()) return invalid_argument("parameter 'priority' must be >= 0");
-      out->priority = p == 0 ? -1 : static_cast<int>(p - 1);
+      // Triton's priorities are uint64 (0 = the default, 1 = highest); one past the model's levels
+      // runs at the lowest, as over HTTP.
+      const bool huge = value.parameter_choice_case() == pb::InferParameter::kUint64Param &&
+                        value.uint64_param() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+      SL_ASSIGN_OR_RETURN(const int64_t p,
+                          huge ? Result<int64_t>(std::numeric_limits<int64_t>::max()) : integer_parameter(value, key));
+      if (p < 0) return invalid_argument("parameter 'priority' must be >= 0, got " + std::to_string(p));
+      out->priority = p == 0 ? -1 : static_cast<int>(std::min<int64_t>(p - 1, std::numeric_limits<int>::max()));
     } else if (key == "timeout") {
       SL_ASSIGN_OR_RETURN(const int64_t us, integer_parameter(value, key));
       if (us < 0) return invalid_argument("parameter 'timeout' must be >= 0 microseconds");

@@ -206,23 +206,23 @@ class InferenceService final : public pb::GRPCInferenceService::CallbackService 
   grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* ctx,
                                                 const pb::RepositoryModelLoadRequest* req,
                                                 pb::RepositoryModelLoadResponse*) override {
+    if (Status s = core_.check_model_control(); !s.ok()) return finish(ctx, s);
     if (req->model_name().empty()) return finish(ctx, invalid_argument("model_name is empty"));
     for (const auto& [key, value] : req->parameters())
       if (key == "config" || key.rfind("file:", 0) == 0)
         return finish(ctx, unsupported("load parameter '" + key + "' is not supported; edit the repository instead"));
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    worker_.post(
-        [this, reactor, name = req->model_name()] { reactor->Finish(to_grpc(core_.repository().load(name))); });
+    worker_.post([this, reactor, name = req->model_name()] { reactor->Finish(to_grpc(core_.load_model(name))); });
     return reactor;
   }
 
   grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* ctx,
                                                   const pb::RepositoryModelUnloadRequest* req,
                                                   pb::RepositoryModelUnloadResponse*) override {
+    if (Status s = core_.check_model_control(); !s.ok()) return finish(ctx, s);
     if (req->model_name().empty()) return finish(ctx, invalid_argument("model_name is empty"));
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    worker_.post(
-        [this, reactor, name = req->model_name()] { reactor->Finish(to_grpc(core_.repository().unload(name))); });
+    worker_.post([this, reactor, name = req->model_name()] { reactor->Finish(to_grpc(core_.unload_model(name))); });
     return reactor;
   }
 

@@ -399,8 +399,7 @@ std::optional<Response> Session::infer(Request& req, const std::string& model, c
 }
 
 std::optional<Response> Session::model_control(const std::string& model, bool load) {
-  if (!state_.options.allow_model_control)
-    return error_response(400, "model control is disabled (start the server with --model-control-mode explicit)");
+  if (Status s = state_.core.check_model_control(); !s.ok()) return status_response(s);
   auto state = state_.shared_from_this();
   auto self = shared_from_this();
   {
@@ -409,7 +408,7 @@ std::optional<Response> Session::model_control(const std::string& model, bool lo
   }
   // Loading takes long: a thread of its own keeps the I/O threads free.
   auto work = [state, self, model, load]() {
-    Status s = load ? state->core.repository().load(model) : state->core.repository().unload(model);
+    Status s = load ? state->core.load_model(model) : state->core.unload_model(model);
     Response res = s.ok() ? make_response(200, "", "") : status_response(s);
     asio::post(self->executor(), [self, res = std::move(res)]() mutable { self->send(std::move(res)); });
     std::lock_guard<std::mutex> lock(state->mu);

@@ -12,6 +12,7 @@
 //   POST /v2/models/<m>[/versions/<v>]/infer   JSON tensors, or the binary tensor extension
 //                                              (Inference-Header-Content-Length)
 //   POST /v2/repository/index, /v2/repository/models/<m>/load, .../unload
+//                                              (400 unless ServerOptions::allow_model_control)
 //   GET  /metrics                               (alone on the metrics port: HttpOptions::metrics_only)
 // Errors: {"error": "..."} with http_status() of the Status.
 
@@ -32,9 +33,6 @@ struct HttpOptions {
   int idle_timeout_s = 60;
   // Serve only /metrics (the metrics port).
   bool metrics_only = false;
-  // Accept POST /v2/repository/models/<m>/load and /unload (model control mode "explicit");
-  // otherwise they answer 400.
-  bool allow_model_control = false;
 };
 
 class HttpServer {

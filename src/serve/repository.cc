@@ -18,7 +18,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kConfigFile = "config.pbtxt";
 constexpr const char* kModelFile = "model.onnx";
-constexpr std::uintmax_t kMaxConfigBytes = 4u << 20;
 
 // Model names come from clients (load/unload by name): they must name a folder directly under the
 // root, never a path out of it.
@@ -36,7 +35,9 @@ Result<std::string> read_text(const fs::path& path, const std::string& label) {
   std::error_code ec;
   const std::uintmax_t size = fs::file_size(path, ec);
   if (ec) return not_found(label + ": cannot read: " + ec.message());
-  if (size > kMaxConfigBytes) return invalid_argument(label + ": larger than 4 MiB");
+  if (size > kMaxConfigBytes)
+    return invalid_argument(label + ": " + std::to_string(size) + " bytes; at most " +
+                            std::to_string(kMaxConfigBytes >> 20) + " MiB are read");
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found(label + ": cannot open");
   std::ostringstream ss;
@@ -124,12 +125,14 @@ Result<std::shared_ptr<LoadedModel>> Repository::load_model(const std::string& n
   // Pass 1: config.pbtxt, when there is one (cheap, and its errors need no model).
   ModelConfig config;
   const bool have_config = fs::exists(dir / kConfigFile, ec);
+  // Errors name the file by its path in the repository.
+  const std::string config_label = name + "/" + kConfigFile;
   if (have_config) {
-    SL_ASSIGN_OR_RETURN(std::string text, read_text(dir / kConfigFile, kConfigFile));
-    SL_ASSIGN_OR_RETURN(config, parse_model_config(text, kConfigFile));
+    SL_ASSIGN_OR_RETURN(std::string text, read_text(dir / kConfigFile, config_label));
+    SL_ASSIGN_OR_RETURN(config, parse_model_config(text, config_label));
     if (!config.name.empty() && config.name != name)
-      return invalid_argument(std::string(kConfigFile) + ": name '" + config.name +
-                              "' does not match the model folder '" + name + "'");
+      return invalid_argument(config_label + ": name '" + config.name + "' does not match the model folder '" + name +
+                              "'");
   }
   config.name = name;
   if (!config.instance_group_given) config.instance_count = std::max(1, options_.default_instances);
@@ -158,7 +161,7 @@ Result<std::shared_ptr<LoadedModel>> Repository::load_model(const std::string& n
 
   // Pass 4: the configuration completed (or derived) against the model.
   if (have_config) {
-    SL_RETURN_IF_ERROR(complete_config(config, *model).with_context(kConfigFile));
+    SL_RETURN_IF_ERROR(complete_config(config, *model).with_context(config_label));
   } else {
     ModelConfig derived = derive_model_config(name, *model);
     derived.instance_count = config.instance_count;

@@ -181,10 +181,10 @@ class HttpServerTest : public ::testing::Test {
     ASSERT_TRUE(repo_->load_all().ok());
     ServerOptions so;
     so.max_request_bytes = kMaxRequestBytes;
+    so.allow_model_control = true;
     core_ = new ServerCore(*repo_, so);
     HttpOptions ho;
     ho.port = 0;
-    ho.allow_model_control = true;
     server_ = new HttpServer(*core_, ho);
     Status s = server_->start();
     ASSERT_TRUE(s.ok()) << s.to_string();
@@ -612,9 +612,11 @@ TEST(HttpServerOptionsTest, MetricsOnlyModelControlOffAndIdleTimeout) {
   HttpServer http(core, ho);
   ASSERT_TRUE(http.start().ok());
   Client c(http.port());
-  Reply denied = c.post("/v2/repository/models/mm/unload", "");
-  EXPECT_EQ(denied.status, 400u);
-  EXPECT_NE(error_of(denied).find("model control"), std::string::npos);
+  for (const char* op : {"unload", "load"}) {
+    Reply denied = c.post(std::string("/v2/repository/models/mm/") + op, "");
+    EXPECT_EQ(denied.status, 400u);
+    EXPECT_EQ(error_of(denied).rfind("explicit model load / unload is not allowed", 0), 0u) << error_of(denied);
+  }
   EXPECT_EQ(c.get("/v2/models/mm/ready").status, 200u);
   std::this_thread::sleep_for(1500ms);
   EXPECT_EQ(c.get("/v2/health/live").status, 0u);  // the idle connection was closed

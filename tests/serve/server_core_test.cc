@@ -274,6 +274,22 @@ TEST_F(ServerCoreTest, DrainWaitsForAcceptedRequestsAndRefusesNewOnes) {
   EXPECT_EQ(metric(m, "streamline_inference_request_success_total{model=\"solo\",version=\"2\"}"), 1);
 }
 
+// A drain timeout at the top of its range waits (it used to wrap into the past and end at once).
+TEST_F(ServerCoreTest, DrainWithTheLongestTimeoutWaits) {
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  core_->infer("solo", "", request_of(testing::random_input(1, 9)), [&](InferResponse) {
+    entered.set_value();
+    released.wait();
+  });
+  entered.get_future().wait();
+  auto drained = std::async(std::launch::async, [&] { return core_->drain(std::chrono::milliseconds::max()); });
+  EXPECT_EQ(drained.wait_for(100ms), std::future_status::timeout);
+  release.set_value();
+  EXPECT_TRUE(drained.get());
+  EXPECT_EQ(core_->in_flight(), 0);
+}
+
 TEST_F(ServerCoreTest, Metadata) {
   auto md = core_->model_metadata("mm", "");
   ASSERT_TRUE(md.ok()) << md.status().to_string();
@@ -323,6 +339,37 @@ TEST(ServerCore, ReadyNeedsEveryModel) {
   EXPECT_FALSE(repo.load("bad").ok());
   EXPECT_FALSE(core.ready());
   EXPECT_TRUE(core.live());
+}
+
+// One model control policy for every front end, kept here: mode "none" refuses loads and
+// unloads (and serving goes on), "explicit" runs them.
+TEST(ServerCore, ModelControlNeedsExplicitMode) {
+  TempRepo dir;
+  dir.write("mm/1/model.onnx", testing::matmul_relu_onnx());
+  RepositoryOptions o;
+  o.default_threads = 1;
+  Repository repo(dir.path(), o);
+  ASSERT_TRUE(repo.load_all().ok());
+  {
+    ServerCore none(repo, {});
+    for (const Status& s : {none.unload_model("mm"), none.load_model("mm"), none.check_model_control()}) {
+      EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+      EXPECT_EQ(http_status(s), 400);
+      EXPECT_EQ(grpc_status_code(s), 3);  // INVALID_ARGUMENT
+      EXPECT_EQ(s.message().rfind("explicit model load / unload is not allowed", 0), 0u) << s.message();
+    }
+    EXPECT_TRUE(repo.get("mm").ok());
+    EXPECT_TRUE(infer_sync(none, "mm", request_of(testing::random_input(1, 3))).status.ok());
+  }
+  ServerOptions so;
+  so.allow_model_control = true;
+  ServerCore explicit_mode(repo, so);
+  EXPECT_TRUE(explicit_mode.check_model_control().ok());
+  ASSERT_TRUE(explicit_mode.unload_model("mm").ok());
+  EXPECT_EQ(repo.get("mm").status().code(), StatusCode::kUnavailable);
+  ASSERT_TRUE(explicit_mode.load_model("mm").ok());
+  EXPECT_TRUE(repo.get("mm").ok());
+  EXPECT_EQ(explicit_mode.load_model("absent").code(), StatusCode::kNotFound);
 }
 
 TEST(ServerCore, StatusMapping) {
