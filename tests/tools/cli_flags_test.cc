@@ -1,5 +1,5 @@
-// The range validators' messages, and that the command line turns CLI11's usage errors into
-// exit code 2.
+// Every numeric flag of every command refuses an out-of-range value at parse time, before any
+// model or server is touched: exit code 2 and a message naming the flag and the allowed range.
 
 #include "tools/cli_flags.h"
 
@@ -29,6 +29,78 @@ CliRun run_cli(const std::vector<std::string>& args) {
   r.err = testing::internal::GetCapturedStderr();
   r.out = testing::internal::GetCapturedStdout();
   return r;
+}
+
+struct BadFlag {
+  std::vector<std::string> args;  // the command, its positionals and the bad flag
+  std::string expected;           // in the message after "error: <flag>: "
+};
+
+// The model / folder / server the commands name never exist: the parse must fail first.
+const std::vector<BadFlag> kBadFlags = {
+    {{"run", "m.onnx", "--threads", "-1"}, "expected an integer from 0 to 1024 (0: all cores)"},
+    {{"run", "m.onnx", "--threads", "100000"}, "expected an integer from 0 to 1024"},
+    {{"run", "m.onnx", "--streams", "0"}, "expected an integer from 1 to 64"},
+    {{"run", "m.onnx", "--threads-per-stream", "-2"}, "expected an integer from 0 to 1024"},
+    {{"run", "m.onnx", "--split-convs", "65"}, "expected an integer from 0 to 64 (0: off)"},
+    {{"run", "m.onnx", "--batch", "0"}, "expected an integer from 1 to 65536"},
+    {{"run", "m.onnx", "--seed", "-1"}, "expected an integer from 0 to 4294967295"},
+    {{"bench", "m.onnx", "--seconds", "0"}, "expected a number above 0 and at most 86400 (seconds)"},
+    {{"bench", "m.onnx", "--seconds", "nan"}, "is not a number"},
+    {{"bench", "m.onnx", "--warmup", "-1"}, "expected a number from 0 to 86400"},
+    {{"bench", "m.onnx", "--max-runs", "-3"}, "(0: no limit)"},
+    {{"bench", "m.onnx", "--concurrency", "0"}, "expected an integer from 1 to 4096"},
+    {{"bench", "m.onnx", "--instances", "0"}, "expected an integer from 1 to 4096"},
+    {{"bench", "m.onnx", "--max-batch", "0"}, "expected an integer from 1 to 65536"},
+    {{"bench", "m.onnx", "--max-queue-delay-us", "-1"}, "expected an integer from 0 to 3600000000"},
+    {{"bench", "m.onnx", "--request-rate", "0"}, "expected a number above 0 and at most 1e+06"},
+    {{"bench", "m.onnx", "--threads-per-instance", "-1"}, "expected an integer from 0 to 1024"},
+    {{"bench", "m.onnx", "--max-queue-size", "-1"}, "(0: no bound)"},
+    {{"bench", "m.onnx", "--timeout-us", "-5"}, "expected an integer from 0 to 3600000000"},
+    {{"bench", "m.onnx", "--threads", "two"}, "'two' is not an integer"},
+    {{"plan", "m.onnx", "--streams", "65"}, "expected an integer from 1 to 64"},
+    {{"plan", "m.onnx", "--batch", "70000"}, "expected an integer from 1 to 65536"},
+    {{"conformance", "cases", "--timeout", "0"}, "expected a number above 0"},
+    {{"conformance", "cases", "--threads", "0"}, "expected an integer from 1 to 1024"},
+    {{"conformance", "cases", "--jobs", "0"}, "expected an integer from 1 to 256"},
+    {{"conformance", "cases", "--memory-limit", "-1"}, "(MiB; 0: none)"},
+    {{"perf", "-m", "m", "--concurrency-range", "0:4"}, "expected start[:end[:step]] with integers from 1 to 4096"},
+    {{"perf", "-m", "m", "--concurrency-range", "4:2"}, "end 2 is below start 4"},
+    {{"perf", "-m", "m", "--concurrency-range", "1:8:0"}, "0 is out of range"},
+    {{"perf", "-m", "m", "--concurrency-range", "1:x"}, "'x' is not an integer"},
+    {{"perf", "-m", "m", "--concurrency-range", "1:2:3:4"}, "expected start[:end[:step]]"},
+    {{"perf", "-m", "m", "--request-rate", "-1"}, "expected a number above 0"},
+    {{"perf", "-m", "m", "--max-threads", "0"}, "expected an integer from 1 to 4096"},
+    {{"perf", "-m", "m", "--seconds", "0"}, "expected a number above 0 and at most 86400"},
+    {{"perf", "-m", "m", "--warmup-s", "-1"}, "expected a number from 0 to 86400"},
+    {{"perf", "-m", "m", "--batch", "0"}, "expected an integer from 1 to 65536"},
+    {{"serve", "--model-repository", "r", "--http-port", "70000"}, "from -1 to 65535 (-1: off, 0: any free port)"},
+    {{"serve", "--model-repository", "r", "--grpc-port", "-2"}, "from -1 to 65535"},
+    {{"serve", "--model-repository", "r", "--metrics-port", "65536"}, "from -1 to 65535"},
+    {{"serve", "--model-repository", "r", "--drain-timeout-s", "-1"}, "expected a number from 0 to 86400"},
+    {{"serve", "--model-repository", "r", "--instances", "0"}, "expected an integer from 1 to 256"},
+    {{"serve", "--model-repository", "r", "--threads", "-1"}, "expected an integer from 0 to 1024"},
+    {{"serve", "--model-repository", "r", "--http-threads", "0"}, "expected an integer from 1 to 64"},
+    {{"classify", "m.onnx", "a.png", "--top-k", "0"}, "expected an integer from 1 to 1000000"},
+    {{"classify", "m.onnx", "a.png", "--size", "0"}, "expected an integer from 1 to 65536 (pixels)"},
+    {{"classify", "m.onnx", "a.png", "--resize", "0"}, "expected an integer from 1 to 65536"},
+    {{"classify", "m.onnx", "a.png", "--max-batch", "0"}, "expected an integer from 1 to 1024"},
+};
+
+TEST(CliFlags, EveryNumericFlagIsRangeChecked) {
+  for (const BadFlag& b : kBadFlags) {
+    std::string cmd;
+    for (const auto& a : b.args) cmd += " " + a;
+    SCOPED_TRACE("streamline" + cmd);
+    const std::string flag = b.args[b.args.size() - 2];
+    const CliRun r = run_cli(b.args);
+    EXPECT_EQ(r.code, kUsageError) << r.err;
+    EXPECT_EQ(r.err.rfind("error: " + flag + ": ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(b.expected), std::string::npos) << r.err;
+    // A range reads as numbers a person can check, not the 309 digits of a double's maximum.
+    EXPECT_LT(r.err.size(), 300u) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
 }
 
 TEST(CliFlags, UsageErrorsFromCli11AreExitCode2) {

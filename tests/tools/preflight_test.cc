@@ -1,5 +1,5 @@
 // Checks made before a command's slow work: missing files and busy ports fail at once, naming
-// the flag.
+// the flag, and `serve` looks at its ports before it loads a single model.
 
 #include "tools/preflight.h"
 
@@ -14,11 +14,30 @@
 #include <string>
 #include <vector>
 
+#include "tools/cli_app.h"
+#include "tools/cli_flags.h"
 
 namespace streamline::tools {
 namespace {
 
 namespace fs = std::filesystem;
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+CliRun run_cli(const std::vector<std::string>& args) {
+  std::vector<const char*> argv{"streamline"};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  CliRun r;
+  r.code = run_command_line(static_cast<int>(argv.size()), argv.data());
+  r.err = testing::internal::GetCapturedStderr();
+  r.out = testing::internal::GetCapturedStdout();
+  return r;
+}
 
 // A folder of its own under the test's temporary directory, removed at the end.
 struct TempDir {
@@ -95,6 +114,55 @@ TEST(Preflight, Ports) {
   }();
   EXPECT_TRUE(check_port_free("--http-port", "127.0.0.1", free_port).ok());
   EXPECT_FALSE(check_port_free("--http-port", "no-such-host.invalid", 8000).ok());
+}
+
+TEST(Preflight, MissingFilesFailBeforeTheModelLoads) {
+  TempDir dir;
+  const std::string missing = (dir.path / "missing.txt").string();
+  // None of these models exist either: the file flag must be looked at first.
+  const struct {
+    std::vector<std::string> args;
+    std::string expected;
+  } cases[] = {
+      {{"classify", "m.onnx", "a.png", "--labels", missing},
+       "error: NotFound: --labels: cannot open '" + missing + "': No such file or directory"},
+      {{"run", "m.onnx", "--input", "x=" + missing},
+       "error: NotFound: --input x: cannot open '" + missing + "': No such file or directory"},
+      {{"run", "m.onnx", "--pin-streams", missing},
+       "error: NotFound: --pin-streams: cannot open '" + missing + "': No such file or directory"},
+      {{"bench", "m.onnx", "--trace", (dir.path / "nope" / "t.json").string()},
+       "error: NotFound: --trace: cannot write"},
+      {{"run", "m.onnx", "--trace", (dir.path / "nope" / "t.json").string()}, "error: NotFound: --trace: cannot write"},
+      {{"conformance", dir.path.string(), "--list-passing", (dir.path / "nope" / "p.txt").string()},
+       "error: NotFound: --list-passing: cannot write"},
+      {{"run", missing}, "does not exist"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args[0] + " " + c.args.back());
+    const CliRun r = run_cli(c.args);
+    EXPECT_EQ(r.code, kUsageError) << r.err;
+    EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;
+  }
+}
+
+TEST(Preflight, ServeChecksItsPortsBeforeLoadingModels) {
+  TempDir repo;
+  // A model that cannot load: were it loaded first, the error would be about it.
+  fs::create_directories(repo.path / "junk" / "1");
+  std::ofstream(repo.path / "junk" / "1" / "model.onnx") << "not a protobuf";
+  BusyPort busy;
+  ASSERT_GT(busy.port, 0);
+  const CliRun r = run_cli({"serve", "--model-repository", repo.path.string(), "--http-port", std::to_string(busy.port),
+                            "--grpc-port", "0", "--metrics-port", "0"});
+  EXPECT_EQ(r.code, kRunFailed) << r.err;
+  EXPECT_EQ(r.err, "error: Unavailable: --http-port: 127.0.0.1:" + std::to_string(busy.port) +
+                       " is already in use (choose another port, 0 for any free one, -1 for none)\n");
+  EXPECT_EQ(r.out.find("junk"), std::string::npos) << r.out;
+
+  const CliRun same = run_cli({"serve", "--model-repository", repo.path.string(), "--http-port", "8100", "--grpc-port",
+                               "8100", "--metrics-port", "-1"});
+  EXPECT_EQ(same.code, kUsageError) << same.err;
+  EXPECT_NE(same.err.find("--grpc-port 8100 is also the --http-port"), std::string::npos) << same.err;
 }
 
 }  // namespace
