@@ -109,6 +109,13 @@ int classify(const ClassifyFlags& f) {
   auto model = load_model(f.model);
   if (!model.ok()) return report(model.status());
   const auto& ins = (*model)->inputs();
+  // A dynamic image height or width gets a crop chosen here unless --size gives one; say which (the
+  // rule of build_image_classifier: the model's height, else 224; its width, else the height).
+  if (f.size == 0 && ins.size() == 1 && ins[0].dims.size() == 4 && (ins[0].dims[2] < 0 || ins[0].dims[3] < 0)) {
+    const int64_t h = ins[0].dims[2] > 0 ? ins[0].dims[2] : 224, w = ins[0].dims[3] > 0 ? ins[0].dims[3] : h;
+    std::cerr << "note: input '" << ins[0].name << "': the image size is dynamic; using a " << h << "x"
+              << w << " crop (set it with --size S)" << std::endl;
+  }
   // Batch across images when the model's batch dimension is free.
   const bool free_batch = ins.size() == 1 && !ins[0].dims.empty() && ins[0].dims[0] < 0;
   ServingOptions so;

@@ -76,13 +76,13 @@ def embedding(path: Path) -> Path:
     return save_model(g, path)
 
 
-def classifier(path: Path) -> Path:
-    """image [N, 3, 8, 8] -> GlobalAveragePool -> Flatten -> Gemm -> logits [N, 4]."""
+def classifier(path: Path, height=8, width=8) -> Path:
+    """image [N, 3, height, width] -> GlobalAveragePool -> Flatten -> Gemm -> logits [N, 4]."""
     w = numpy_helper.from_array(np.random.default_rng(3).standard_normal((3, 4)).astype(np.float32), "W")
     g = helper.make_graph(
         [helper.make_node("GlobalAveragePool", ["image"], ["p"]), helper.make_node("Flatten", ["p"], ["f"]),
          helper.make_node("Gemm", ["f", "W"], ["logits"])], "cls",
-        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, height, width])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 4])], initializer=[w])
     return save_model(g, path)
 
@@ -119,7 +119,8 @@ def conformance_cases(root: Path, n: int) -> Path:
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     d = tmp_path_factory.mktemp("models")
-    return {"mlp": mlp(d / "mlp.onnx"), "embed": embedding(d / "embed.onnx"), "cls": classifier(d / "cls.onnx")}
+    return {"mlp": mlp(d / "mlp.onnx"), "embed": embedding(d / "embed.onnx"), "cls": classifier(d / "cls.onnx"),
+            "cls_any": classifier(d / "cls_any.onnx", "H", "W")}
 
 
 # ---- running the CLI -----------------------------------------------------------------------
@@ -320,6 +321,18 @@ def test_perf_prints_the_dimensions_it_fills(server):
             in r.stderr), r.stderr
     r = run(["perf", "-m", "embed", "-u", f"127.0.0.1:{server.http}", "--seconds", 0.3, "--warmup-s", 0,
              "--shape", "input_ids=1,16", "--json"])
+    assert r.returncode == 0 and "note:" not in r.stderr, r.stderr
+
+
+def test_classify_prints_the_crop_it_picks(models, tmp_path):
+    img = write_png(tmp_path / "a.png", 40, 30, 1)
+    r = run(["classify", models["cls_any"], img, "--top-k", 1, "--threads", 1], timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert ("note: input 'image': the image size is dynamic; using a 224x224 crop (set it with --size S)"
+            in r.stderr), r.stderr
+    r = run(["classify", models["cls_any"], img, "--top-k", 1, "--threads", 1, "--size", 16], timeout=60)
+    assert r.returncode == 0 and "note:" not in r.stderr, r.stderr
+    r = run(["classify", models["cls"], img, "--top-k", 1, "--threads", 1], timeout=60)  # 8x8: fixed
     assert r.returncode == 0 and "note:" not in r.stderr, r.stderr
 
 
