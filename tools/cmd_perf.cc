@@ -22,8 +22,10 @@
 #include <thread>
 
 #include "cli_common.h"
+#include "cli_flags.h"
 #include "commands.h"
 #include "perf_client.h"
+#include "progress.h"
 #include "serve/model_config.h"
 
 namespace streamline::tools {
@@ -88,28 +90,9 @@ class ArrivalSchedule {
   Clock::time_point next_;
 };
 
-Result<std::vector<int>> concurrency_steps(const std::string& range) {
-  std::vector<int64_t> v;
-  std::stringstream ss(range);
-  std::string item;
-  while (std::getline(ss, item, ':')) {
-    char* end = nullptr;
-    const long long x = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || x < 1 || x > 4096)
-      return invalid_argument("--concurrency-range '" + range + "': '" + item + "' is not a count in [1, 4096]");
-    v.push_back(x);
-  }
-  if (v.empty() || v.size() > 3)
-    return invalid_argument("--concurrency-range expects start[:end[:step]], got '" + range + "'");
-  const int64_t start = v[0], end = v.size() > 1 ? v[1] : v[0], step = v.size() > 2 ? v[2] : 1;
-  if (end < start) return invalid_argument("--concurrency-range '" + range + "': end is below start");
-  std::vector<int> steps;
-  for (int64_t c = start; c <= end; c += step) steps.push_back(static_cast<int>(c));
-  return steps;
-}
-
 // Concrete shapes for the model's inputs: --shape NAME=dims wins; else variable dims become
-// --batch (first dimension, default 1) or 1. `batch` receives the rows a request carries.
+// --batch (first dimension, default 1) or 1, each printed once on stderr. `batch` receives the
+// rows a request carries.
 Result<std::vector<RemoteTensor>> resolve_inputs(const RemoteModel& m, const InputFlags& flags, int64_t* batch) {
   std::vector<RemoteTensor> out = m.inputs;
   std::vector<bool> given(out.size(), false);
@@ -123,26 +106,19 @@ Result<std::vector<RemoteTensor>> resolve_inputs(const RemoteModel& m, const Inp
       for (const auto& t : m.inputs) names += (names.empty() ? "" : ", ") + t.name;
       return invalid_argument("--shape: model '" + m.name + "' has no input '" + name + "' (inputs: " + names + ")");
     }
-    it->shape.clear();
-    std::stringstream ss(s.substr(eq + 1));
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      char* end = nullptr;
-      const long long d = std::strtoll(item.c_str(), &end, 10);
-      if (item.empty() || *end != '\0' || d < 0)
-        return invalid_argument("--shape " + s + ": '" + item + "' is not a dimension");
-      it->shape.push_back(d);
-    }
+    SL_ASSIGN_OR_RETURN(it->shape, parse_dims(s, s.substr(eq + 1)));
     given[static_cast<size_t>(it - out.begin())] = true;
   }
-  const int64_t rows = flags.batch > 0 ? flags.batch : 1;
+  std::vector<DeclaredInput> declared;
+  for (const auto& t : m.inputs) declared.push_back({t.name, t.shape, {}});
+  SL_ASSIGN_OR_RETURN(FilledDims filled, fill_dynamic_dims(declared, given, flags.batch, true));
+  for (const auto& n : filled.notes) std::cerr << "note: " << n << "\n";
+  std::cerr << std::flush;
   *batch = 1;
   for (size_t i = 0; i < out.size(); ++i) {
-    const auto& declared = m.inputs[i].shape;
-    if (!given[i])
-      for (size_t d = 0; d < out[i].shape.size(); ++d)
-        if (out[i].shape[d] < 0) out[i].shape[d] = d == 0 ? rows : 1;
-    if (i == 0 && !declared.empty() && declared[0] < 0 && !out[i].shape.empty()) *batch = out[i].shape[0];
+    if (!given[i]) out[i].shape = filled.dims[i];
+    const auto& declared_dims = m.inputs[i].shape;
+    if (i == 0 && !declared_dims.empty() && declared_dims[0] < 0 && !out[i].shape.empty()) *batch = out[i].shape[0];
   }
   return out;
 }
@@ -275,14 +251,14 @@ void print_results(const PerfFlags& f, const std::string& endpoint, const std::v
 }
 
 int perf(const PerfFlags& f) {
-  auto fail = [](const std::string& what, const Status& s) {
+  auto fail = [](const std::string& what, const Status& s, int code = kRunFailed) {
     std::cerr << "error: " << what << s.message() << std::endl;
-    return 1;
+    return code;
   };
-  auto steps = concurrency_steps(f.concurrency_range);
-  if (!steps.ok()) return fail("", steps.status());
+  auto steps = parse_count_range("--concurrency-range", f.concurrency_range, 1, kMaxCount);
+  if (!steps.ok()) return fail("", steps.status(), kUsageError);
   auto client = PerfClient::create(f.protocol, f.url);
-  if (!client.ok()) return fail("", client.status());
+  if (!client.ok()) return fail("", client.status(), kUsageError);
   auto meta = (*client)->metadata(f.model);
   if (!meta.ok()) {
     if (meta.status().code() == StatusCode::kUnavailable) return fail("", meta.status());
@@ -290,14 +266,16 @@ int perf(const PerfFlags& f) {
   }
   int64_t batch = 1;
   auto inputs = resolve_inputs(*meta, f.in, &batch);
-  if (!inputs.ok()) return fail("", inputs.status());
+  if (!inputs.ok()) return fail("", inputs.status(), kUsageError);
   std::vector<Tensor> values;
   for (size_t i = 0; i < inputs->size(); ++i) {
     const RemoteTensor& t = (*inputs)[i];
     const DType dtype = serve::dtype_from_kserve(t.datatype);
     if (dtype == DType::kUndefined || dtype_size(dtype) == 0)
       return fail("", unsupported("input '" + t.name + "': datatype " + t.datatype + " is not supported"));
-    values.push_back(random_tensor(dtype, Shape(t.shape), f.in.seed + static_cast<uint32_t>(i)));
+    auto value = random_tensor(dtype, Shape(t.shape), f.in.seed + static_cast<uint32_t>(i));
+    if (!value.ok()) return fail("input '" + t.name + "': ", value.status(), kUsageError);
+    values.push_back(std::move(*value));
   }
   std::vector<std::string> outputs;
   for (const auto& o : meta->outputs) outputs.push_back(o.name);
@@ -309,16 +287,38 @@ int perf(const PerfFlags& f) {
   if (!probe.ok()) return fail("model '" + f.model + "': the first request failed: ", probe);
   std::vector<StepResult> results;
   const bool open_loop = f.request_rate > 0;
-  for (int c : open_loop ? std::vector<int>{f.max_threads} : *steps) {
+  const std::vector<int> plan = open_loop ? std::vector<int>{f.max_threads} : *steps;
+  ProgressOptions po;
+  po.title = "perf";
+  po.unit = "steps";
+  po.total = static_cast<int64_t>(plan.size());
+  po.enabled = !f.json && !f.csv;
+  const auto step_note = [&](int c) {
+    return open_loop ? fmt(f.request_rate, 1) + " req/s, " + std::to_string(c) + " workers"
+                     : "concurrency " + std::to_string(c);
+  };
+  po.note = step_note(plan.front());
+  Progress progress(po);
+  const double step_s = f.warmup_s + f.seconds;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const int c = plan[i];
+    progress.set_note(step_note(c));
+    progress.set_expected_end(Progress::Clock::now() + std::chrono::duration_cast<Progress::Clock::duration>(
+                                                           std::chrono::duration<double>(step_s * (plan.size() - i))));
     auto r = run.step(c, f.request_rate);
-    if (!r.ok()) return fail("", r.status());
+    if (!r.ok()) {
+      progress.finish();
+      return fail("", r.status());
+    }
     if (r->errors > 0)
-      std::cerr << "warning: " << r->errors << " failed requests at concurrency " << c << "; first: " << r->first_error
-                << std::endl;
+      progress.message("warning: " + std::to_string(r->errors) + " failed requests at concurrency " +
+                       std::to_string(c) + "; first: " + r->first_error);
     results.push_back(std::move(*r));
+    progress.advance();
   }
+  progress.finish();
   print_results(f, (*client)->endpoint(), *inputs, results);
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace
@@ -329,14 +329,15 @@ Runner add_perf_command(CLI::App& app) {
   c->add_option("-m,--model", f->model, "Model name on the server")->required();
   c->add_option("-u,--url", f->url, "host:port (default localhost:8000 for http, localhost:8001 for grpc)");
   c->add_option("-i,--protocol", f->protocol, "http or grpc")->check(CLI::IsMember({"http", "grpc"}));
-  c->add_option("--concurrency-range", f->concurrency_range, "start[:end[:step]] closed-loop workers (default 1)");
+  c->add_option("--concurrency-range", f->concurrency_range, "start[:end[:step]] closed-loop workers (default 1)")
+      ->check(count_range(1, kMaxCount));
   c->add_option("--request-rate", f->request_rate, "Open loop: Poisson arrivals at R requests/s")
-      ->check(CLI::PositiveNumber);
+      ->check(number_range(0, kMaxRate, true, "requests per second"));
   c->add_option("--max-threads", f->max_threads, "Open loop: workers sending requests (default 16)")
-      ->check(CLI::Range(1, 4096));
-  c->add_option("--seconds", f->seconds, "Measured time per step in seconds (default 5)")->check(CLI::PositiveNumber);
+      ->check(int_range(1, kMaxCount));
+  c->add_option("--seconds", f->seconds, "Measured time per step in seconds (default 5)")->check(seconds_range(false));
   c->add_option("--warmup-s", f->warmup_s, "Warm-up per step in seconds, not measured (default 1)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(seconds_range(true));
   add_input_flags(c, f->in, false);
   auto* json = c->add_flag("--json", f->json, "Print one JSON object");
   c->add_flag("--csv", f->csv, "Print CSV: a header line and a line per step")->excludes(json);

@@ -13,10 +13,13 @@
 #include <chrono>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 #include <optional>
 
 #include "cli_common.h"
+#include "cli_flags.h"
 #include "commands.h"
+#include "preflight.h"
 #include "serve/grpc_server.h"
 #include "serve/http_server.h"
 #include "serve/repository.h"
@@ -47,11 +50,29 @@ void print_index(const serve::Repository& repo) {
   print_table(rows);
 }
 
+// The endpoints' ports are distinct and free now: checked before any model loads, so that a busy
+// port fails in a moment rather than after every model has loaded.
+Status check_ports(const ServeFlags& f) {
+  const std::pair<const char*, int> ports[] = {
+      {"--http-port", f.http_port}, {"--grpc-port", f.grpc_port}, {"--metrics-port", f.metrics_port}};
+  for (size_t i = 0; i < std::size(ports); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (ports[i].second > 0 && ports[i].second == ports[j].second)
+        return invalid_argument(std::string(ports[i].first) + " " + std::to_string(ports[i].second) + " is also the " +
+                                ports[j].first + "; each endpoint needs a port of its own");
+  for (const auto& [flag, port] : ports) SL_RETURN_IF_ERROR(check_port_free(flag, f.host, port));
+  return ok_status();
+}
+
 int serve_models(const ServeFlags& f) {
   const bool explicit_control = f.control_mode == "explicit";
   if (!explicit_control && !f.load_models.empty()) {
     std::cerr << "error: --load-model needs --model-control-mode explicit" << std::endl;
     return 2;
+  }
+  if (Status s = check_ports(f); !s.ok()) {
+    std::cerr << "error: " << s.to_string() << std::endl;
+    return s.code() == StatusCode::kInvalidArgument ? kUsageError : kRunFailed;
   }
   // Block the shutdown signals before any thread exists, so that every thread inherits the mask
   // and only sigwait() below sees them.
@@ -151,24 +172,24 @@ Runner add_serve_command(CLI::App& app) {
   c->add_option("--model-repository", f->repository, "Folder of models: NAME/[config.pbtxt], NAME/VERSION/model.onnx")
       ->required();
   c->add_option("--host", f->host, "Address to listen on (default 127.0.0.1)");
+  const std::string port_note = "-1: off, 0: any free port";
   c->add_option("--http-port", f->http_port, "HTTP port; -1 turns HTTP off (default 8000)")
-      ->check(CLI::Range(-1, 65535));
+      ->check(int_range(-1, 65535, port_note));
   c->add_option("--grpc-port", f->grpc_port, "gRPC port; -1 turns gRPC off (default 8001)")
-      ->check(CLI::Range(-1, 65535));
+      ->check(int_range(-1, 65535, port_note));
   c->add_option("--metrics-port", f->metrics_port, "Prometheus metrics port; -1 turns it off (default 8002)")
-      ->check(CLI::Range(-1, 65535));
+      ->check(int_range(-1, 65535, port_note));
   c->add_option("--model-control-mode", f->control_mode,
                 "none: load every model at start; explicit: only --load-model, and load/unload over the API")
       ->check(CLI::IsMember({"none", "explicit"}));
   c->add_option("--load-model", f->load_models, "Model to load at start in explicit mode (repeatable)");
-  c->add_option("--drain-timeout-s", f->drain_timeout_s,
-                "At shutdown, how long to wait for requests in flight (at most a year)")
-      ->check(CLI::Range(0.0, 365 * 86400.0));
+  c->add_option("--drain-timeout-s", f->drain_timeout_s, "At shutdown, how long to wait for requests in flight")
+      ->check(seconds_range(true));
   c->add_option("--instances", f->instances, "Instances per model unless its config.pbtxt says otherwise")
-      ->check(CLI::Range(1, 256));
+      ->check(int_range(1, 256));
   c->add_option("--threads", f->threads, "Intra-op threads per instance (default: cores / instances)")
-      ->check(CLI::NonNegativeNumber);
-  c->add_option("--http-threads", f->http_threads, "HTTP I/O threads (default 2)")->check(CLI::Range(1, 64));
+      ->check(int_range(0, kMaxThreads, "0: cores / instances"));
+  c->add_option("--http-threads", f->http_threads, "HTTP I/O threads (default 2)")->check(int_range(1, 64));
   return [f] { return serve_models(*f); };
 }
 

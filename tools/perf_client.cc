@@ -52,6 +52,8 @@ Result<Endpoint> parse_url(std::string url, const std::string& default_port) {
   }
   if (e.host.empty() || e.port.empty() || e.port.find_first_not_of("0123456789") != std::string::npos)
     return invalid_argument("bad URL '" + url + "': expected host:port");
+  if (e.port.size() > 5 || std::stoi(e.port) < 1 || std::stoi(e.port) > 65535)
+    return invalid_argument("bad URL '" + url + "': port " + e.port + " is out of range: expected 1 to 65535");
   return e;
 }
 
