@@ -30,11 +30,13 @@ enum class DType : int32_t {
   kBFloat16 = 16,
 };
 
-// Bytes per element; 0 for kUndefined and kString.
+// Bytes per element; 0 for kUndefined and kString (string tensors hold std::string objects, see
+// Tensor::strings(), and have no fixed element size).
 size_t dtype_size(DType t);
 // "float32", "int64", ...
 const char* dtype_name(DType t);
-// True for the types tensors can hold in streamline (everything above but kString/kUndefined).
+// True for the fixed-size types (everything above but kString/kUndefined): what plans, arenas and
+// numeric kernels hold. String tensors exist too, but only kernels registered for kString take them.
 bool dtype_supported(DType t);
 // Parses "float32"/"FP32"/"TYPE_FP32" style names; kUndefined when unknown.
 DType dtype_from_name(const std::string& name);

@@ -1,5 +1,7 @@
 #pragma once
 // Reading and writing NumPy .npy files (format versions 1.0 to 3.0, little-endian, C order).
+// String tensors are NumPy unicode arrays ('<U<n>', read and written as UTF-8 strings); byte-string
+// arrays ('|S<n>') read as strings too.
 //
 //   SL_ASSIGN_OR_RETURN(Tensor t, read_npy("x.npy"));
 //   SL_RETURN_IF_ERROR(write_npy("y.npy", t));

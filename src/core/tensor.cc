@@ -1,6 +1,8 @@
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cstring>
+#include <new>
 
 namespace streamline {
 
@@ -18,6 +20,15 @@ Tensor Tensor::empty(DType dtype, const Shape& shape, Layout layout) {
   t.dtype_ = dtype;
   t.shape_ = shape;
   t.layout_ = layout;
+  if (dtype == DType::kString) {
+    // One constructed std::string per element; the array deleter destroys them.
+    const auto n = static_cast<size_t>(std::max<int64_t>(shape.numel(), 0));
+    std::shared_ptr<std::string[]> strings(new (std::nothrow) std::string[std::max<size_t>(n, 1)]);
+    if (!strings) return Tensor();
+    t.data_ = strings.get();
+    t.owner_ = std::move(strings);
+    return t;
+  }
   auto buf = AlignedBuffer::allocate(t.nbytes());
   if (!buf) return Tensor();
   t.data_ = buf->data();
@@ -34,8 +45,18 @@ Tensor Tensor::view(DType dtype, const Shape& shape, void* data, Layout layout) 
   return t;
 }
 
+Tensor Tensor::from_strings(const Shape& shape, const std::vector<std::string>& values) {
+  Tensor t = empty(DType::kString, shape);
+  for (size_t i = 0; i < values.size() && static_cast<int64_t>(i) < t.numel(); ++i) t.strings()[i] = values[i];
+  return t;
+}
+
 Tensor Tensor::clone() const {
   Tensor t = empty(dtype_, shape_, layout_);
+  if (dtype_ == DType::kString) {
+    if (data_) std::copy(strings(), strings() + numel(), t.strings());
+    return t;
+  }
   if (nbytes() && data_) std::memcpy(t.data_, data_, nbytes());
   return t;
 }

@@ -7,10 +7,18 @@
 //
 // Copying a Tensor is cheap: owned memory is shared (std::shared_ptr), never duplicated. Use
 // clone() for a deep copy. A Tensor is not synchronised: concurrent writers need external ordering.
+//
+// String tensors (DType::kString) hold one std::string per element, made by empty() (all "") and
+// destroyed with the tensor; strings() gives them. They have no fixed byte size (nbytes() is 0), so
+// only kernels registered for kString may touch them, and they never live in a plan's arena.
+//
+//   Tensor s = Tensor::from_strings(Shape{2}, {"monday", "tuesday"});
+//   s.strings()[1] += "!";
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/dtype.h"
@@ -40,6 +48,8 @@ class Tensor {
   static Tensor from_vector(const Shape& shape, const std::vector<T>& values);
   template <typename T>
   static Tensor scalar(T value) { return from_vector<T>(Shape{}, {value}); }
+  // Owned string tensor; `values` fills it in order (missing elements stay "").
+  static Tensor from_strings(const Shape& shape, const std::vector<std::string>& values);
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
@@ -50,8 +60,10 @@ class Tensor {
 
   void* raw() const { return data_; }
   template <typename T> T* data() const { return static_cast<T*>(data_); }
+  // The elements of a kString tensor; nullptr for any other dtype.
+  std::string* strings() const { return dtype_ == DType::kString ? static_cast<std::string*>(data_) : nullptr; }
 
-  // Deep copy into owned memory.
+  // Deep copy into owned memory (strings are copied one by one).
   Tensor clone() const;
   // Same memory, another shape with the same element count.
   Tensor reshaped(const Shape& shape) const;
