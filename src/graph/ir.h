@@ -21,6 +21,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "core/value.h"
 
 namespace streamline::graph {
 
@@ -44,8 +45,9 @@ std::string dims_to_string(const DimList& dims);
 class Graph;
 
 // An attribute value. Subgraphs (If/Loop/Scan bodies) are held by shared_ptr so Node stays copyable.
+// A type attribute (kType: Optional's `type`) is held as a value kind and element type.
 struct Attribute {
-  enum class Kind { kInt, kFloat, kString, kTensor, kGraph, kInts, kFloats, kStrings, kTensors };
+  enum class Kind { kInt, kFloat, kString, kTensor, kGraph, kInts, kFloats, kStrings, kTensors, kType };
   Kind kind = Kind::kInt;
   int64_t i = 0;
   float f = 0.f;
@@ -56,6 +58,8 @@ struct Attribute {
   std::vector<float> floats;
   std::vector<std::string> strings;
   std::vector<Tensor> tensors;
+  ValueKind type_kind = ValueKind::kTensor;  // kType
+  DType type_dtype = DType::kUndefined;      // kType: the element type
 };
 
 struct Node {
@@ -80,8 +84,12 @@ struct Node {
 
 struct Value {
   std::string name;
-  DType dtype = DType::kUndefined;       // kUndefined when not yet known
-  std::optional<DimList> dims;           // declared/inferred shape, if known
+  // Tensor, sequence or optional (declared, inferred, or from the producing op's type rule).
+  ValueKind kind = ValueKind::kTensor;
+  // The element type (of the tensor, of a sequence's tensors); kUndefined when not yet known.
+  DType dtype = DType::kUndefined;
+  // Declared/inferred shape of a tensor value (sequences and optionals keep none).
+  std::optional<DimList> dims;
   std::optional<Tensor> constant;        // set for initializers and folded constants
   NodeId producer = kNoNode;             // kNoNode for graph inputs and constants
   std::vector<NodeId> consumers;         // maintained by rebuild_edges()

@@ -17,6 +17,7 @@
 #include "graph/legacy_opset.h"
 #include "graph/onnx_infer.h"
 #include "graph/onnx_tensor.h"
+#include "graph/value_types.h"
 
 namespace streamline::graph {
 namespace {
@@ -81,6 +82,55 @@ void merge_tensor_type(Value& v, const onnx::TypeProto_Tensor& tt) {
   }
 }
 
+// A value type streamline holds, read from an ONNX TypeProto.
+struct ReadType {
+  ValueKind kind = ValueKind::kTensor;
+  const onnx::TypeProto_Tensor* tensor = nullptr;  // the tensor type (of the elements, for sequences)
+};
+
+// The kind and tensor type of `t`: a tensor, a sequence of tensors, an optional of either. Unsupported
+// (saying which type) for maps, sparse tensors, nested sequences and anything else.
+Result<ReadType> read_type(const onnx::TypeProto& t, const std::string& what) {
+  ReadType r;
+  const onnx::TypeProto* inner = &t;
+  if (inner->has_optional_type()) {
+    r.kind = ValueKind::kOptionalTensor;
+    inner = &inner->optional_type().elem_type();
+  }
+  if (inner->has_sequence_type()) {
+    r.kind = r.kind == ValueKind::kOptionalTensor ? ValueKind::kOptionalSequence : ValueKind::kSequence;
+    inner = &inner->sequence_type().elem_type();
+  }
+  if (inner->has_tensor_type()) {
+    r.tensor = &inner->tensor_type();
+    return r;
+  }
+  std::string got = "an untyped value";
+  if (inner->has_sequence_type()) got = "a sequence of sequences";
+  if (inner->has_optional_type()) got = "a sequence of optionals";
+  if (inner->has_map_type()) got = r.kind == ValueKind::kTensor ? "a map" : "a sequence of maps";
+  if (inner->has_sparse_tensor_type()) got = "a sparse tensor";
+  return unsupported(what + " is " + got +
+                     ", which streamline does not support (it holds tensors, sequences "
+                     "of tensors and optionals of those)");
+}
+
+// Folds a declared or inferred type into `v`: a tensor type as merge_tensor_type; a sequence or
+// optional sets the kind and the element type when still unknown. Types streamline cannot hold are
+// skipped (the importer refuses them where they matter: graph inputs and outputs).
+void merge_type(Value& v, const onnx::TypeProto& t) {
+  if (v.constant) return;
+  auto r = read_type(t, "");
+  if (!r.ok()) return;
+  if (r->kind == ValueKind::kTensor) {
+    if (v.kind == ValueKind::kTensor) merge_tensor_type(v, *r->tensor);
+    return;
+  }
+  v.kind = r->kind;
+  v.dims.reset();
+  if (v.dtype == DType::kUndefined) v.dtype = dtype_from_onnx(r->tensor->elem_type());
+}
+
 // Unique node names: explicit names are kept (first use wins), empty ones become
 // "<op_type>_<index>", and clashes get a numeric suffix.
 std::vector<std::string> unique_node_names(const onnx::GraphProto& gp) {
@@ -135,6 +185,8 @@ Result<Attribute> convert_attribute(onnx::AttributeProto& a, ImportContext& ctx,
       type = A::STRINGS;
     else if (a.tensors_size())
       type = A::TENSORS;
+    else if (a.has_tp())
+      type = A::TYPE_PROTO;
     else
       return invalid_argument(what + " has no type and no value");
   }
@@ -184,6 +236,13 @@ Result<Attribute> convert_attribute(onnx::AttributeProto& a, ImportContext& ctx,
         out.tensors.push_back(std::move(t));
       }
       break;
+    case A::TYPE_PROTO: {
+      SL_ASSIGN_OR_RETURN(ReadType r, read_type(a.tp(), what));
+      out.kind = Attribute::Kind::kType;
+      out.type_kind = r.kind;
+      out.type_dtype = dtype_from_onnx(r.tensor->elem_type());
+      break;
+    }
     default:
       return unsupported(what + " has type " + A::AttributeType_Name(type) + ", which streamline does not support");
   }
@@ -209,8 +268,9 @@ Status import_initializers(onnx::GraphProto& gp, ImportContext& ctx, Graph& g,
   return ok_status();
 }
 
-// Pass 2: graph inputs that no initializer provides. In the main graph each needs a tensor type of
-// a supported element type; subgraph inputs may leave theirs open.
+// Pass 2: graph inputs that no initializer provides. In the main graph each needs a type streamline
+// holds (a tensor of a supported element type, a sequence of such tensors, an optional of either);
+// subgraph inputs may leave theirs open.
 Status import_inputs(const onnx::GraphProto& gp, bool main_graph, Graph& g,
                      std::unordered_map<std::string, ValueId>& names) {
   for (int i = 0; i < gp.input_size(); ++i) {
@@ -223,22 +283,28 @@ Status import_inputs(const onnx::GraphProto& gp, bool main_graph, Graph& g,
       return invalid_argument("graph input " + quoted(name) + " is listed twice");
     }
     DType dt = DType::kUndefined;
+    ValueKind kind = ValueKind::kTensor;
     std::optional<DimList> dims;
     if (!in.has_type()) {
       if (main_graph)
         return invalid_argument("missing initializer for graph input " + quoted(name) +
                                 ": it has no type and no initializer of that name");
-    } else if (!in.type().has_tensor_type()) {
-      if (main_graph) return unsupported("graph input " + quoted(name) + " is not a tensor");
     } else {
-      const auto& tt = in.type().tensor_type();
-      dt = dtype_from_onnx(tt.elem_type());
-      if (dt == DType::kUndefined && main_graph)
-        return unsupported("graph input " + quoted(name) + " has element type " + onnx_type_name(tt.elem_type()) +
-                           ", which streamline does not support");
-      if (tt.has_shape()) dims = dims_from_onnx(tt.shape());
+      auto r = read_type(in.type(), "graph input " + quoted(name));
+      if (!r.ok()) {
+        if (main_graph) return r.status();
+      } else {
+        const auto& tt = *r->tensor;
+        kind = r->kind;
+        dt = dtype_from_onnx(tt.elem_type());
+        if (dt == DType::kUndefined && main_graph)
+          return unsupported("graph input " + quoted(name) + " has element type " + onnx_type_name(tt.elem_type()) +
+                             ", which streamline does not support");
+        if (tt.has_shape() && kind == ValueKind::kTensor) dims = dims_from_onnx(tt.shape());
+      }
     }
     const ValueId id = g.add_value(name, dt, std::move(dims));
+    g.value(id).kind = kind;
     g.add_input(id);
     names.emplace(name, id);
   }
@@ -281,6 +347,7 @@ ValueId resolve(const std::string& name, const Scope* outer, Graph& g,
   const Value* v = outer ? outer->find(name) : nullptr;
   if (!v) return kNoValue;
   const ValueId id = g.add_value(name, v->dtype, v->dims);
+  g.value(id).kind = v->kind;
   names.emplace(name, id);
   return id;
 }
@@ -296,19 +363,18 @@ Status import_outputs(const onnx::GraphProto& gp, bool main_graph, const Scope* 
       return invalid_argument("graph output " + quoted(out.name()) +
                               " is not produced by any node and is no graph input or initializer");
     if (out.has_type() && main_graph) {
-      if (!out.type().has_tensor_type()) return unsupported("graph output " + quoted(out.name()) + " is not a tensor");
-      const int32_t elem = out.type().tensor_type().elem_type();
+      SL_ASSIGN_OR_RETURN(ReadType r, read_type(out.type(), "graph output " + quoted(out.name())));
+      const int32_t elem = r.tensor->elem_type();
       if (elem != onnx::TensorProto::UNDEFINED && dtype_from_onnx(elem) == DType::kUndefined)
         return unsupported("graph output " + quoted(out.name()) + " has element type " + onnx_type_name(elem) +
                            ", which streamline does not support");
     }
-    if (out.has_type() && out.type().has_tensor_type()) merge_tensor_type(g.value(id), out.type().tensor_type());
+    if (out.has_type()) merge_type(g.value(id), out.type());
     g.add_output(id);
   }
   for (const auto& vi : gp.value_info()) {
     auto it = names.find(vi.name());
-    if (it != names.end() && vi.type().has_tensor_type())
-      merge_tensor_type(g.value(it->second), vi.type().tensor_type());
+    if (it != names.end() && vi.has_type()) merge_type(g.value(it->second), vi.type());
   }
   return ok_status();
 }
@@ -406,8 +472,7 @@ void fill_inferred(const onnx::GraphProto& gp, Graph& g, const Graph* outer,
   }
   auto fill = [&](const onnx::ValueInfoProto& vi) {
     auto it = names.find(vi.name());
-    if (it != names.end() && vi.type().has_tensor_type())
-      merge_tensor_type(g.value(it->second), vi.type().tensor_type());
+    if (it != names.end() && vi.has_type()) merge_type(g.value(it->second), vi.type());
   };
   for (const auto& vi : gp.value_info()) fill(vi);
   for (const auto& vi : gp.output()) fill(vi);
@@ -419,6 +484,7 @@ void fill_inferred(const onnx::GraphProto& gp, Graph& g, const Graph* outer,
       auto it = outer_names->find(val.name);
       if (it == outer_names->end()) continue;
       const Value& o = outer->value(it->second);
+      if (val.kind == ValueKind::kTensor) val.kind = o.kind;
       if (val.dtype == DType::kUndefined) val.dtype = o.dtype;
       if (!val.dims) val.dims = o.dims;
     }
@@ -484,6 +550,8 @@ Result<Graph> import_model(onnx::ModelProto& model, const std::string& base_dir,
     s = upgrade_legacy_nodes(g, legacy->second);
     if (!s.ok()) return s.with_context(what);
   }
+  // Sequences, optionals and string outputs that inference did not type, from each op's type rule.
+  infer_value_types(g);
   return g;
 }
 

@@ -249,6 +249,8 @@ DType dtype_from_onnx(int32_t elem_type) {
       return DType::kUInt64;
     case TensorProto::BFLOAT16:
       return DType::kBFloat16;
+    case TensorProto::STRING:
+      return DType::kString;
     default:
       return DType::kUndefined;
   }
@@ -285,6 +287,18 @@ Result<Tensor> tensor_from_onnx(const TensorProto& p, const TensorReadOptions& o
   if (p.has_segment()) return unsupported(what + " is a segmented tensor, which streamline does not support");
   SL_ASSIGN_OR_RETURN(const int64_t numel, checked_numel(p, what));
   const Shape shape(std::vector<int64_t>(p.dims().begin(), p.dims().end()));
+  if (dt == DType::kString) {
+    // Strings live in string_data only (ONNX forbids raw_data and external data for them); the count
+    // is checked before anything is allocated.
+    if (p.has_raw_data() || p.data_location() == TensorProto::EXTERNAL)
+      return invalid_argument(what + " is a string tensor with raw or external data; strings go in string_data");
+    if (p.string_data_size() != numel)
+      return invalid_argument(what + " has " + std::to_string(p.string_data_size()) + " string_data elements but " +
+                              shape_text(dt, shape) + " needs " + std::to_string(numel));
+    SL_ASSIGN_OR_RETURN(Tensor t, allocate(dt, shape, what));
+    for (int64_t i = 0; i < numel; ++i) t.strings()[i] = p.string_data(static_cast<int>(i));
+    return t;
+  }
   const int64_t esize = static_cast<int64_t>(dtype_size(dt));
   const int64_t nbytes = numel * esize;
 
@@ -310,12 +324,22 @@ Result<Tensor> tensor_from_onnx(const TensorProto& p, const TensorReadOptions& o
   return t;
 }
 
+namespace {
+
+size_t string_payload_bytes(const TensorProto& p) {
+  size_t n = 0;
+  for (const std::string& s : p.string_data()) n += s.size() + sizeof(std::string);
+  return n;
+}
+
+}  // namespace
+
 size_t onnx_payload_bytes(const TensorProto& p) {
   return p.raw_data().size() + sizeof(float) * static_cast<size_t>(p.float_data_size()) +
          sizeof(int32_t) * static_cast<size_t>(p.int32_data_size()) +
          sizeof(int64_t) * static_cast<size_t>(p.int64_data_size()) +
          sizeof(double) * static_cast<size_t>(p.double_data_size()) +
-         sizeof(uint64_t) * static_cast<size_t>(p.uint64_data_size());
+         sizeof(uint64_t) * static_cast<size_t>(p.uint64_data_size()) + string_payload_bytes(p);
 }
 
 void drop_onnx_payload(TensorProto* p) {

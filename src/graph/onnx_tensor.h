@@ -30,8 +30,8 @@ struct TensorReadOptions {
   int64_t max_external_bytes = int64_t{64} << 30;
 };
 
-// The streamline DType for an ONNX element type id; kUndefined when streamline cannot hold it
-// (string, complex, unknown ids).
+// The streamline DType for an ONNX element type id (STRING is kString); kUndefined when streamline
+// cannot hold it (complex and the other types DType lacks, unknown ids).
 DType dtype_from_onnx(int32_t elem_type);
 // Lower-case name of an ONNX element type id for messages: "float", "string", "complex64", "id 99".
 std::string onnx_type_name(int32_t elem_type);
@@ -40,7 +40,8 @@ std::string onnx_type_name(int32_t elem_type);
 DimList dims_from_onnx(const onnx::TensorShapeProto& shape);
 
 // Converts `proto`. `what` names the tensor in messages ("initializer 'w'").
-// Errors: Unsupported for string/complex/unknown element types and segmented tensors;
+// String tensors come from string_data. Errors: Unsupported for complex/unknown element types and
+// segmented tensors;
 // InvalidArgument for negative dims, an element count that does not match the data, or a bad
 // external-data reference; NotFound for a missing external-data file.
 Result<Tensor> tensor_from_onnx(const onnx::TensorProto& proto, const TensorReadOptions& options,

@@ -376,7 +376,15 @@ TEST(OnnxImport, TensorDataErrorsNameTheTensor) {
   str.set_data_type(TensorProto::STRING);
   str.add_dims(1);
   str.add_string_data("hello");
-  EXPECT_TRUE(has_error(import_initializer(str).status(), StatusCode::kUnsupported, {"'S'", "string"}));
+  Result<Tensor> st = import_initializer(str);
+  ASSERT_TRUE(st.ok()) << st.status().to_string();
+  ASSERT_EQ(st->dtype(), DType::kString);
+  EXPECT_EQ(st->strings()[0], "hello");
+  // String data must match the dims, and strings never come as raw bytes.
+  str.add_string_data("extra");
+  EXPECT_TRUE(has_error(import_initializer(str).status(), StatusCode::kInvalidArgument, {"'S'", "string_data"}));
+  TensorProto raw_str = testing::raw_tensor<uint8_t>("R", TensorProto::STRING, {1}, {7});
+  EXPECT_TRUE(has_error(import_initializer(raw_str).status(), StatusCode::kInvalidArgument, {"'R'", "string_data"}));
   TensorProto unknown = testing::float_tensor("U", {1}, {1.f});
   unknown.set_data_type(99);
   EXPECT_TRUE(has_error(import_initializer(unknown).status(), StatusCode::kUnsupported, {"'U'", "99"}));
@@ -385,16 +393,21 @@ TEST(OnnxImport, TensorDataErrorsNameTheTensor) {
   EXPECT_TRUE(has_error(import_initializer(complex).status(), StatusCode::kUnsupported, {"'C'", "complex64"}));
 }
 
-TEST(OnnxImport, StringTensorAttributeIsUnsupported) {
+TEST(OnnxImport, StringTensorAttributeIsRead) {
   OnnxModel m(13);
   TensorProto str;
   str.set_data_type(TensorProto::STRING);
-  str.add_dims(1);
+  str.add_dims(2);
   str.add_string_data("a");
+  str.add_string_data("bc");
   testing::attr_tensor(m.node("Constant", "k", {}, {"y"}), "value", str);
-  m.output("y", TensorProto::FLOAT, {"1"});
-  EXPECT_TRUE(has_error(import_onnx_bytes(m.bytes(), ""), StatusCode::kUnsupported,
-                        {"attribute 'value' of node Constant 'k'", "string"}));
+  m.output("y", TensorProto::STRING, {"2"});
+  auto g = import_onnx_bytes(m.bytes(), "");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const Tensor& t = g->node(0).attrs.at("value").t;
+  ASSERT_EQ(t.dtype(), DType::kString);
+  EXPECT_EQ(t.strings()[1], "bc");
+  EXPECT_EQ(g->value(g->outputs()[0]).dtype, DType::kString);
 }
 
 // Model with initializer W float32[2,3] stored in an external file.
@@ -564,12 +577,6 @@ TEST(OnnxImport, DomainsAndOpsets) {
 }
 
 TEST(OnnxImport, UnsupportedGraphInputAndOutputTypes) {
-  OnnxModel m(13);
-  m.input("s", TensorProto::STRING, {"2"});
-  m.node("Identity", "i", {"s"}, {"y"});
-  m.output("y", TensorProto::STRING, {"2"});
-  EXPECT_TRUE(has_error(import_onnx_bytes(m.bytes(), ""), StatusCode::kUnsupported, {"graph input 's'", "string"}));
-
   OnnxModel out(13);
   out.input("x", TensorProto::FLOAT, {"2"});
   out.node("Cast", "c", {"x"}, {"y"});
@@ -577,13 +584,59 @@ TEST(OnnxImport, UnsupportedGraphInputAndOutputTypes) {
   EXPECT_TRUE(
       has_error(import_onnx_bytes(out.bytes(), ""), StatusCode::kUnsupported, {"graph output 'y'", "complex64"}));
 
-  OnnxModel seq(13);
-  auto* in = seq.proto()->add_input();
+  // Maps (and sequences of them) are types streamline does not hold: the error names the input.
+  OnnxModel map(13);
+  auto* in = map.proto()->add_input();
   in->set_name("q");
-  in->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(1);
-  seq.node("Identity", "i", {"q"}, {"y"});
-  seq.output("y", TensorProto::FLOAT, {"2"});
-  EXPECT_TRUE(has_error(import_onnx_bytes(seq.bytes(), ""), StatusCode::kUnsupported, {"graph input 'q'"}));
+  auto* mt = in->mutable_type()->mutable_map_type();
+  mt->set_key_type(TensorProto::INT64);
+  mt->mutable_value_type()->mutable_tensor_type()->set_elem_type(1);
+  map.node("Identity", "i", {"q"}, {"y"});
+  map.output("y", TensorProto::FLOAT, {"2"});
+  EXPECT_TRUE(has_error(import_onnx_bytes(map.bytes(), ""), StatusCode::kUnsupported, {"graph input 'q'", "a map"}));
+
+  OnnxModel nested(13);
+  auto* n_in = nested.proto()->add_input();
+  n_in->set_name("n");
+  n_in->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_sequence_type();
+  nested.node("Identity", "i", {"n"}, {"y"});
+  nested.output("y", TensorProto::FLOAT, {"2"});
+  EXPECT_TRUE(has_error(import_onnx_bytes(nested.bytes(), ""), StatusCode::kUnsupported,
+                        {"graph input 'n'", "sequence of sequences"}));
+}
+
+TEST(OnnxImport, StringSequenceAndOptionalInputsKeepTheirKinds) {
+  OnnxModel m(16);
+  m.input("s", TensorProto::STRING, {"2"});
+  auto* q = m.proto()->add_input();
+  q->set_name("q");
+  q->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(
+      TensorProto::INT64);
+  auto* o = m.proto()->add_input();
+  o->set_name("o");
+  o->mutable_type()
+      ->mutable_optional_type()
+      ->mutable_elem_type()
+      ->mutable_sequence_type()
+      ->mutable_elem_type()
+      ->mutable_tensor_type()
+      ->set_elem_type(TensorProto::FLOAT);
+  m.node("SequenceLength", "len", {"q"}, {"n"});
+  m.node("OptionalHasElement", "has", {"o"}, {"h"});
+  m.node("Identity", "i", {"s"}, {"y"});
+  m.output("n", TensorProto::INT64, {});
+  m.output("h", TensorProto::BOOL, {});
+  m.output("y", TensorProto::STRING, {"2"});
+  auto g = import_onnx_bytes(m.bytes(), "");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const auto& ins = g->inputs();
+  EXPECT_EQ(g->value(ins[0]).kind, ValueKind::kTensor);
+  EXPECT_EQ(g->value(ins[0]).dtype, DType::kString);
+  EXPECT_EQ(g->value(ins[1]).kind, ValueKind::kSequence);
+  EXPECT_EQ(g->value(ins[1]).dtype, DType::kInt64);
+  EXPECT_EQ(g->value(ins[2]).kind, ValueKind::kOptionalSequence);
+  EXPECT_EQ(g->value(ins[2]).dtype, DType::kFloat32);
+  EXPECT_EQ(g->value(g->outputs()[0]).dtype, DType::kInt64);
 }
 
 TEST(OnnxImport, OutputNotProducedAndDuplicateInitializer) {
