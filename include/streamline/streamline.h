@@ -16,7 +16,10 @@
 // (arena) and must be used by one thread at a time. Plans are made per input shapes on first use
 // and cached in the Model (thread-safe). Shape sets whose shapes depend on run-time values (a
 // Reshape to a computed shape, NonMaxSuppression) cannot be planned and run node by node instead
-// (Model::execution_mode says which).
+// (Model::execution_mode says which). So do models with sequences, optionals or string tensors
+// anywhere; Session::run_values takes and gives those at the inputs and outputs:
+//
+//   auto outs = session.run_values({AnyValue::sequence({a, b}, DType::kFloat32)});   // AnyValues
 
 #include <map>
 #include <memory>
@@ -27,6 +30,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "core/value.h"
 #include "exec/executor.h"
 #include "graph/ir.h"
 #include "graph/passes.h"
@@ -87,7 +91,8 @@ struct ModelOptions {
 enum class ExecutionMode {
   kPlanned,  // through a cached ExecutionPlan: every shape is known before the run starts
   kEager,    // node by node: some shape depends on values computed during the run (a Reshape to a
-             // computed shape, TopK with a computed k, NonMaxSuppression on run-time boxes); slower
+             // computed shape, TopK with a computed k, NonMaxSuppression on run-time boxes), or the
+             // graph carries sequences, optionals or string tensors; slower
 };
 // "planned" / "eager".
 const char* execution_mode_name(ExecutionMode m);
@@ -95,6 +100,9 @@ const char* execution_mode_name(ExecutionMode m);
 // An input or output as the model declares it; dims are -1 where symbolic or unknown.
 struct TensorDesc {
   std::string name;
+  // A tensor, or a sequence or optional (those are given and returned by Session::run_values).
+  ValueKind kind = ValueKind::kTensor;
+  // The element type (kString for string tensors).
   DType dtype = DType::kUndefined;
   std::vector<int64_t> dims;
   std::vector<std::string> symbols;  // per dim: the symbol name, "" when fixed/unknown
@@ -150,7 +158,7 @@ class Model {
   Model() = default;
   Result<Prepared> prepare(const std::vector<Shape>& shapes) const;
   // Runs the graph node by node (ExecutionMode::kEager).
-  Result<std::vector<Tensor>> run_eager(const std::vector<Tensor>& inputs, int num_threads) const;
+  Result<std::vector<AnyValue>> run_eager(const std::vector<AnyValue>& inputs, int num_threads) const;
   ModelOptions options_;
   runtime::DeviceSpec device_;
   std::shared_ptr<runtime::DeviceWeights> device_weights_;
@@ -159,6 +167,8 @@ class Model {
   graph::PassReport report_;
   plan::KernelSet kernels_;
   std::vector<TensorDesc> inputs_, outputs_;
+  // Why every shape set runs eagerly ("input 'x' is a sequence of float32: ..."), or "".
+  std::string always_eager_;
   mutable std::mutex plans_mu_;
   mutable std::unordered_map<std::string, Prepared> plans_;
 };
@@ -173,8 +183,12 @@ class Session {
   explicit Session(std::shared_ptr<const Model> model);
   ~Session();
 
-  // Inputs in the model's input order; returns owned outputs in the model's output order.
+  // Inputs in the model's input order; returns owned outputs in the model's output order. Models whose
+  // inputs or outputs are sequences or optionals need run_values (InvalidArgument naming them here).
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& options = {});
+  // The same with inputs and outputs of any kind: tensors, sequences, optionals (core/value.h). A run
+  // whose values are all tensors goes the way run() does.
+  Result<std::vector<AnyValue>> run_values(const std::vector<AnyValue>& inputs, const RunOptions& options = {});
   // Inputs by name; every model input must be given.
   Result<std::map<std::string, Tensor>> run(const std::map<std::string, Tensor>& inputs,
                                             const RunOptions& options = {});

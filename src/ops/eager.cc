@@ -21,12 +21,14 @@ namespace {
 
 // Stand-in values larger than this are not made when probing (the node is taken as value-dependent).
 constexpr int64_t kMaxStandInElements = int64_t{1} << 24;
+// Why sequences, optionals and strings run eagerly, after what holds one.
+constexpr const char* kEagerTypes = ": sequences, optionals and string tensors run node by node";
 
 // The kernel for node n, given the inputs it is about to get (subgraph runners pick by dtype).
-using KernelFor = std::function<Result<const Kernel*>(graph::NodeId n, std::span<const Tensor> inputs)>;
+using KernelFor = std::function<Result<const Kernel*>(graph::NodeId n, std::span<const AnyValue> inputs)>;
 
 KernelFor from_table(const graph::Graph& g, KernelTable kernels) {
-  return [&g, kernels](graph::NodeId n, std::span<const Tensor>) -> Result<const Kernel*> {
+  return [&g, kernels](graph::NodeId n, std::span<const AnyValue>) -> Result<const Kernel*> {
     const Kernel* k = static_cast<size_t>(n) < kernels.size() ? kernels[static_cast<size_t>(n)].get() : nullptr;
     if (!k) return internal_error("no kernel for " + g.node(n).describe());
     return k;
@@ -149,71 +151,124 @@ Tensor filled(DType dtype, const Shape& shape, double v) {
   return t;
 }
 
-Result<std::vector<Tensor>> run_graph(const graph::Graph& g, const KernelFor& kernel_for, std::span<const Tensor> inputs,
-                                      const EagerOptions& options) {
+// "sequence of float32" for messages about a graph value's declared type.
+std::string declared_type(const graph::Value& v) {
+  return value_type_name(v.kind, v.dtype);
+}
+
+// Checks a value given for graph input `val` against its declared kind and element type. A subgraph
+// input that declares nothing (a Loop body's, often) takes anything.
+Status check_input(const graph::Value& val, const AnyValue& given) {
+  if (!given.defined()) return invalid_argument("input '" + val.name + "' is not given");
+  const bool declared = val.dtype != DType::kUndefined || val.kind != ValueKind::kTensor;
+  if (declared && given.kind() != val.kind)
+    return invalid_argument("input '" + val.name + "' must be a " + declared_type(val) + ", got " + given.describe());
+  if (val.dtype != DType::kUndefined && given.elem_dtype() != DType::kUndefined && given.elem_dtype() != val.dtype)
+    return invalid_argument("input '" + val.name + "' must be a " + declared_type(val) + ", got " + given.describe());
+  auto check_tensor = [&](const Tensor& t) -> Status {
+    if (t.layout() != Layout::kPlain) return invalid_argument("input '" + val.name + "' must be in plain layout");
+    if (!t.raw() && t.numel() > 0) return invalid_argument("input '" + val.name + "' has no data");
+    return ok_status();
+  };
+  if (given.is_tensor()) return check_tensor(given.tensor());
+  const AnyValue inner = given.is_optional() ? given.element() : given;
+  if (inner.is_tensor()) return check_tensor(inner.tensor());
+  for (const Tensor& t : inner.items()) SL_RETURN_IF_ERROR(check_tensor(t));
+  return ok_status();
+}
+
+// The tensors a tensor kernel takes; Unsupported naming the node, its opset and the input when one
+// is a sequence or an optional.
+Result<std::vector<Tensor>> as_tensors(const graph::Graph& g, const graph::Node& node, std::span<const AnyValue> ins) {
+  std::vector<Tensor> tensors(ins.size());
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (!ins[i].defined()) continue;
+    if (!ins[i].is_tensor())
+      return unsupported(node.describe() + " (opset " + std::to_string(node.opset) + "): input " + std::to_string(i) +
+                         " ('" + g.value(node.inputs[i]).name + "') is a " +
+                         value_type_name(ins[i].kind(), ins[i].elem_dtype()) + "; this operator takes tensors");
+    tensors[i] = ins[i].tensor();
+  }
+  return tensors;
+}
+
+Result<std::vector<AnyValue>> run_graph(const graph::Graph& g, const KernelFor& kernel_for,
+                                        std::span<const AnyValue> inputs, const EagerOptions& options) {
   if (inputs.size() != g.inputs().size())
     return invalid_argument("graph has " + std::to_string(g.inputs().size()) + " inputs, got " +
                             std::to_string(inputs.size()));
   SL_ASSIGN_OR_RETURN(std::vector<graph::NodeId> order, g.topological_order());
   const OmpThreads threads(options.num_threads);
-  std::vector<Tensor> values(g.num_values());
+  std::vector<AnyValue> values(g.num_values());
   std::vector<int> reads = count_reads(g, order);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const graph::Value& val = g.value(g.inputs()[i]);
-    const Tensor& t = inputs[i];
-    if (!t.defined()) return invalid_argument("input '" + val.name + "' is not given");
-    if (val.dtype != DType::kUndefined && t.dtype() != val.dtype)
-      return invalid_argument("input '" + val.name + "' must be " + dtype_name(val.dtype) + ", got " + t.describe());
-    if (t.layout() != Layout::kPlain) return invalid_argument("input '" + val.name + "' must be in plain layout");
-    if (!t.raw() && t.numel() > 0) return invalid_argument("input '" + val.name + "' has no data");
-    values[static_cast<size_t>(g.inputs()[i])] = t;
+    // A tensor or sequence given for an optional input is an optional holding it (a Loop body whose
+    // loop-carried input is an optional sequence gets its own sequence output back).
+    const bool wrap = is_optional_kind(val.kind) && inputs[i].defined() && !inputs[i].is_optional() &&
+                      element_kind(val.kind) == inputs[i].kind();
+    const AnyValue given = wrap ? AnyValue::some(inputs[i]) : inputs[i];
+    SL_RETURN_IF_ERROR(check_input(val, given));
+    values[static_cast<size_t>(g.inputs()[i])] = given;
   }
-  // The tensor of value v as a node reads it.
-  auto read = [&](graph::ValueId v, const graph::Node& user) -> Result<Tensor> {
-    const Tensor& t = values[static_cast<size_t>(v)];
+  // The value v as a node reads it.
+  auto read = [&](graph::ValueId v, const graph::Node& user) -> Result<AnyValue> {
+    const AnyValue& t = values[static_cast<size_t>(v)];
     if (t.defined()) return t;
     const graph::Value& val = g.value(v);
-    if (val.constant) return *val.constant;
+    if (val.constant) return AnyValue(*val.constant);
     if (options.outer && is_outer_reference(g, v))
-      if (const Tensor* o = options.outer(val.name)) return *o;
+      if (const AnyValue* o = options.outer(val.name)) return *o;
     return internal_error("value '" + val.name + "' used by " + user.describe() + " has not been computed");
   };
-  // Values of this scope (and the ones around it) by name, for the subgraphs of scoped kernels.
-  const std::function<const Tensor*(const std::string&)> scope = [&](const std::string& name) -> const Tensor* {
+  // Constants as values, made on first use, for scoped lookups that hand out pointers.
+  std::vector<AnyValue> constant_values(g.num_values());
+  // Values of this scope (and the ones around it) by name, for the subgraphs of value kernels.
+  const std::function<const AnyValue*(const std::string&)> scope = [&](const std::string& name) -> const AnyValue* {
     const graph::ValueId v = g.find_value(name);
     if (v != graph::kNoValue) {
       if (values[static_cast<size_t>(v)].defined()) return &values[static_cast<size_t>(v)];
-      if (g.value(v).constant) return &*g.value(v).constant;
+      if (g.value(v).constant) {
+        AnyValue& c = constant_values[static_cast<size_t>(v)];
+        if (!c.defined()) c = AnyValue(*g.value(v).constant);
+        return &c;
+      }
     }
     return options.outer ? options.outer(name) : nullptr;
   };
   auto release = [&](graph::ValueId v) {
-    if (v != graph::kNoValue && --reads[static_cast<size_t>(v)] <= 0) values[static_cast<size_t>(v)] = Tensor();
+    if (v != graph::kNoValue && --reads[static_cast<size_t>(v)] <= 0) values[static_cast<size_t>(v)] = AnyValue();
   };
   for (graph::NodeId n : order) {
     const graph::Node& node = g.node(n);
-    std::vector<Tensor> ins;
+    std::vector<AnyValue> ins;
     ins.reserve(node.inputs.size());
     for (graph::ValueId v : node.inputs) {
       if (v == graph::kNoValue) {
         ins.emplace_back();
         continue;
       }
-      SL_ASSIGN_OR_RETURN(Tensor t, read(v, node));
+      SL_ASSIGN_OR_RETURN(AnyValue t, read(v, node));
       ins.push_back(std::move(t));
     }
     SL_ASSIGN_OR_RETURN(const Kernel* kernel, kernel_for(n, ins));
-    std::vector<Tensor> outs;
-    if (const auto* scoped = dynamic_cast<const ScopedKernel*>(kernel)) {
+    std::vector<AnyValue> outs;
+    if (const auto* vk = dynamic_cast<const ValueKernel*>(kernel)) {
       EagerOptions inner;
       inner.num_threads = options.num_threads;
       inner.outer = scope;
-      SL_ASSIGN_OR_RETURN(outs, scoped->run_scoped(ins, inner));
+      SL_ASSIGN_OR_RETURN(outs, vk->run_values(ins, inner));
       if (outs.size() < node.outputs.size())
         return internal_error(node.describe() + " returned " + std::to_string(outs.size()) + " outputs for " +
                               std::to_string(node.outputs.size()));
+    } else if (node.op_type == "Identity" && node.domain.empty() && !ins.empty() && ins[0].defined() &&
+               !ins[0].is_tensor()) {
+      // Identity takes any value (sequences and optionals from opset 14 and 16) and passes it on.
+      outs.push_back(ins[0]);
     } else {
-      SL_ASSIGN_OR_RETURN(outs, evaluate(node, *kernel, ins, options.num_threads));
+      SL_ASSIGN_OR_RETURN(std::vector<Tensor> tensors, as_tensors(g, node, ins));
+      SL_ASSIGN_OR_RETURN(std::vector<Tensor> results, evaluate(node, *kernel, tensors, options.num_threads));
+      outs.assign(std::make_move_iterator(results.begin()), std::make_move_iterator(results.end()));
     }
     ins.clear();
     for (size_t i = 0; i < node.outputs.size(); ++i) {
@@ -226,13 +281,13 @@ Result<std::vector<Tensor>> run_graph(const graph::Graph& g, const KernelFor& ke
     outer_names(node, names);
     for (const auto& name : names) release(g.find_value(name));
   }
-  std::vector<Tensor> result;
+  std::vector<AnyValue> result;
   for (graph::ValueId v : g.outputs()) {
     const graph::Value& val = g.value(v);
-    Tensor t = values[static_cast<size_t>(v)];
-    if (!t.defined() && val.constant) t = *val.constant;
+    AnyValue t = values[static_cast<size_t>(v)];
+    if (!t.defined() && val.constant) t = AnyValue(*val.constant);
     if (!t.defined() && options.outer && is_outer_reference(g, v))
-      if (const Tensor* o = options.outer(val.name)) t = *o;
+      if (const AnyValue* o = options.outer(val.name)) t = *o;
     if (!t.defined()) return invalid_argument("graph output '" + val.name + "' is never computed");
     // Deep copies: a value may share memory with a caller's input or a constant (a known value
     // that is a view, an input passed straight through).
@@ -243,23 +298,37 @@ Result<std::vector<Tensor>> run_graph(const graph::Graph& g, const KernelFor& ke
 
 }  // namespace
 
-Result<ReshapeResult> ScopedKernel::reshape(std::span<const TensorInfo>) const {
-  return unsupported(desc_ + " runs subgraphs: its outputs are known only by running it");
+Result<ReshapeResult> ValueKernel::reshape(std::span<const TensorInfo>) const {
+  return unsupported(eager_reason());
 }
 
-Status ScopedKernel::run(const RunContext&) const {
+Status ValueKernel::run(const RunContext&) const {
   return internal_error(desc_ + " cannot run as a plan step");
+}
+
+Result<std::vector<AnyValue>> run_eager_values(const graph::Graph& g, KernelTable kernels,
+                                               std::span<const AnyValue> inputs, const EagerOptions& options) {
+  return run_graph(g, from_table(g, kernels), inputs, options);
 }
 
 Result<std::vector<Tensor>> run_eager(const graph::Graph& g, KernelTable kernels, std::span<const Tensor> inputs,
                                       const EagerOptions& options) {
-  return run_graph(g, from_table(g, kernels), inputs, options);
+  const std::vector<AnyValue> values(inputs.begin(), inputs.end());
+  SL_ASSIGN_OR_RETURN(std::vector<AnyValue> outs, run_graph(g, from_table(g, kernels), values, options));
+  std::vector<Tensor> tensors;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!outs[i].is_tensor())
+      return invalid_argument("graph output '" + g.value(g.outputs()[i]).name + "' is a " +
+                              value_type_name(outs[i].kind(), outs[i].elem_dtype()) + ", not a tensor");
+    tensors.push_back(outs[i].tensor());
+  }
+  return tensors;
 }
 
-// Per node, kernels by the dtypes of their inputs.
+// Per node, kernels by the kinds and element types of their inputs.
 struct SubgraphRunner::Cache {
   std::mutex mu;
-  std::vector<std::map<std::vector<DType>, std::unique_ptr<Kernel>>> kernels;
+  std::vector<std::map<std::vector<std::pair<ValueKind, DType>>, std::unique_ptr<Kernel>>> kernels;
 };
 
 SubgraphRunner::SubgraphRunner(std::shared_ptr<const graph::Graph> g, KernelOptions options)
@@ -294,14 +363,18 @@ Status SubgraphRunner::check_supported() const {
   return ok_status();
 }
 
-Result<std::vector<Tensor>> SubgraphRunner::run(std::span<const Tensor> inputs, const EagerOptions& options) const {
+Result<std::vector<AnyValue>> SubgraphRunner::run(std::span<const AnyValue> inputs, const EagerOptions& options) const {
   const graph::Graph& g = *graph_;
-  KernelFor kernel_for = [&](graph::NodeId n, std::span<const Tensor> ins) -> Result<const Kernel*> {
+  KernelFor kernel_for = [&](graph::NodeId n, std::span<const AnyValue> ins) -> Result<const Kernel*> {
     std::vector<DType> dtypes;
-    for (const Tensor& t : ins) dtypes.push_back(t.defined() ? t.dtype() : DType::kUndefined);
+    std::vector<std::pair<ValueKind, DType>> key;
+    for (const AnyValue& t : ins) {
+      dtypes.push_back(t.defined() ? t.elem_dtype() : DType::kUndefined);
+      key.emplace_back(t.kind(), dtypes.back());
+    }
     std::lock_guard<std::mutex> lock(cache_->mu);
     auto& by_dtype = cache_->kernels[static_cast<size_t>(n)];
-    auto it = by_dtype.find(dtypes);
+    auto it = by_dtype.find(key);
     if (it != by_dtype.end()) return it->second.get();
     const graph::Node& node = g.node(n);
     const KernelRegistry& reg = default_cpu_registry();
@@ -316,7 +389,7 @@ Result<std::vector<Tensor>> SubgraphRunner::run(std::span<const Tensor> inputs, 
     auto k = def->create(args);
     if (!k.ok()) return k.status().with_context("creating kernel for " + node.describe());
     const Kernel* made = k->get();
-    by_dtype.emplace(std::move(dtypes), std::move(k).value());
+    by_dtype.emplace(std::move(key), std::move(k).value());
     return made;
   };
   return run_graph(g, kernel_for, inputs, options);
@@ -331,6 +404,13 @@ Result<ShapeProbe> probe_shapes(const graph::Graph& g, KernelTable kernels, std:
   std::vector<std::optional<TensorInfo>> infos(g.num_values());
   std::vector<Tensor> known(g.num_values());
   for (size_t i = 0; i < shapes.size(); ++i) {
+    const graph::Value& val = g.value(g.inputs()[i]);
+    if (val.kind != ValueKind::kTensor || val.dtype == DType::kString) {
+      ShapeProbe p;
+      p.value_dependent = true;
+      p.reason = "input '" + val.name + "' is a " + declared_type(val) + kEagerTypes;
+      return p;
+    }
     TensorInfo info;
     info.dtype = g.value(g.inputs()[i]).dtype;
     info.shape = shapes[i];
@@ -340,11 +420,11 @@ Result<ShapeProbe> probe_shapes(const graph::Graph& g, KernelTable kernels, std:
     const graph::Node& node = g.node(n);
     const Kernel* kernel = static_cast<size_t>(n) < kernels.size() ? kernels[static_cast<size_t>(n)].get() : nullptr;
     if (!kernel) return internal_error("no kernel for " + node.describe());
-    if (dynamic_cast<const ScopedKernel*>(kernel)) {
+    if (const auto* vk = dynamic_cast<const ValueKernel*>(kernel)) {
       ShapeProbe p;
       p.value_dependent = true;
       p.node = n;
-      p.reason = node.describe() + " runs subgraphs: its outputs are known only by running it";
+      p.reason = vk->eager_reason();
       return p;
     }
     std::vector<TensorInfo> in(node.inputs.size());
@@ -362,6 +442,16 @@ Result<ShapeProbe> probe_shapes(const graph::Graph& g, KernelTable kernels, std:
       in[i] = *infos[static_cast<size_t>(v)];
       in[i].value = known[static_cast<size_t>(v)].defined() ? &known[static_cast<size_t>(v)] : nullptr;
       if (!in[i].value) all_known = false;
+    }
+    // String tensors are computed node by node (a plan's arena holds fixed-size elements only);
+    // string constants fold.
+    const auto string_info = [](const TensorInfo& t) { return t.dtype == DType::kString && !t.value; };
+    if (std::any_of(in.begin(), in.end(), string_info)) {
+      ShapeProbe p;
+      p.value_dependent = true;
+      p.node = n;
+      p.reason = node.describe() + " reads string tensors" + kEagerTypes;
+      return p;
     }
     if (all_known) {
       // Folds, as the planner would.
@@ -411,6 +501,14 @@ Result<ShapeProbe> probe_shapes(const graph::Graph& g, KernelTable kernels, std:
     if (r.outputs.size() < node.outputs.size())
       return internal_error(node.describe() + ": kernel returned " + std::to_string(r.outputs.size()) +
                             " outputs for " + std::to_string(node.outputs.size()));
+    if (std::any_of(r.outputs.begin(), r.outputs.end(),
+                    [](const OutputInfo& o) { return o.dtype == DType::kString; })) {
+      ShapeProbe p;
+      p.value_dependent = true;
+      p.node = n;
+      p.reason = node.describe() + " gives string tensors" + kEagerTypes;
+      return p;
+    }
     const bool all_values = !r.known_values.empty() && std::all_of(r.known_values.begin(), r.known_values.end(),
                                                                    [](const auto& t) { return t.has_value(); });
     for (size_t i = 0; i < node.outputs.size(); ++i) {

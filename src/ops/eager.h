@@ -1,7 +1,8 @@
 #pragma once
 // Eager execution: running a graph node by node, for input shapes a plan cannot be made for because
 // some output shape depends on values computed during the run (Reshape to a computed shape, TopK
-// with a computed k, NonMaxSuppression on run-time boxes).
+// with a computed k, NonMaxSuppression on run-time boxes), and for graphs that carry sequences,
+// optionals or string tensors, which plans do not hold.
 //
 //   // Once per input-shape set: is the planning failure of that kind?
 //   SL_ASSIGN_OR_RETURN(ops::ShapeProbe probe, ops::probe_shapes(graph, kernels, shapes));
@@ -11,7 +12,11 @@
 //   ops::EagerOptions eo;
 //   eo.num_threads = 4;
 //   SL_ASSIGN_OR_RETURN(std::vector<Tensor> outs, ops::run_eager(graph, kernels, inputs, eo));
+//   SL_ASSIGN_OR_RETURN(std::vector<AnyValue> vals, ops::run_eager_values(graph, kernels, values, eo));
 //
+// The interpreter carries AnyValues (core/value.h). Tensor kernels get tensors; a sequence or
+// optional reaching one is refused naming the node, except by Identity, which passes any value on.
+// ValueKernels (sequence and optional ops, and the ops that run subgraphs) get whole values.
 // Each node's kernel gets reshape() with every input's value known (TensorInfo::value non-null),
 // so value-dependent kernels can answer; when reshape returns known values those are the outputs,
 // otherwise the outputs (in the layout reshape asked for) and the workspace are allocated and run()
@@ -28,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "core/value.h"
 #include "graph/ir.h"
 #include "ops/kernel.h"
 
@@ -39,25 +45,31 @@ using KernelTable = std::span<const std::unique_ptr<Kernel>>;
 struct EagerOptions {
   // Intra-op threads kernels may use (RunContext::num_threads and the OpenMP thread count).
   int num_threads = 1;
-  // Values of enclosing scopes, by name, for graphs that are subgraphs (If/Loop/Scan bodies): a
-  // value with no producer that is neither a graph input nor a constant is looked up here. Null:
-  // no enclosing scope. The returned tensor must outlive the call.
-  std::function<const Tensor*(const std::string& name)> outer;
+  // Values of enclosing scopes, by name, for graphs that are subgraphs (If/Loop/Scan/SequenceMap
+  // bodies): a value with no producer that is neither a graph input nor a constant is looked up
+  // here. Null: no enclosing scope. The returned value must outlive the call.
+  std::function<const AnyValue*(const std::string& name)> outer;
 };
 
-// A kernel whose node runs subgraphs (If, Loop, Scan). Its output shapes are known only by running
-// it, and its subgraphs read values of the enclosing scope by name, which a plan step cannot hand
-// it: reshape() answers Unsupported (so such graphs run eagerly) and the interpreter calls
-// run_scoped() instead of reshape() and run().
-class ScopedKernel : public Kernel {
+// A kernel the interpreter runs on whole values: the ops that take or give sequences and optionals,
+// and those that run subgraphs (If, Loop, Scan, SequenceMap), whose subgraphs read values of the
+// enclosing scope by name. A plan step can hand it neither, and its output shapes are known only by
+// running it: reshape() answers Unsupported (so such graphs run eagerly) and the interpreter calls
+// run_values() instead of reshape() and run().
+class ValueKernel : public Kernel {
  public:
-  explicit ScopedKernel(const graph::Node& node) : desc_(node.describe()) {}
+  explicit ValueKernel(const graph::Node& node) : desc_(node.describe()) {}
   Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const final;
   Status run(const RunContext& ctx) const final;
-  // `inputs`: the node's inputs, plain (undefined for omitted optional ones). `scope.outer` finds
-  // values of the scope the node is in (and the scopes around it) by name. Returns owned plain
+  // `inputs`: the node's inputs, tensors plain (undefined for omitted optional ones). `scope.outer`
+  // finds values of the scope the node is in (and the scopes around it) by name. Returns owned
   // outputs, one per node output.
-  virtual Result<std::vector<Tensor>> run_scoped(std::span<const Tensor> inputs, const EagerOptions& scope) const = 0;
+  virtual Result<std::vector<AnyValue>> run_values(std::span<const AnyValue> inputs,
+                                                   const EagerOptions& scope) const = 0;
+  // Why a graph holding this node runs eagerly ("If 'if0' runs subgraphs: ...").
+  virtual std::string eager_reason() const {
+    return desc_ + " runs subgraphs: its outputs are known only by running it";
+  }
 
  protected:
   std::string desc_;  // "If 'if0'"
@@ -69,7 +81,7 @@ class ScopedKernel : public Kernel {
 //
 //   SubgraphRunner body(*node.attrs.at("body").g, args.options);
 //   SL_RETURN_IF_ERROR(body.check_supported());                      // at kernel create
-//   SL_ASSIGN_OR_RETURN(std::vector<Tensor> outs, body.run(ins, scope));
+//   SL_ASSIGN_OR_RETURN(std::vector<AnyValue> outs, body.run(ins, scope));
 class SubgraphRunner {
  public:
   SubgraphRunner(std::shared_ptr<const graph::Graph> g, KernelOptions options);
@@ -80,8 +92,8 @@ class SubgraphRunner {
   const graph::Graph& graph() const { return *graph_; }
   // Unsupported listing every op of the subgraph without a CPU kernel.
   Status check_supported() const;
-  // run_eager on the subgraph; `options.outer` resolves its references to enclosing scopes.
-  Result<std::vector<Tensor>> run(std::span<const Tensor> inputs, const EagerOptions& options) const;
+  // run_eager_values on the subgraph; `options.outer` resolves its references to enclosing scopes.
+  Result<std::vector<AnyValue>> run(std::span<const AnyValue> inputs, const EagerOptions& options) const;
 
  private:
   struct Cache;
@@ -90,9 +102,12 @@ class SubgraphRunner {
   std::unique_ptr<Cache> cache_;
 };
 
-// Runs the live nodes of `g` in topological order. `inputs` are in graph-input order, plain layout,
-// with the dtypes the graph declares. Returns owned plain outputs in graph-output order.
-// Errors name the node ("Reshape 'r1': ...").
+// Runs the live nodes of `g` in topological order. `inputs` are in graph-input order, tensors in
+// plain layout, with the kinds and element types the graph declares. Returns owned outputs (tensors
+// plain) in graph-output order. Errors name the node ("Reshape 'r1': ...").
+Result<std::vector<AnyValue>> run_eager_values(const graph::Graph& g, KernelTable kernels,
+                                               std::span<const AnyValue> inputs, const EagerOptions& options = {});
+// The same for graphs whose inputs and outputs are tensors (an output that is not is an error).
 Result<std::vector<Tensor>> run_eager(const graph::Graph& g, KernelTable kernels, std::span<const Tensor> inputs,
                                       const EagerOptions& options = {});
 
@@ -109,7 +124,9 @@ struct ShapeProbe {
 // what folds from them), and finds whether planning fails because a shape depends on run-time
 // values: the first node whose reshape answers Unsupported while some of its inputs have no value,
 // and that no longer answers Unsupported when given stand-in values (all ones, or all zeros) for
-// them; or the first node with a ScopedKernel. Any other failure is returned as an error. `shapes` are in graph-input order.
+// them; or the first node with a ValueKernel, or that reads or gives string tensors; or a graph
+// input that is not a tensor or is a string tensor. Any other failure is returned as an error.
+// `shapes` are in graph-input order (any shape for an input that is not a tensor).
 Result<ShapeProbe> probe_shapes(const graph::Graph& g, KernelTable kernels, std::span<const Shape> shapes);
 
 }  // namespace streamline::ops

@@ -3,6 +3,8 @@
 #include <map>
 #include <set>
 
+#include "ops/eager.h"
+
 namespace streamline::plan {
 namespace {
 
@@ -97,6 +99,7 @@ Result<KernelSet> create_kernels(const graph::Graph& g, const ops::KernelRegistr
     return unsupported(msg);
   }
   // Pass 2: create (prepack) each kernel.
+  std::string wrong_kind;  // tensor kernels given sequences or optionals, all listed at once
   for (size_t n = 0; n < g.num_nodes(); ++n) {
     if (!defs[n]) continue;
     const graph::Node& node = g.node(static_cast<graph::NodeId>(n));
@@ -106,9 +109,20 @@ Result<KernelSet> create_kernels(const graph::Graph& g, const ops::KernelRegistr
     ops::KernelCreateArgs args{g, node, constants, dtypes[n], options};
     auto k = defs[n]->create(args);
     if (!k.ok()) return k.status().with_context("creating kernel for " + node.describe());
+    // Only value kernels (ops/eager.h) take sequences and optionals; Identity passes any value on.
+    const bool takes_values = dynamic_cast<const ops::ValueKernel*>(k->get()) != nullptr ||
+                              (node.op_type == "Identity" && node.domain.empty());
+    for (size_t i = 0; i < node.inputs.size() && !takes_values; ++i) {
+      const graph::ValueId v = node.inputs[i];
+      if (v == graph::kNoValue || g.value(v).kind == ValueKind::kTensor) continue;
+      wrong_kind += (wrong_kind.empty() ? "" : "; ") + node.describe() + " (opset " + std::to_string(node.opset) +
+                    "): input " + std::to_string(i) + " ('" + g.value(v).name + "') is a " +
+                    value_type_name(g.value(v).kind, g.value(v).dtype) + "; this operator takes tensors";
+    }
     ks.kernels[n] = std::move(k).value();
     ks.providers[n] = defs[n]->provider;
   }
+  if (!wrong_kind.empty()) return unsupported(wrong_kind);
   return ks;
 }
 

@@ -1,10 +1,11 @@
-#include <dnnl.hpp>
 #include <algorithm>
+#include <dnnl.hpp>
 #include <thread>
 
 #include "core/logging.h"
 #include "core/version.h"
 #include "graph/onnx_import.h"
+#include "graph/value_types.h"
 #include "ops/eager.h"
 #include "ops/evaluator.h"
 #include "streamline/streamline.h"
@@ -19,6 +20,7 @@ TensorDesc describe(const graph::Graph& g, graph::ValueId v) {
   const graph::Value& val = g.value(v);
   TensorDesc d;
   d.name = val.name;
+  d.kind = val.kind;
   d.dtype = val.dtype;
   if (val.dims) {
     for (const auto& dim : *val.dims) {
@@ -84,6 +86,9 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
     m->options_.blocked_layout = false;
   }
   m->graph_ = std::move(g);
+  // Kinds (sequence, optional) and element types the graph leaves open, for graphs built by hand
+  // (the importer has run the same rules).
+  graph::infer_value_types(m->graph_);
   // Pass 1: graph rewrites.
   graph::PassOptions po;
   po.enabled = options.optimize;
@@ -106,8 +111,15 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
   for (graph::ValueId v : m->graph_.inputs()) m->inputs_.push_back(describe(m->graph_, v));
   for (graph::ValueId v : m->graph_.outputs()) m->outputs_.push_back(describe(m->graph_, v));
   for (const auto& in : m->inputs_)
-    if (!dtype_supported(in.dtype))
+    if (!dtype_supported(in.dtype) && in.dtype != DType::kString)
       return unsupported("input '" + in.name + "' has unsupported dtype " + dtype_name(in.dtype));
+  // Plans hold tensors of fixed-size elements: models that take or give anything else run eagerly.
+  for (const auto* list : {&m->inputs_, &m->outputs_})
+    for (const auto& d : *list)
+      if (m->always_eager_.empty() && (d.kind != ValueKind::kTensor || d.dtype == DType::kString))
+        m->always_eager_ = std::string(list == &m->inputs_ ? "input '" : "output '") + d.name + "' is a " +
+                           value_type_name(d.kind, d.dtype) +
+                           ": sequences, optionals and string tensors run node by node";
   SL_LOG(kInfo) << "loaded model: " << m->graph_.live_node_count() << " nodes; passes: " << m->report_.to_string();
   return m;
 }
@@ -166,6 +178,14 @@ Result<Model::Prepared> Model::prepare(const std::vector<Shape>& shapes) const {
   if (shapes.size() != inputs_.size())
     return invalid_argument("model has " + std::to_string(inputs_.size()) + " inputs, got " +
                             std::to_string(shapes.size()) + " shapes");
+  if (!always_eager_.empty()) {
+    if (device_.kind != ops::Device::kCpu)
+      return unsupported(always_eager_ + ", on the CPU only").with_context(device_.to_string());
+    Prepared eager;
+    eager.eager_reason = always_eager_;
+    plans_.emplace(key, eager);
+    return eager;
+  }
   plan::InputShapes in;
   for (size_t i = 0; i < shapes.size(); ++i) in.emplace_back(inputs_[i].name, shapes[i]);
   plan::PlannerOptions po;
@@ -214,11 +234,11 @@ std::string Model::eager_reason(const std::vector<Shape>& shapes) const {
   return it == plans_.end() ? std::string() : it->second.eager_reason;
 }
 
-Result<std::vector<Tensor>> Model::run_eager(const std::vector<Tensor>& inputs, int num_threads) const {
+Result<std::vector<AnyValue>> Model::run_eager(const std::vector<AnyValue>& inputs, int num_threads) const {
   // The shapes were checked against the declared ones when the shape set was decided.
   ops::EagerOptions eo;
   eo.num_threads = num_threads;
-  return ops::run_eager(graph_, kernels_.kernels, inputs, eo);
+  return ops::run_eager_values(graph_, kernels_.kernels, inputs, eo);
 }
 
 namespace {
@@ -243,6 +263,11 @@ Session::Session(std::shared_ptr<const Model> model) : model_(std::move(model)) 
 Session::~Session() = default;
 
 Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, const RunOptions& options) {
+  for (size_t i = 0; i < inputs.size() && i < model_->inputs().size(); ++i)
+    if (model_->inputs()[i].kind != ValueKind::kTensor)
+      return invalid_argument("input '" + model_->inputs()[i].name + "' is a " +
+                              value_type_name(model_->inputs()[i].kind, model_->inputs()[i].dtype) +
+                              "; give it with Session::run_values");
   std::vector<Shape> shapes;
   for (const auto& t : inputs) shapes.push_back(t.shape());
   if (!runner_) {
@@ -253,7 +278,19 @@ Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, cons
   }
   SL_ASSIGN_OR_RETURN(Model::Prepared prepared, model_->prepare(shapes));
   const int threads = options.num_threads > 0 ? options.num_threads : model_->threads_per_stream();
-  if (!prepared.plan) return model_->run_eager(inputs, threads);
+  if (!prepared.plan) {
+    SL_ASSIGN_OR_RETURN(std::vector<AnyValue> values,
+                        model_->run_eager(std::vector<AnyValue>(inputs.begin(), inputs.end()), threads));
+    std::vector<Tensor> outs;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (!values[i].is_tensor())
+        return invalid_argument("output '" + model_->outputs()[i].name + "' is a " +
+                                value_type_name(values[i].kind(), values[i].elem_dtype()) +
+                                "; take it with Session::run_values");
+      outs.push_back(values[i].tensor());
+    }
+    return outs;
+  }
   const plan::ExecutionPlan* plan = prepared.plan.get();
   exec::RunOptions ro;
   ro.num_threads = threads;
@@ -263,6 +300,31 @@ Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, cons
   std::vector<Tensor> outs;
   SL_RETURN_IF_ERROR(runner_->run(*plan, inputs, &outs, ro));
   return outs;
+}
+
+Result<std::vector<AnyValue>> Session::run_values(const std::vector<AnyValue>& inputs, const RunOptions& options) {
+  const bool tensors_only =
+      std::all_of(inputs.begin(), inputs.end(), [](const AnyValue& v) { return v.is_tensor(); }) &&
+      std::all_of(model_->inputs().begin(), model_->inputs().end(),
+                  [](const TensorDesc& d) { return d.kind == ValueKind::kTensor; }) &&
+      std::all_of(model_->outputs().begin(), model_->outputs().end(),
+                  [](const TensorDesc& d) { return d.kind == ValueKind::kTensor; });
+  if (tensors_only) {
+    std::vector<Tensor> ts;
+    for (const AnyValue& v : inputs) ts.push_back(v.tensor());
+    SL_ASSIGN_OR_RETURN(std::vector<Tensor> outs, run(ts, options));
+    return std::vector<AnyValue>(std::make_move_iterator(outs.begin()), std::make_move_iterator(outs.end()));
+  }
+  if (inputs.size() != model_->inputs().size())
+    return invalid_argument("model has " + std::to_string(model_->inputs().size()) + " inputs, got " +
+                            std::to_string(inputs.size()));
+  // The eager decision is cached per shape set; values that are not tensors count as shapeless.
+  std::vector<Shape> shapes;
+  for (const AnyValue& v : inputs) shapes.push_back(v.is_tensor() ? v.tensor().shape() : Shape{});
+  SL_ASSIGN_OR_RETURN(Model::Prepared prepared, model_->prepare(shapes));
+  if (prepared.plan) return internal_error("a model with sequence or optional inputs or outputs got a plan");
+  const int threads = options.num_threads > 0 ? options.num_threads : model_->threads_per_stream();
+  return model_->run_eager(inputs, threads);
 }
 
 Result<std::map<std::string, Tensor>> Session::run(const std::map<std::string, Tensor>& inputs,

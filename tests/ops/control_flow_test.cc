@@ -31,11 +31,15 @@ Attribute graph_attr(graph::Graph g) {
   return a;
 }
 
-// Runs a whole graph through a SubgraphRunner (kernels made on first use).
+// Runs a whole graph of tensors through a SubgraphRunner (kernels made on first use).
 Result<std::vector<Tensor>> run_graph(graph::Graph g, const std::vector<Tensor>& inputs) {
   SubgraphRunner runner(std::make_shared<const graph::Graph>(std::move(g)), {});
   SL_RETURN_IF_ERROR(runner.check_supported());
-  return runner.run(inputs, {});
+  const std::vector<AnyValue> values(inputs.begin(), inputs.end());
+  SL_ASSIGN_OR_RETURN(std::vector<AnyValue> outs, runner.run(values, {}));
+  std::vector<Tensor> tensors;
+  for (const AnyValue& v : outs) tensors.push_back(v.tensor());
+  return tensors;
 }
 
 // A branch computing `op`(x, c) where x is the enclosing graph's value named "x".

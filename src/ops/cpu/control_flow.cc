@@ -1,13 +1,14 @@
-// Control flow: If (opset 7+), Loop (7+), Scan (8, and 9+). Each runs its subgraphs (then/else
-// branches, the loop or scan body) with the eager interpreter (ops/eager.h); bodies read values of
-// the enclosing scope by name. Their output shapes are known only by running them, so graphs with
-// these ops always run eagerly.
+// Control flow: If (opset 7+), Loop (7+), Scan (8, and 9+), SequenceMap (17+). Each runs its
+// subgraphs (then/else branches, the loop, scan or map body) with the eager interpreter
+// (ops/eager.h); bodies read values of the enclosing scope by name. Their output shapes are known
+// only by running them, so graphs with these ops always run eagerly.
 //
-//   If(cond)                          -> the outputs of then_branch or else_branch
-//   Loop(M?, cond?, v...)             -> final v..., scan outputs stacked along a new axis 0
+//   If(cond)                          -> the outputs of then_branch or else_branch (any kind)
+//   Loop(M?, cond?, v...)             -> final v... (tensors, sequences, optionals), scan outputs
+//                                        stacked along a new axis 0
 //   Scan-8(sequence_lens?, s..., x...) with a batch axis 0; Scan-9+(s..., x...) with per-input axes
-//
-// Sequence- and optional-typed values are not supported (tensors only).
+//   SequenceMap(seq, more...)         -> sequences: the body run on element i of every sequence
+//                                        input (tensor inputs whole)
 
 #include <algorithm>
 #include <climits>
@@ -106,9 +107,9 @@ Tensor empty_scan_output(const graph::Graph& body, graph::ValueId out) {
   return Tensor::empty(v.dtype == DType::kUndefined ? DType::kFloat32 : v.dtype, shape);
 }
 
-class IfKernel final : public ScopedKernel {
+class IfKernel final : public ValueKernel {
  public:
-  using ScopedKernel::ScopedKernel;
+  using ValueKernel::ValueKernel;
 
   Status init(const KernelCreateArgs& a) {
     SL_ASSIGN_OR_RETURN(then_, body_of(a, "then_branch"));
@@ -121,9 +122,9 @@ class IfKernel final : public ScopedKernel {
     return ok_status();
   }
 
-  Result<std::vector<Tensor>> run_scoped(std::span<const Tensor> in, const EagerOptions& scope) const override {
+  Result<std::vector<AnyValue>> run_values(std::span<const AnyValue> in, const EagerOptions& scope) const override {
     if (in.empty()) return invalid_argument(desc_ + ": missing input 'cond'");
-    SL_ASSIGN_OR_RETURN(bool cond, truth(in[0], desc_ + ": cond"));
+    SL_ASSIGN_OR_RETURN(bool cond, truth(in[0].tensor(), desc_ + ": cond"));
     auto outs = (cond ? then_ : else_)->run({}, scope);
     if (!outs.ok()) return outs.status().with_context(desc_ + (cond ? " then_branch" : " else_branch"));
     return outs;
@@ -134,9 +135,9 @@ class IfKernel final : public ScopedKernel {
   size_t outputs_ = 0;
 };
 
-class LoopKernel final : public ScopedKernel {
+class LoopKernel final : public ValueKernel {
  public:
-  using ScopedKernel::ScopedKernel;
+  using ValueKernel::ValueKernel;
 
   Status init(const KernelCreateArgs& a) {
     SL_ASSIGN_OR_RETURN(body_, body_of(a, "body"));
@@ -155,32 +156,39 @@ class LoopKernel final : public ScopedKernel {
     return ok_status();
   }
 
-  Result<std::vector<Tensor>> run_scoped(std::span<const Tensor> in, const EagerOptions& scope) const override {
+  Result<std::vector<AnyValue>> run_values(std::span<const AnyValue> in, const EagerOptions& scope) const override {
     int64_t trips = INT64_MAX;
     if (in[0].defined()) {
-      if (in[0].numel() != 1) return invalid_argument(desc_ + ": M must have exactly one element");
-      trips = element_as_int64(in[0], 0);
+      if (!in[0].is_tensor() || in[0].tensor().numel() != 1)
+        return invalid_argument(desc_ + ": M must be a tensor of exactly one element");
+      trips = element_as_int64(in[0].tensor(), 0);
     }
     bool cond = true;
     if (in[1].defined()) {
-      SL_ASSIGN_OR_RETURN(cond, truth(in[1], desc_ + ": cond"));
+      SL_ASSIGN_OR_RETURN(cond, truth(in[1].tensor(), desc_ + ": cond"));
     }
-    std::vector<Tensor> carried(in.begin() + 2, in.end());
+    std::vector<AnyValue> carried(in.begin() + 2, in.end());
     for (size_t i = 0; i < carried.size(); ++i)
       if (!carried[i].defined()) return invalid_argument(desc_ + ": loop-carried input " + std::to_string(i) + " is empty");
     std::vector<std::vector<Tensor>> scanned(scans_);
     for (int64_t it = 0; it < trips && cond; ++it) {
-      std::vector<Tensor> body_in;
-      body_in.push_back(Tensor::scalar<int64_t>(it));
-      body_in.push_back(Tensor::scalar<bool>(cond));
+      std::vector<AnyValue> body_in;
+      body_in.emplace_back(Tensor::scalar<int64_t>(it));
+      body_in.emplace_back(Tensor::scalar<bool>(cond));
       body_in.insert(body_in.end(), carried.begin(), carried.end());
       auto outs = body_->run(body_in, scope);
       if (!outs.ok()) return outs.status().with_context(desc_ + " iteration " + std::to_string(it));
-      SL_ASSIGN_OR_RETURN(cond, truth((*outs)[0], desc_ + ": the body's condition output"));
+      SL_ASSIGN_OR_RETURN(cond, truth((*outs)[0].tensor(), desc_ + ": the body's condition output"));
       for (size_t i = 0; i < carried_; ++i) carried[i] = std::move((*outs)[1 + i]);
-      for (size_t k = 0; k < scans_; ++k) scanned[k].push_back(std::move((*outs)[1 + carried_ + k]));
+      for (size_t k = 0; k < scans_; ++k) {
+        AnyValue& out = (*outs)[1 + carried_ + k];
+        if (!out.is_tensor())
+          return invalid_argument(desc_ + ": scan output " + std::to_string(k) + " of the body is a " +
+                                  value_type_name(out.kind(), out.elem_dtype()) + "; scan outputs are tensors");
+        scanned[k].push_back(out.tensor());
+      }
     }
-    std::vector<Tensor> result = std::move(carried);
+    std::vector<AnyValue> result = std::move(carried);
     for (size_t k = 0; k < scans_; ++k) {
       if (scanned[k].empty()) {
         result.push_back(empty_scan_output(body_->graph(), body_->graph().outputs()[1 + carried_ + k]));
@@ -197,9 +205,9 @@ class LoopKernel final : public ScopedKernel {
   size_t carried_ = 0, scans_ = 0;
 };
 
-class ScanKernel final : public ScopedKernel {
+class ScanKernel final : public ValueKernel {
  public:
-  using ScopedKernel::ScopedKernel;
+  using ValueKernel::ValueKernel;
 
   Status init(const KernelCreateArgs& a) {
     SL_ASSIGN_OR_RETURN(body_, body_of(a, "body"));
@@ -232,7 +240,20 @@ class ScanKernel final : public ScopedKernel {
     return ok_status();
   }
 
-  Result<std::vector<Tensor>> run_scoped(std::span<const Tensor> in, const EagerOptions& scope) const override {
+  Result<std::vector<AnyValue>> run_values(std::span<const AnyValue> values, const EagerOptions& scope) const override {
+    std::vector<Tensor> in;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (values[i].defined() && !values[i].is_tensor())
+        return invalid_argument(desc_ + ": input " + std::to_string(i) + " is a " +
+                                value_type_name(values[i].kind(), values[i].elem_dtype()) + "; Scan takes tensors");
+      in.push_back(values[i].tensor());
+    }
+    SL_ASSIGN_OR_RETURN(std::vector<Tensor> outs, scan_all(in, scope));
+    return std::vector<AnyValue>(std::make_move_iterator(outs.begin()), std::make_move_iterator(outs.end()));
+  }
+
+ private:
+  Result<std::vector<Tensor>> scan_all(const std::vector<Tensor>& in, const EagerOptions& scope) const {
     const size_t first = batched_ ? 1 : 0;
     std::vector<Tensor> states(in.begin() + static_cast<std::ptrdiff_t>(first),
                                in.begin() + static_cast<std::ptrdiff_t>(first + states_));
@@ -274,7 +295,6 @@ class ScanKernel final : public ScopedKernel {
     return result;
   }
 
- private:
   // One scan (Scan-9 semantics): states through the body over the scan axis of each input.
   Result<std::vector<Tensor>> scan(std::vector<Tensor> states, const std::vector<Tensor>& xs,
                                    const EagerOptions& scope) const {
@@ -296,10 +316,15 @@ class ScanKernel final : public ScopedKernel {
         const bool reverse = !in_dirs_.empty() && in_dirs_[j] != 0;
         body_in.push_back(slice_axis(xs[j], axes[j], reverse ? steps - 1 - t : t));
       }
-      auto outs = body_->run(body_in, scope);
+      const std::vector<AnyValue> body_values(body_in.begin(), body_in.end());
+      auto outs = body_->run(body_values, scope);
       if (!outs.ok()) return outs.status().with_context(desc_ + " step " + std::to_string(t));
-      for (size_t i = 0; i < states_; ++i) states[i] = std::move((*outs)[i]);
-      for (size_t k = 0; k < scan_outputs_; ++k) scanned[k].push_back(std::move((*outs)[states_ + k]));
+      for (size_t i = 0; i < outs->size(); ++i)
+        if (!(*outs)[i].is_tensor())
+          return invalid_argument(desc_ + ": body output " + std::to_string(i) + " is a " +
+                                  value_type_name((*outs)[i].kind(), (*outs)[i].elem_dtype()) + "; Scan gives tensors");
+      for (size_t i = 0; i < states_; ++i) states[i] = (*outs)[i].tensor();
+      for (size_t k = 0; k < scan_outputs_; ++k) scanned[k].push_back((*outs)[states_ + k].tensor());
     }
     std::vector<Tensor> result = std::move(states);
     for (size_t k = 0; k < scan_outputs_; ++k) {
@@ -324,6 +349,64 @@ class ScanKernel final : public ScopedKernel {
   std::vector<int64_t> in_dirs_, in_axes_, out_dirs_, out_axes_;
 };
 
+// SequenceMap-17: output j is the sequence of the body's output j over the elements of the first
+// input; further inputs that are sequences (of the same length) give their element i, tensors are
+// passed whole.
+class SequenceMapKernel final : public ValueKernel {
+ public:
+  using ValueKernel::ValueKernel;
+
+  Status init(const KernelCreateArgs& a) {
+    SL_ASSIGN_OR_RETURN(body_, body_of(a, "body"));
+    const graph::Graph& b = body_->graph();
+    if (a.node.inputs.empty()) return invalid_argument(desc_ + ": needs an input sequence");
+    if (b.inputs().size() != a.node.inputs.size())
+      return invalid_argument(desc_ + ": the body takes " + std::to_string(b.inputs().size()) +
+                              " inputs, the node has " + std::to_string(a.node.inputs.size()));
+    if (b.outputs().size() < a.node.outputs.size())
+      return invalid_argument(desc_ + " has more outputs than its body gives");
+    for (graph::ValueId v : b.outputs()) out_dtypes_.push_back(b.value(v).dtype);
+    return ok_status();
+  }
+
+  Result<std::vector<AnyValue>> run_values(std::span<const AnyValue> in, const EagerOptions& scope) const override {
+    if (!in[0].is_sequence()) return invalid_argument(desc_ + ": input 0 must be a sequence, got " + in[0].describe());
+    const size_t n = in[0].items().size();
+    for (size_t j = 1; j < in.size(); ++j) {
+      if (!in[j].defined() || (!in[j].is_sequence() && !in[j].is_tensor()))
+        return invalid_argument(desc_ + ": input " + std::to_string(j) + " must be a tensor or a sequence, got " +
+                                in[j].describe());
+      if (in[j].is_sequence() && in[j].items().size() != n)
+        return invalid_argument(desc_ + ": input " + std::to_string(j) + " has " +
+                                std::to_string(in[j].items().size()) + " elements, the first sequence " +
+                                std::to_string(n));
+    }
+    std::vector<std::vector<Tensor>> outs(out_dtypes_.size());
+    std::vector<DType> dtypes = out_dtypes_;
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<AnyValue> body_in;
+      for (const AnyValue& v : in) body_in.emplace_back(v.is_sequence() ? v.items()[i] : v.tensor());
+      auto res = body_->run(body_in, scope);
+      if (!res.ok()) return res.status().with_context(desc_ + " element " + std::to_string(i));
+      for (size_t k = 0; k < outs.size(); ++k) {
+        const AnyValue& r = (*res)[k];
+        if (!r.is_tensor())
+          return invalid_argument(desc_ + ": body output " + std::to_string(k) + " is a " +
+                                  value_type_name(r.kind(), r.elem_dtype()) + "; the body must give tensors");
+        dtypes[k] = r.tensor().dtype();
+        outs[k].push_back(r.tensor());
+      }
+    }
+    std::vector<AnyValue> result;
+    for (size_t k = 0; k < outs.size(); ++k) result.push_back(AnyValue::sequence(std::move(outs[k]), dtypes[k]));
+    return result;
+  }
+
+ private:
+  std::unique_ptr<SubgraphRunner> body_;
+  std::vector<DType> out_dtypes_;  // the body's declared output types, for empty input sequences
+};
+
 template <typename K>
 KernelFactory scoped_factory() {
   return [](const KernelCreateArgs& a) -> Result<std::unique_ptr<Kernel>> {
@@ -339,7 +422,12 @@ Status register_control_flow(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(add_typed_def(reg, "If", 7, DType::kUndefined, scoped_factory<IfKernel>()));
   SL_RETURN_IF_ERROR(add_typed_def(reg, "Loop", 7, DType::kUndefined, scoped_factory<LoopKernel>()));
   SL_RETURN_IF_ERROR(add_typed_def(reg, "Scan", 8, DType::kUndefined, scoped_factory<ScanKernel>(), "", 8));
-  return add_typed_def(reg, "Scan", 9, DType::kUndefined, scoped_factory<ScanKernel>());
+  SL_RETURN_IF_ERROR(add_typed_def(reg, "Scan", 9, DType::kUndefined, scoped_factory<ScanKernel>()));
+  // Loop (picked by its first present input, a loop-carried value when M and cond are omitted) and
+  // SequenceMap move values without reading their elements, so they take string tensors too.
+  SL_RETURN_IF_ERROR(add_typed_def(reg, "Loop", 7, DType::kString, scoped_factory<LoopKernel>()));
+  SL_RETURN_IF_ERROR(add_typed_def(reg, "SequenceMap", 17, DType::kUndefined, scoped_factory<SequenceMapKernel>()));
+  return add_typed_def(reg, "SequenceMap", 17, DType::kString, scoped_factory<SequenceMapKernel>());
 }
 
 }  // namespace streamline::ops::cpu

@@ -30,6 +30,7 @@ Status register_misc_ops(KernelRegistry& reg);     // CumSum, TopK, Det, Shrink,
 Status register_optimizer(KernelRegistry& reg);    // Adagrad, Momentum, Adam (ai.onnx.preview.training)
 Status register_signal(KernelRegistry& reg);       // DFT, TfIdfVectorizer
 Status register_value_shaped(KernelRegistry& reg); // NonZero, Unique, Compress, NMS, *Window (constant inputs)
-Status register_control_flow(KernelRegistry& reg); // If, Loop, Scan (run eagerly: ops/eager.h)
+Status register_control_flow(KernelRegistry& reg); // If, Loop, Scan, SequenceMap (run eagerly: ops/eager.h)
+Status register_sequence(KernelRegistry& reg);     // Sequence*, SplitToSequence, ConcatFromSequence, Optional*
 
 }  // namespace streamline::ops::cpu
