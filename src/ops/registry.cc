@@ -40,7 +40,8 @@ Result<const KernelDef*> KernelRegistry::find(const std::string& op, const std::
     if (opset < d.since_version || opset > d.end_version) continue;
     op_known = true;
     if (d.dtype == dtype) return &d;
-    if (d.dtype == DType::kUndefined && !generic) generic = &d;
+    // A dtype-generic kernel moves fixed-size elements; string tensors take kernels made for them.
+    if (d.dtype == DType::kUndefined && !generic && dtype != DType::kString) generic = &d;
   }
   if (generic) return generic;
   if (op_known)

@@ -6,7 +6,8 @@
 //   SL_ASSIGN_OR_RETURN(const KernelDef* def, reg.find("Conv", "", 13, Device::kCpu, DType::kFloat32));
 //
 // A duplicate key (same op, domain, device, dtype with overlapping opset ranges) is an error from
-// add(). Lookup prefers an exact dtype over a dtype-generic (kUndefined) def.
+// add(). Lookup prefers an exact dtype over a dtype-generic (kUndefined) def; string tensors
+// (kString) only ever get a def registered for kString, since generic kernels copy raw bytes.
 // Thread-safety: build once, then read concurrently.
 
 #include <climits>
@@ -27,7 +28,7 @@ struct KernelDef {
   int since_version = 1;              // first opset this def serves
   int end_version = INT_MAX;          // last opset this def serves
   Device device = Device::kCpu;
-  DType dtype = DType::kUndefined;    // type the def is for; kUndefined = any type
+  DType dtype = DType::kUndefined;    // type the def is for; kUndefined = any fixed-size type
   int dtype_input = 0;                // which input's dtype selects the def
   std::string provider = "cpu";       // "onednn", "cpu", "reference": shown in dumps
   KernelFactory create;

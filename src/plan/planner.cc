@@ -297,6 +297,9 @@ class Planner {
         st.outputs.push_back(-1);
         continue;
       }
+      // Arena slots hold fixed-size elements; string tensors run node by node (ops/eager.h).
+      if (r.outputs[i].dtype == DType::kString)
+        return unsupported(node.describe() + " gives string tensors, which run node by node");
       TensorSlot s;
       s.name = g_.value(v).name;
       s.dtype = r.outputs[i].dtype;

@@ -1,5 +1,6 @@
 // Cast (opset 6+, `to` attribute) and CastLike (opset 15+, target dtype of input 1) between float32,
-// float64, float16, bfloat16, int8..int64, uint8..uint64 and bool.
+// float64, float16, bfloat16, int8..int64, uint8..uint64 and bool (to and from strings:
+// string_cast.h).
 //
 // Rules: float -> integer truncates toward zero, saturates at the target's range and maps NaN to 0
 // (ONNX leaves out-of-range results undefined; this choice never traps); integer -> narrower integer
@@ -12,6 +13,7 @@
 #include "ops/cpu/families.h"
 #include "ops/cpu/math_common.h"
 #include "ops/cpu/math_vec.h"
+#include "ops/cpu/string_cast.h"
 
 namespace streamline::ops::cpu::math {
 namespace {
@@ -181,6 +183,10 @@ class CastKernel final : public Kernel {
 
 KernelFactory cast_factory(bool like) {
   return [like](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
+    // Casts to strings are string_cast.h's (casts from strings reach it through their own defs).
+    const DType target = like ? (args.input_dtypes.size() > 1 ? args.input_dtypes[1] : DType::kUndefined)
+                              : static_cast<DType>(args.node.attr_int("to", 0));
+    if (target == DType::kString) return make_string_cast(args, like);
     auto k = std::make_unique<CastKernel>(args.node, like);
     SL_RETURN_IF_ERROR(k->validate());
     return std::unique_ptr<Kernel>(std::move(k));

@@ -30,6 +30,8 @@ Status register_cpu_kernels(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(cpu::register_value_shaped(reg));
   SL_RETURN_IF_ERROR(cpu::register_control_flow(reg));
   SL_RETURN_IF_ERROR(cpu::register_sequence(reg));
+  SL_RETURN_IF_ERROR(cpu::register_strings(reg));
+  SL_RETURN_IF_ERROR(cpu::register_label_encoder(reg));
   return ok_status();
 }
 
