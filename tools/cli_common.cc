@@ -97,6 +97,12 @@ Result<Prepared> prepare(const ModelFlags& mf, const InputFlags& in, bool with_i
   }
   Prepared p;
   SL_ASSIGN_OR_RETURN(p.model, load_model(mf));
+  // The commands feed tensors (.npy files or random ones); a model taking a sequence or an optional
+  // runs from the library (Session::run_values).
+  for (const auto& d : p.model->inputs())
+    if (d.kind != ValueKind::kTensor)
+      return unsupported("input '" + d.name + "' is a " + value_type_name(d.kind, d.dtype) +
+                         "; the command line gives tensors only (.npy files)");
   std::vector<std::string> notes;
   SL_ASSIGN_OR_RETURN(p.shapes, resolve_shapes(*p.model, in, &notes));
   for (const auto& n : notes) std::cerr << "note: " << n << "\n";
@@ -201,7 +207,7 @@ Result<std::vector<Shape>> resolve_shapes(const Model& model, const InputFlags& 
 
 Result<Tensor> random_tensor(DType dtype, const Shape& shape, uint32_t seed) {
   // The size first, without overflow: a --shape typo must not become a wild allocation.
-  uint64_t bytes = dtype_size(dtype);
+  uint64_t bytes = dtype == DType::kString ? sizeof(std::string) : dtype_size(dtype);
   for (size_t d = 0; d < shape.rank(); ++d)
     if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(shape[d]), &bytes) || bytes > kMaxInputBytes)
       return resource_exhausted("an input of shape " + shape.to_string() + " (" + dtype_name(dtype) +
@@ -240,6 +246,9 @@ Result<Tensor> random_tensor(DType dtype, const Shape& shape, uint32_t seed) {
         break;
       case DType::kBool:
         t.data<uint8_t>()[i] = static_cast<uint8_t>(ui(rng) & 1);
+        break;
+      case DType::kString:
+        t.strings()[i] = std::to_string(ui(rng));
         break;
       default:
         break;  // other types stay zero

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <vector>
 
+#include "conformance_values.h"
 #include "graph/onnx_tensor.h"
 #include "streamline/streamline.h"
 
@@ -65,6 +66,15 @@ std::vector<fs::path> numbered_entries(const fs::path& dir, const std::string& p
   return out;
 }
 
+// The tensor type inside a tensor, sequence or optional type; null for anything else (maps, sparse
+// tensors, nested sequences).
+const onnx::TypeProto_Tensor* tensor_type_of(const onnx::TypeProto& t) {
+  const onnx::TypeProto* inner = &t;
+  if (inner->has_optional_type()) inner = &inner->optional_type().elem_type();
+  if (inner->has_sequence_type()) inner = &inner->sequence_type().elem_type();
+  return inner->has_tensor_type() ? &inner->tensor_type() : nullptr;
+}
+
 std::string type_kind(const onnx::TypeProto& t) {
   switch (t.value_case()) {
     case onnx::TypeProto::kTensorType:
@@ -82,18 +92,20 @@ std::string type_kind(const onnx::TypeProto& t) {
   }
 }
 
-// Unsupported reason when a graph input (not an initializer) or output is not a plain tensor of a
-// type streamline holds; "" otherwise.
+// Unsupported reason when a graph input (not an initializer) or output is not a tensor, a sequence
+// of tensors or an optional of those, of an element type streamline holds; "" otherwise.
 std::string io_type_problem(const onnx::ModelProto& m) {
   const auto& g = m.graph();
   std::vector<std::string> inits;
   for (const auto& t : g.initializer()) inits.push_back(t.name());
   auto check = [&](const onnx::ValueInfoProto& v, const char* what) -> std::string {
     if (!v.has_type()) return "";
-    const std::string kind = type_kind(v.type());
-    if (kind != "tensor") return std::string(what) + " '" + v.name() + "' is a " + kind + " type";
-    const int32_t et = v.type().tensor_type().elem_type();
-    if (et != 0 && !dtype_supported(graph::dtype_from_onnx(et)))
+    const onnx::TypeProto_Tensor* tt = tensor_type_of(v.type());
+    if (!tt)
+      return std::string(what) + " '" + v.name() + "' is a " + type_kind(v.type()) + " type streamline does not hold";
+    const int32_t et = tt->elem_type();
+    const DType dt = graph::dtype_from_onnx(et);
+    if (et != 0 && !dtype_supported(dt) && dt != DType::kString)
       return std::string(what) + " '" + v.name() + "' has element type " + graph::onnx_type_name(et);
     return "";
   };
@@ -106,27 +118,32 @@ std::string io_type_problem(const onnx::ModelProto& m) {
   return "";
 }
 
-Result<Tensor> read_tensor_pb(const fs::path& file, onnx::TensorProto& proto) {
+// Reads data-set file `file` as the kind of value model slot `guess` declares; when the message's
+// name places it at another slot of another kind, reads it again as that one.
+Result<AnyValue> read_data_file(const fs::path& file, const std::vector<TensorDesc>& descs, size_t guess,
+                                std::string* name) {
   std::string bytes;
   if (!read_file(file, bytes)) return not_found("cannot read " + file.string());
-  if (!proto.ParseFromString(bytes)) return invalid_argument(file.filename().string() + " is not a TensorProto");
-  graph::TensorReadOptions ro;
-  ro.base_dir = file.parent_path().string();
-  return graph::tensor_from_onnx(proto, ro, file.filename().string());
-}
-
-// ONNX's test data (before numpy had a bfloat16) stores bfloat16 tensors as uint16 bit patterns;
-// read them as the bfloat16 the model declares.
-Tensor as_declared(Tensor t, DType declared) {
-  if (declared != DType::kBFloat16 || t.dtype() != DType::kUInt16) return t;
-  Tensor b = Tensor::empty(DType::kBFloat16, t.shape());
-  if (t.nbytes() > 0) std::memcpy(b.raw(), t.raw(), t.nbytes());
-  return b;
+  const std::string what = file.filename().string();
+  const std::string dir = file.parent_path().string();
+  auto read_as = [&](size_t slot) {
+    const ValueKind kind = slot < descs.size() ? descs[slot].kind : ValueKind::kTensor;
+    const DType dtype = slot < descs.size() ? descs[slot].dtype : DType::kUndefined;
+    return read_value_pb(bytes, kind, dtype, dir, what, name);
+  };
+  auto v = read_as(guess);
+  if (!v.ok()) return v;
+  for (size_t i = 0; i < descs.size() && !name->empty(); ++i)
+    if (descs[i].name == *name && i != guess && (guess >= descs.size() || descs[i].kind != descs[guess].kind))
+      return read_as(i);
+  return v;
 }
 
 std::string format_value(const Tensor& t, int64_t i) {
   char b[64];
   switch (t.dtype()) {
+    case DType::kString:
+      return "\"" + t.strings()[i].substr(0, 64) + "\"";
     case DType::kFloat32:
     case DType::kFloat64:
     case DType::kFloat16:
@@ -167,39 +184,34 @@ std::string place(const std::vector<TensorDesc>& descs, const std::string& name,
   return "";
 }
 
+CaseStatus status_of(const Status& s) {
+  return s.code() == StatusCode::kUnsupported ? CaseStatus::kUnsupported : CaseStatus::kError;
+}
+
 CaseOutcome run_data_set(Session& session, const Model& model, const fs::path& set_dir) {
   const std::string set = set_dir.filename().string();
-  std::vector<Tensor> inputs(model.inputs().size());
+  std::vector<AnyValue> inputs(model.inputs().size());
   std::vector<bool> taken(inputs.size(), false);
   std::vector<int> slot_of;
   const auto in_files = numbered_entries(set_dir, "input_", ".pb", false);
   for (size_t k = 0; k < in_files.size(); ++k) {
-    onnx::TensorProto proto;
-    auto t = read_tensor_pb(in_files[k], proto);
-    if (!t.ok()) {
-      const CaseStatus s =
-          t.status().code() == StatusCode::kUnsupported ? CaseStatus::kUnsupported : CaseStatus::kError;
-      return outcome(s, set + ": " + t.status().to_string());
-    }
-    if (std::string p = place(model.inputs(), proto.name(), k, slot_of, taken, "input"); !p.empty())
+    std::string name;
+    auto v = read_data_file(in_files[k], model.inputs(), k, &name);
+    if (!v.ok()) return outcome(status_of(v.status()), set + ": " + v.status().to_string());
+    if (std::string p = place(model.inputs(), name, k, slot_of, taken, "input"); !p.empty())
       return outcome(CaseStatus::kError, set + ": " + p);
     const auto& desc = model.inputs()[static_cast<size_t>(slot_of.back())];
-    t = as_declared(std::move(t).value(), desc.dtype);
-    if (desc.dtype != DType::kUndefined && desc.dtype != t->dtype())
-      return outcome(CaseStatus::kError, set + ": input '" + desc.name + "' holds " + dtype_name(t->dtype()) +
-                                             ", the model declares " + dtype_name(desc.dtype));
-    inputs[static_cast<size_t>(slot_of.back())] = std::move(t).value();
+    if (desc.dtype != DType::kUndefined && v->elem_dtype() != DType::kUndefined && desc.dtype != v->elem_dtype())
+      return outcome(CaseStatus::kError, set + ": input '" + desc.name + "' holds " + v->describe() +
+                                             ", the model declares " + value_type_name(desc.kind, desc.dtype));
+    inputs[static_cast<size_t>(slot_of.back())] = std::move(v).value();
   }
   for (size_t i = 0; i < inputs.size(); ++i)
     if (!inputs[i].defined())
       return outcome(CaseStatus::kError, set + ": no value for input '" + model.inputs()[i].name + "'");
 
-  auto outs = session.run(inputs);
-  if (!outs.ok()) {
-    const CaseStatus s =
-        outs.status().code() == StatusCode::kUnsupported ? CaseStatus::kUnsupported : CaseStatus::kError;
-    return outcome(s, set + ": run: " + outs.status().to_string());
-  }
+  auto outs = session.run_values(inputs);
+  if (!outs.ok()) return outcome(status_of(outs.status()), set + ": run: " + outs.status().to_string());
   if (outs->size() != model.outputs().size())
     return outcome(CaseStatus::kError, set + ": run returned " + std::to_string(outs->size()) +
                                            " outputs, the model has " + std::to_string(model.outputs().size()));
@@ -208,21 +220,19 @@ CaseOutcome run_data_set(Session& session, const Model& model, const fs::path& s
   std::vector<bool> out_taken(outs->size(), false);
   std::vector<int> out_slot;
   for (size_t k = 0; k < out_files.size(); ++k) {
-    onnx::TensorProto proto;
-    auto expected = read_tensor_pb(out_files[k], proto);
-    if (!expected.ok()) {
-      const CaseStatus s =
-          expected.status().code() == StatusCode::kUnsupported ? CaseStatus::kUnsupported : CaseStatus::kError;
-      return outcome(s, set + ": " + expected.status().to_string());
-    }
-    if (std::string p = place(model.outputs(), proto.name(), k, out_slot, out_taken, "output"); !p.empty())
+    std::string name;
+    auto expected = read_data_file(out_files[k], model.outputs(), k, &name);
+    if (!expected.ok()) return outcome(status_of(expected.status()), set + ": " + expected.status().to_string());
+    if (std::string p = place(model.outputs(), name, k, out_slot, out_taken, "output"); !p.empty())
       return outcome(CaseStatus::kError, set + ": " + p);
     const size_t slot = static_cast<size_t>(out_slot.back());
-    const Tensor& got = (*outs)[slot];
-    if (got.layout() != Layout::kPlain)
+    const AnyValue& got = (*outs)[slot];
+    if (got.is_tensor() && got.tensor().layout() != Layout::kPlain)
       return outcome(CaseStatus::kError,
                      set + ": output '" + model.outputs()[slot].name + "' came back in a blocked layout");
-    const std::string diff = compare_tensors(as_declared(std::move(expected).value(), got.dtype()), got);
+    AnyValue want = std::move(expected).value();
+    if (want.is_tensor() && got.is_tensor()) want = AnyValue(as_declared(want.tensor(), got.tensor().dtype()));
+    const std::string diff = compare_values(want, got);
     if (!diff.empty())
       return outcome(CaseStatus::kFailed,
                      set + ": output " + std::to_string(slot) + " '" + model.outputs()[slot].name + "': " + diff);
@@ -269,6 +279,17 @@ std::string compare_tensors(const Tensor& expected, const Tensor& got, const Tol
   if (expected.shape() != got.shape())
     return "shape " + got.shape().to_string() + ", expected " + expected.shape().to_string();
   const int64_t n = expected.numel();
+  if (expected.dtype() == DType::kString) {
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < n; ++i) {
+      if (expected.strings()[i] == got.strings()[i]) continue;
+      if (bad++ == 0) first = i;
+    }
+    if (bad == 0) return "";
+    return std::to_string(bad) + " of " + std::to_string(n) + " strings differ; the first at index " +
+           std::to_string(first) + " (expected " + format_value(expected, first) + ", got " + format_value(got, first) +
+           ")";
+  }
   const bool fp = is_float(expected.dtype());
   const size_t esize = dtype_size(expected.dtype());
   int64_t bad = 0, worst = -1;
