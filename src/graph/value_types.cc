@@ -34,8 +34,9 @@ class TypeRules {
   }
 
  private:
-  // Sets a value's kind and, when still unknown, its element type. A pass-through rule (`fixed`
-  // false: Identity, If, Loop) only fills a kind nothing declared yet (still kTensor).
+  // Sets a value's kind and element type. An op's own rule (`fixed`) is what the specification
+  // says and wins over a guess made elsewhere (a generic "first input's type" fallback); a
+  // pass-through rule (Identity, If, Loop) only fills a kind still kTensor and an unknown type.
   void set(ValueId v, ValueKind kind, DType dtype, bool fixed = true) {
     if (v == kNoValue) return;
     Value& val = g_.value(v);
@@ -46,7 +47,7 @@ class TypeRules {
       if (kind != ValueKind::kTensor) val.dims.reset();
       changed = true;
     }
-    if (val.dtype == DType::kUndefined && dtype != DType::kUndefined) {
+    if (dtype != DType::kUndefined && val.dtype != dtype && (fixed || val.dtype == DType::kUndefined)) {
       val.dtype = dtype;
       changed = true;
     }

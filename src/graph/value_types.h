@@ -13,7 +13,8 @@
 // Optional an optional of its input (or of its `type`); OptionalGetElement what the optional holds;
 // OptionalHasElement a bool tensor; Identity, If and Loop pass kinds through from their inputs or
 // branches; StringNormalizer, StringConcat, StringSplit give strings, RegexFullMatch bools and
-// ai.onnx.ml LabelEncoder the type of its values. A known element type is never overridden.
+// ai.onnx.ml LabelEncoder the type of its values. An op's own rule sets the type it specifies (it is
+// right where a generic guess was made earlier); pass-through rules only fill what is unknown.
 
 #include "graph/ir.h"
 
