@@ -3,12 +3,14 @@
 
 #include "serve/http_server.h"
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <chrono>
 #include <exception>
 #include <future>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -34,6 +36,9 @@ struct HttpServer::Impl {
   std::shared_ptr<HttpState> state;
   std::unique_ptr<tcp::acceptor> acceptor;    // on its own strand
   std::unique_ptr<asio::steady_timer> retry;  // backs off after a failed accept (out of descriptors)
+  // Keeps the I/O threads running while no operation is pending (every connection holding its
+  // response, the listener closed) until stop() is done with them.
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::thread> threads;
   std::mutex stop_mu;
   bool started = false, stopped = false;
@@ -120,6 +125,7 @@ Status HttpServer::start() {
   impl_->retry = std::make_unique<asio::steady_timer>(acceptor->get_executor());
   impl_->acceptor = std::move(acceptor);
   impl_->started = true;
+  impl_->work.emplace(st.ioc.get_executor());
   impl_->accept();
   const int n = std::max(1, o.io_threads);
   for (int i = 0; i < n; ++i)
@@ -185,6 +191,7 @@ void HttpServer::stop() {
 
   // 5. Stop the I/O threads. Connections left over are destroyed with the io_context; a runtime
   // callback still to come keeps it alive until it has posted its (never sent) response.
+  impl_->work.reset();
   st.ioc.stop();
   for (std::thread& t : impl_->threads) t.join();
   impl_->threads.clear();

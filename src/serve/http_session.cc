@@ -200,6 +200,7 @@ bool HttpSession::more_pending() {
 void HttpSession::send(Response res) {
   if (state_.phase.load() == Phase::kHolding && !over_cap_) {
     held_.emplace(std::move(res));
+    held_self_ = shared_from_this();  // nothing else refers to the session until release()
     return;
   }
   res.version(version_);
@@ -224,6 +225,7 @@ void HttpSession::on_write(beast::error_code ec) {
 
 void HttpSession::release() {
   if (held_) {
+    const std::shared_ptr<HttpSession> self = std::move(held_self_);
     Response res = std::move(*held_);
     held_.reset();
     return send(std::move(res));

@@ -117,6 +117,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   uint64_t body_limit_ = 0;                                   // of the request being read
   std::optional<Response> response_;                          // being written
   std::optional<Response> held_;                              // waiting for release()
+  std::shared_ptr<HttpSession> held_self_;                    // keeps the session while held_
   std::optional<http::response<http::empty_body>> go_ahead_;  // "100 Continue", being written
   std::string discard_;                                       // finish()'s read buffer
   const bool over_cap_;
