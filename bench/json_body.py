@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/json_body.py [--binary build/tools/streamline] [--body-mb 200] [--pair-mb 57]
 
-1. One JSON body of about --body-mb MB (x [N, 1024] float32, 7 decimals per value) to a model that
+1. One JSON body of about --body-mb MB (x [N, 1024] float32, --decimals per value) to a model that
    sums each row: the server's resident memory before, its peak (VmHWM) after, and the time from
    sending the request to the answer (mostly decoding).
 2. Two bodies of about --pair-mb MB sent at once; while they are in flight, a health probe
@@ -51,11 +51,12 @@ def write_repository(root: Path):
     (root / "rowsum" / "config.pbtxt").write_text("max_batch_size: 0\n")
 
 
-def json_body(mb: float, seed: int) -> tuple[bytes, int]:
-    """About `mb` MB of JSON: rows of 1024 random values (a pool of rows reused). Returns the body
-    and the row count."""
+def json_body(mb: float, seed: int, decimals: int = 7) -> tuple[bytes, int]:
+    """About `mb` MB of JSON: rows of 1024 random values with `decimals` decimals (a pool of rows
+    reused). Returns the body and the row count."""
     rng = np.random.default_rng(seed)
-    pool = [",".join(np.char.mod("%.7f", rng.random(WIDTH, np.float32)).tolist()).encode() for _ in range(512)]
+    fmt = f"%.{decimals}f"
+    pool = [",".join(np.char.mod(fmt, rng.random(WIDTH, np.float32)).tolist()).encode() for _ in range(512)]
     rows = max(1, int(mb * 1e6 / (len(pool[0]) + 1)))
     data = b",".join(pool[i % len(pool)] for i in range(rows))
     head = b'{"inputs":[{"name":"x","datatype":"FP32","shape":[%d,%d],"data":[' % (rows, WIDTH)
@@ -102,8 +103,8 @@ class Server:
         self.proc.wait()
 
 
-def one_body(binary: str, repo: Path, mb: float):
-    body, rows = json_body(mb, seed=1)
+def one_body(binary: str, repo: Path, mb: float, decimals: int):
+    body, rows = json_body(mb, seed=1, decimals=decimals)
     srv = Server(binary, repo)
     try:
         small, _ = json_body(0.01, seed=2)
@@ -130,8 +131,8 @@ def latencies(name: str, values: list[float]):
           f"  max {v.max():8.2f} ms")
 
 
-def pair(binary: str, repo: Path, mb: float):
-    bodies = [json_body(mb, seed=3 + i)[0] for i in range(2)]
+def pair(binary: str, repo: Path, mb: float, decimals: int):
+    bodies = [json_body(mb, seed=3 + i, decimals=decimals)[0] for i in range(2)]
     small, _ = json_body(0.01, seed=5)
     srv = Server(binary, repo)
     try:
@@ -178,13 +179,14 @@ def main():
     ap.add_argument("--binary", default=str(REPO / "build" / "tools" / "streamline"))
     ap.add_argument("--body-mb", type=float, default=200)
     ap.add_argument("--pair-mb", type=float, default=57)
+    ap.add_argument("--decimals", type=int, default=7, help="decimals per value: fewer = more values per MB")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         repo = Path(d) / "models"
         write_repository(repo)
-        print(f"binary: {args.binary}")
-        one_body(args.binary, repo, args.body_mb)
-        pair(args.binary, repo, args.pair_mb)
+        print(f"binary: {args.binary}, values with {args.decimals} decimals")
+        one_body(args.binary, repo, args.body_mb, args.decimals)
+        pair(args.binary, repo, args.pair_mb, args.decimals)
     return 0
 
 

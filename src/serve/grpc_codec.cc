@@ -150,6 +150,7 @@ Status decode_input(const pb::ModelInferRequest::InferInputTensor& in, const std
       return invalid_argument(where + std::to_string(raw->size()) + " bytes of raw_input_contents, expected " +
                               std::to_string(static_cast<uint64_t>(n) * elem) + " for " + type_text);
     *out = Tensor::empty(dtype, Shape(dims));
+    if (out->raw() == nullptr && n > 0) return resource_exhausted(where + "cannot allocate its tensor");
     if (!raw->empty()) std::memcpy(out->raw(), raw->data(), raw->size());
     return ok_status();
   }
@@ -161,6 +162,7 @@ Status decode_input(const pb::ModelInferRequest::InferInputTensor& in, const std
     return invalid_argument(where + std::to_string(field.size) + " elements in " + field.name + ", expected " +
                             std::to_string(n) + " for " + type_text);
   *out = Tensor::empty(dtype, Shape(dims));
+  if (out->raw() == nullptr && n > 0) return resource_exhausted(where + "cannot allocate its tensor");
   copy_typed(in.contents(), *out);
   return ok_status();
 }

@@ -76,6 +76,15 @@ int64_t checked_numel(const std::vector<int64_t>& dims) {
   return n;
 }
 
+// A tensor for an input, or ResourceExhausted when the memory cannot be had.
+Status allocate(DType dtype, const std::vector<int64_t>& dims, Tensor* t) {
+  *t = Tensor::empty(dtype, Shape(dims));
+  if (t->raw() == nullptr && checked_numel(dims) > 0)
+    return resource_exhausted("cannot allocate " + std::to_string(checked_numel(dims) * dtype_size(dtype)) +
+                              " bytes for its tensor");
+  return ok_status();
+}
+
 // What became of one input's "data" value while the document was read.
 struct InputData {
   bool streamed = false;  // decoded into `tensor` during the pass (status says how that went)
@@ -252,7 +261,10 @@ bool RequestHandler::start_data() {
   // Each value takes at least two bytes of text ("0,"): a count the rest of the body cannot hold
   // is only counted, never allocated.
   const bool plausible = static_cast<uint64_t>(numel) <= (text_size_ - std::min(text_size_, is_.Tell())) / 2 + 1;
-  if (plausible) data.tensor = Tensor::empty(dtype, Shape(d.dims));
+  if (plausible) {
+    Status s = allocate(dtype, d.dims, &data.tensor);
+    if (!s.ok()) return fail(Status(s.code(), input_context() + ": " + s.message()));
+  }
   sink_.emplace(plausible ? &data.tensor : nullptr, dtype, d.dims);
   return true;
 }
@@ -397,7 +409,7 @@ Status decode_deferred(std::string_view text, DType dtype, const std::vector<int
   start = text.find_first_not_of(" \t\r\n", start + 1);  // past the ':'
   text = text.substr(start);
   const bool plausible = static_cast<uint64_t>(numel) <= text.size() / 2 + 1;
-  if (plausible) *t = Tensor::empty(dtype, Shape(dims));
+  if (plausible) SL_RETURN_IF_ERROR(allocate(dtype, dims, t));
   DataSink sink(plausible ? t : nullptr, dtype, dims);
   SinkHandler h(sink);
   rapidjson::MemoryStream ms(text.data(), text.size());
@@ -461,7 +473,8 @@ Status decode_input(const Value& v, size_t i, InputData& data, std::string_view 
       return invalid_argument(what + ": binary_data_size " + std::to_string(binary_size) +
                               " runs past the end of the body (" + std::to_string(binary.size() - *offset) +
                               " bytes left)");
-    t = Tensor::empty(dtype, shape);
+    Status s = allocate(dtype, dims, &t);
+    if (!s.ok()) return Status(s.code(), what + ": " + s.message());
     if (nbytes > 0) std::memcpy(t.raw(), binary.data() + *offset, static_cast<size_t>(nbytes));
     *offset += static_cast<size_t>(binary_size);
     if (dtype == DType::kBool) {  // keep bools 0/1 whatever bytes came
@@ -473,7 +486,7 @@ Status decode_input(const Value& v, size_t i, InputData& data, std::string_view 
       t = std::move(data.tensor);  // decoded with this dtype and shape during the pass
     } else {
       Status s = decode_deferred(data.text, dtype, dims, numel, &t);
-      if (!s.ok()) return s.code() == StatusCode::kInvalidArgument ? invalid_argument(what + ": " + s.message()) : s;
+      if (!s.ok()) return Status(s.code(), what + ": " + s.message());
     }
   } else {
     return invalid_argument(what + " has neither \"data\" nor parameters.binary_data_size");
