@@ -88,6 +88,7 @@ Status allocate(DType dtype, const std::vector<int64_t>& dims, Tensor* t) {
 // What became of one input's "data" value while the document was read.
 struct InputData {
   bool streamed = false;  // decoded into `tensor` during the pass (status says how that went)
+  Status status;          // what was wrong with the data, reported when the input is checked
   Tensor tensor;
   std::string_view text;  // not streamed: the value's text, decoded after the pass
 };
@@ -104,8 +105,8 @@ struct SinkHandler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, SinkHandler
   bool Double(double d) { return sink.scalar(JsonNumber::real(d)); }
   bool String(const char*, rapidjson::SizeType, bool) { return sink.scalar(JsonNumber::other()); }
   bool StartObject() { return sink.start_object(); }
-  bool Key(const char*, rapidjson::SizeType, bool) { return true; }  // inside an object: already refused
-  bool EndObject(rapidjson::SizeType) { return true; }
+  bool Key(const char*, rapidjson::SizeType, bool) { return true; }  // inside an object: not counted
+  bool EndObject(rapidjson::SizeType) { return sink.end_object(); }
   bool StartArray() { return sink.start_array(); }
   bool EndArray(rapidjson::SizeType) { return sink.end_array(); }
   DataSink& sink;
@@ -176,9 +177,13 @@ class RequestHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Re
                                    " values outside input data"));
     return true;
   }
-  std::string input_context() const {
-    if (!declared_.name.empty()) return "input '" + echo(declared_.name) + "'";
-    return "inputs[" + std::to_string(inputs_data_.size() - 1) + "]";
+  // The data does not fit: kept for decode_input (which names the input, after the checks that
+  // come first), and the rest of the value is only walked through.
+  bool data_error(Status s) {
+    inputs_data_.back().status = std::move(s);
+    sink_.reset();
+    data_failed_ = true;
+    return true;
   }
 
   // `text`: the characters of a string value (names and datatypes are captured from it).
@@ -208,6 +213,7 @@ class RequestHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Re
   // The "data" value being read: its sink (streaming) or none (kept as text), its open lists.
   std::optional<DataSink> sink_;
   bool data_ = false;
+  bool data_failed_ = false;
   int data_depth_ = 0;
   size_t data_key_end_ = 0;
 };
@@ -235,6 +241,7 @@ bool RequestHandler::Key(const char* s, rapidjson::SizeType n, bool copy) {
       if (!doc_.Key(s, n, copy) || !doc_.Null() || !count_value()) return false;
       f.forwarded += 1;
       data_ = true;
+      data_failed_ = false;
       data_depth_ = 0;
       data_key_end_ = is_.Tell();  // just past the key's closing quote
       return start_data();
@@ -263,7 +270,7 @@ bool RequestHandler::start_data() {
   const bool plausible = static_cast<uint64_t>(numel) <= (text_size_ - std::min(text_size_, is_.Tell())) / 2 + 1;
   if (plausible) {
     Status s = allocate(dtype, d.dims, &data.tensor);
-    if (!s.ok()) return fail(Status(s.code(), input_context() + ": " + s.message()));
+    if (!s.ok()) return data_error(std::move(s));
   }
   sink_.emplace(plausible ? &data.tensor : nullptr, dtype, d.dims);
   return true;
@@ -273,11 +280,11 @@ bool RequestHandler::end_data(size_t end_offset) {
   data_ = false;
   InputData& data = inputs_data_.back();
   if (sink_) {
-    Status s = sink_->finish();
+    data.status = sink_->finish();
     sink_.reset();
-    if (!s.ok()) return fail(invalid_argument(input_context() + ": " + s.message()));
     return true;
   }
+  if (data_failed_ || data.streamed) return true;
   data.text = text_.substr(data_key_end_, end_offset - data_key_end_);
   return true;
 }
@@ -285,7 +292,7 @@ bool RequestHandler::end_data(size_t end_offset) {
 template <typename Forward>
 bool RequestHandler::scalar(const JsonNumber& n, Forward forward, const std::string_view* text) {
   if (data_) {
-    if (sink_ && !sink_->scalar(n)) return fail(invalid_argument(input_context() + ": " + sink_->error()));
+    if (sink_ && !sink_->scalar(n)) data_error(invalid_argument(sink_->error()));
     return data_depth_ == 0 ? end_data(is_.Tell()) : true;  // just past the value
   }
   if (skip_depth_ > 0) return true;
@@ -323,7 +330,7 @@ bool RequestHandler::open(bool object) {
     ++data_depth_;
     if (!sink_) return true;
     const bool ok = object ? sink_->start_object() : sink_->start_array();
-    return ok || fail(invalid_argument(input_context() + ": " + sink_->error()));
+    return ok || data_error(invalid_argument(sink_->error()));
   }
   if (skip_depth_ > 0 || pending_skip_) {
     pending_skip_ = false;
@@ -368,7 +375,7 @@ bool RequestHandler::open(bool object) {
 
 bool RequestHandler::close(bool object) {
   if (data_) {
-    if (sink_ && !object && !sink_->end_array()) return fail(invalid_argument(input_context() + ": " + sink_->error()));
+    if (sink_ && !(object ? sink_->end_object() : sink_->end_array())) data_error(invalid_argument(sink_->error()));
     return --data_depth_ == 0 ? end_data(is_.Tell() + 1) : true;  // Tell() is at the closing bracket
   }
   if (skip_depth_ > 0) {
@@ -483,6 +490,7 @@ Status decode_input(const Value& v, size_t i, InputData& data, std::string_view 
     }
   } else if (has_data) {
     if (data.streamed) {
+      if (!data.status.ok()) return Status(data.status.code(), what + ": " + data.status.message());
       t = std::move(data.tensor);  // decoded with this dtype and shape during the pass
     } else {
       Status s = decode_deferred(data.text, dtype, dims, numel, &t);

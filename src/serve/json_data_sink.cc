@@ -107,12 +107,12 @@ std::string DataSink::count_message(int64_t given) const {
   return std::to_string(given) + " elements given, shape " + shape_text() + " holds " + std::to_string(numel_);
 }
 
-bool DataSink::put(const JsonNumber& n) {
+bool DataSink::put(const JsonNumber* n) {
   const int64_t at = index_++;
   if (!put_) return fail(std::string("datatype ") + dtype_name(dtype_) + " cannot be given as JSON");
-  if (base_ == nullptr || at >= numel_) return true;  // counting only, or past the end of a flat list
-  if (!put_(n, base_, at))
-    return fail("element " + std::to_string(at) + " is not a valid " + dtype_to_kserve(dtype_) + " value");
+  if (base_ == nullptr || at >= numel_ || !element_error_.empty()) return true;  // counting only
+  if (n == nullptr || !put_(*n, base_, at))
+    element_error_ = "element " + std::to_string(at) + " is not a valid " + dtype_to_kserve(dtype_) + " value";
   return true;
 }
 
@@ -124,13 +124,8 @@ bool DataSink::bump() {
   return true;
 }
 
-bool DataSink::scalar(const JsonNumber& n) {
-  if (!error_.empty()) return false;
-  if (depth_ == 0) {  // "data": 5
-    bare_ = true;
-    if (numel_ != 1) return fail(count_message(1));
-    return put(n);
-  }
+bool DataSink::value(const JsonNumber* n) {
+  if (depth_ == 0) return put(n);  // "data": 5
   if (depth_ == 1 && mode_ == Mode::kUnknown) mode_ = Mode::kFlat;
   if (mode_ == Mode::kNested) {
     if (static_cast<size_t>(depth_) < dims_.size())
@@ -141,8 +136,27 @@ bool DataSink::scalar(const JsonNumber& n) {
   return put(n);
 }
 
+bool DataSink::scalar(const JsonNumber& n) {
+  if (!error_.empty()) return false;
+  if (object_depth_ > 0) return true;  // inside an object standing for a value
+  return value(&n);
+}
+
+bool DataSink::start_object() {
+  if (!error_.empty()) return false;
+  if (object_depth_++ > 0) return true;
+  return value(nullptr);  // one value, never a valid one; what is inside does not count
+}
+
+bool DataSink::end_object() {
+  if (!error_.empty()) return false;
+  --object_depth_;
+  return true;
+}
+
 bool DataSink::start_array() {
   if (!error_.empty()) return false;
+  if (object_depth_ > 0) return true;
   if (depth_ == 0) {
     depth_ = 1;
     counts_.assign(1, 0);
@@ -163,6 +177,7 @@ bool DataSink::start_array() {
 
 bool DataSink::end_array() {
   if (!error_.empty()) return false;
+  if (object_depth_ > 0) return true;
   const size_t level = static_cast<size_t>(depth_ - 1);
   if (mode_ == Mode::kNested && counts_[level] != dims_[level])
     return fail("\"data\" does not match shape " + shape_text() + ": a list at depth " + std::to_string(depth_) +
@@ -172,16 +187,11 @@ bool DataSink::end_array() {
   return true;
 }
 
-bool DataSink::start_object() {
-  if (!error_.empty()) return false;
-  if (depth_ == 0 && numel_ != 1) return fail(count_message(1));
-  return fail("element " + std::to_string(index_) + " is not a valid " + dtype_to_kserve(dtype_) + " value");
-}
-
 Status DataSink::finish() const {
   if (!error_.empty()) return invalid_argument(error_);
-  if (bare_) return ok_status();
+  // The count first, then the values: a wrong count is the first thing to fix.
   if (index_ != numel_) return invalid_argument(count_message(index_));
+  if (!element_error_.empty()) return invalid_argument(element_error_);
   if (base_ == nullptr && numel_ > 0) return internal_error("the data was counted but not stored");
   return ok_status();
 }

@@ -11,6 +11,7 @@
 // The data is either flat (numel values in one list) or nested exactly as the shape (a list of
 // dims[0] lists of dims[1] ... values); a bare value stands for a one-element tensor. Anything else
 // (ragged lists, values and lists mixed, nesting deeper than the shape) is refused as it is seen.
+// Errors come in the order of the DOM decoder this replaced: structure, then count, then values.
 // Values convert as the KServe JSON rules say: integers into integer types within range, any
 // number into floating types, true/false into BOOL. Messages name the element or the list and do
 // not name the input (the caller adds that). Not thread-safe; one sink per value.
@@ -50,13 +51,16 @@ class DataSink {
   // structure and counts the values without storing them (a count the body cannot hold).
   DataSink(Tensor* tensor, DType dtype, std::vector<int64_t> dims);
 
-  // Each returns false once the data cannot fit the shape; error() says why.
+  // Each returns false once the structure cannot fit the shape; error() says why. A value that is
+  // not valid for the dtype (an object counts as one such value) does not stop the walk: the count
+  // is checked first, as the protocol's own error order has it, and finish() reports either.
   [[nodiscard]] bool scalar(const JsonNumber& n);
   [[nodiscard]] bool start_array();
   [[nodiscard]] bool end_array();
-  [[nodiscard]] bool start_object();  // an object where a value belongs
+  [[nodiscard]] bool start_object();
+  [[nodiscard]] bool end_object();
 
-  // After the whole value: OK when it held exactly the shape's elements.
+  // After the whole value: OK when it held exactly the shape's elements, each valid.
   [[nodiscard]] Status finish() const;
   const std::string& error() const { return error_; }
 
@@ -65,8 +69,9 @@ class DataSink {
   using PutFn = bool (*)(const JsonNumber& n, void* base, int64_t index);
 
   bool fail(std::string message);
-  bool put(const JsonNumber& n);  // stores value index_ (when it has a place) and counts it
-  bool bump();                    // one more entry in the list at depth_, within its dim
+  bool value(const JsonNumber* n);  // one element where it stands; nullptr: an object
+  bool put(const JsonNumber* n);    // stores value index_ (when it has a place) and counts it
+  bool bump();                      // one more entry in the list at depth_, within its dim
   std::string count_message(int64_t given) const;
   std::string shape_text() const;
 
@@ -79,8 +84,9 @@ class DataSink {
   int depth_ = 0;                // lists open
   std::vector<int64_t> counts_;  // entries so far in the open list at each depth
   int64_t index_ = 0;            // values seen
-  bool bare_ = false;            // the value was a scalar, not a list
-  std::string error_;
+  int object_depth_ = 0;         // inside an object standing for one element
+  std::string error_;            // the structure does not fit: the walk stopped
+  std::string element_error_;    // the first value not valid for the dtype
 };
 
 }  // namespace streamline::serve

@@ -238,6 +238,24 @@ TEST(HttpDecodeTest, ErrorsNameTheInputAndTheElementWhereverTheNameComes) {
   expect_invalid(R"({"inputs":[{"name":"m","shape":[2],"datatype":"FP32","data":[1,]}]})", "malformed JSON at byte");
 }
 
+TEST(HttpDecodeTest, ErrorsComeInTheOrderOfTheChecks) {
+  // The count before the values, as a whole-document decoder checks them.
+  expect_invalid(R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1,"two",3]}]})",
+                 "input 'x': 3 elements given, shape [2] holds 2");
+  expect_invalid(R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":{"a":[1,2,3]}}]})",
+                 "input 'x': 1 elements given, shape [2] holds 2");
+  // The members of the input before its data, whatever their order in the text.
+  expect_invalid(R"({"inputs":[{"name":"x","shape":[4],"datatype":"FP32","data":[1,"two"],)"
+                 R"("parameters":{"binary_data_size":16}}]})",
+                 "has both \"data\" and binary_data_size");
+  expect_invalid(R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":["bad"]},)"
+                 R"({"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})",
+                 "input 'x': 1 elements given");
+  // A malformed document anywhere before any of it.
+  expect_invalid(R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":["bad", 1]}]} x)",
+                 "malformed JSON at byte");
+}
+
 TEST(HttpDecodeTest, TheFirstOfDuplicatedMembersCounts) {
   auto d = decode(R"({"inputs":[{"name":"a","datatype":"INT32","shape":[2],"data":[1,2],"data":[3,4],)"
                   R"("shape":[9],"datatype":"BOOL"}],"inputs":[{"name":"b"}],"id":"one","id":"two"})");
