@@ -3,8 +3,9 @@
     .venv/bin/python bench/json_body.py [--binary build/tools/streamline] [--body-mb 200] [--pair-mb 57]
 
 1. One JSON body of about --body-mb MB (x [N, 1024] float32, --decimals per value) to a model that
-   sums each row: the server's resident memory before, its peak (VmHWM) after, and the time from
-   sending the request to the answer (mostly decoding).
+   sums each row: the server's resident memory before, its peak (VmHWM) after, the time from
+   sending the request to the answer (mostly decoding) and the server CPU time it took (steadier
+   than the time on a shared machine).
 2. Two bodies of about --pair-mb MB sent at once; while they are in flight, a health probe
    (GET /v2/health/ready) and a one-row inference run back to back on their own connections: their
    latency (p50, p99, max) over that window.
@@ -16,6 +17,7 @@ compare with: flags it does not know (--max-json-body-mb) are left out.
 import argparse
 import http.client
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -98,6 +100,11 @@ class Server:
                 return int(line.split()[1])
         return -1
 
+    def cpu_seconds(self) -> float:
+        """User plus system CPU time of the server so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self):
         self.proc.kill()
         self.proc.wait()
@@ -110,13 +117,16 @@ def one_body(binary: str, repo: Path, mb: float, decimals: int):
         small, _ = json_body(0.01, seed=2)
         srv.request("POST", "/v2/models/rowsum/infer", small)
         rss = srv.kb("VmRSS")
+        cpu0 = srv.cpu_seconds()
         t0 = time.perf_counter()
         status, data = srv.request("POST", "/v2/models/rowsum/infer", body)
         seconds = time.perf_counter() - t0
+        cpu = srv.cpu_seconds() - cpu0
         peak = srv.kb("VmHWM")
         ok = status == 200 and len(json.loads(data)["outputs"][0]["data"]) == rows
         print(f"one body:  {len(body) / 1e6:7.1f} MB JSON, tensor {rows * WIDTH * 4 / 1e6:.1f} MB, "
-              f"answer {status}{'' if ok else ' (WRONG)'} in {seconds:.2f} s; RSS {rss / 1024:.0f} MB before, "
+              f"answer {status}{'' if ok else ' (WRONG)'} in {seconds:.2f} s ({cpu:.2f} s of server CPU); "
+              f"RSS {rss / 1024:.0f} MB before, "
               f"peak {peak / 1024:.0f} MB (+{(peak - rss) / 1024:.0f} MB = {(peak - rss) * 1024 / len(body):.2f} x the body)")
     finally:
         srv.stop()
