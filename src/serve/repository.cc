@@ -71,6 +71,15 @@ std::string served_version(const fs::path& dir, std::vector<std::string>* withou
   return best;
 }
 
+// Messages name files by their place in the repository ("tiny/1/model.onnx"), never by where the
+// repository lies on this machine: clients see them.
+Status relative_to(const std::string& root, const Status& s) {
+  const std::string prefix = (fs::path(root) / "").string();
+  std::string m = s.message();
+  for (size_t at = m.find(prefix); at != std::string::npos; at = m.find(prefix, at)) m.erase(at, prefix.size());
+  return Status(s.code(), std::move(m));
+}
+
 }  // namespace
 
 const char* model_state_name(ModelState s) {
@@ -185,7 +194,7 @@ Status Repository::load(const std::string& name) {
   std::lock_guard<std::mutex> lifecycle(lifecycle_mu_);
   std::error_code ec;
   if (!fs::is_directory(fs::path(root_) / name, ec))
-    return not_found("no model folder '" + name + "' in repository '" + root_ + "'");
+    return not_found("no model folder '" + name + "' in the model repository");
   bool serving_old = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -198,7 +207,8 @@ Status Repository::load(const std::string& name) {
     }
   }
   std::string version;
-  auto loaded = load_model(name, &version);
+  Result<std::shared_ptr<LoadedModel>> loaded = load_model(name, &version);
+  if (!loaded.ok()) loaded = relative_to(root_, loaded.status());
   std::shared_ptr<LoadedModel> old;
   {
     std::lock_guard<std::mutex> lock(mu_);
