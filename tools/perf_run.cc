@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
+#include <iostream>
 #include <numeric>
 #include <optional>
 #include <random>
