@@ -379,9 +379,7 @@ Result<std::vector<AnyValue>> SubgraphRunner::run(std::span<const AnyValue> inpu
     const graph::Node& node = g.node(n);
     const KernelRegistry& reg = default_cpu_registry();
     SL_ASSIGN_OR_RETURN(const KernelDef* def,
-                        reg.find(node.op_type, node.domain, node.opset, Device::kCpu, selector_dtype(dtypes, 0)));
-    SL_ASSIGN_OR_RETURN(def, reg.find(node.op_type, node.domain, node.opset, Device::kCpu,
-                                      selector_dtype(dtypes, def->dtype_input)));
+                        reg.find_for_inputs(node.op_type, node.domain, node.opset, Device::kCpu, dtypes));
     std::vector<const Tensor*> constants;
     for (graph::ValueId v : node.inputs)
       constants.push_back(v != graph::kNoValue && g.value(v).constant ? &*g.value(v).constant : nullptr);

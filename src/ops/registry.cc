@@ -1,5 +1,6 @@
 #include "ops/registry.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 
@@ -48,6 +49,15 @@ Result<const KernelDef*> KernelRegistry::find(const std::string& op, const std::
     return unsupported(op + " has no " + device_name(device) + " kernel for dtype " + dtype_name(dtype));
   return unsupported(op + (domain.empty() ? "" : " (domain " + domain + ")") + " opset " + std::to_string(opset) +
                      " has no " + device_name(device) + " kernel");
+}
+
+Result<const KernelDef*> KernelRegistry::find_for_inputs(const std::string& op, const std::string& domain, int opset,
+                                                         Device device, const std::vector<DType>& input_dtypes) const {
+  SL_ASSIGN_OR_RETURN(const KernelDef* def, find(op, domain, opset, device, selector_dtype(input_dtypes, 0)));
+  SL_ASSIGN_OR_RETURN(def, find(op, domain, opset, device, selector_dtype(input_dtypes, def->dtype_input)));
+  const bool strings = std::find(input_dtypes.begin(), input_dtypes.end(), DType::kString) != input_dtypes.end();
+  if (strings && def->dtype != DType::kString) return find(op, domain, opset, device, DType::kString);
+  return def;
 }
 
 bool KernelRegistry::has_op(const std::string& op, const std::string& domain, int opset, Device device) const {

@@ -40,6 +40,12 @@ class KernelRegistry {
   // The def for this key, or NotFound/Unsupported with a message naming what is missing.
   Result<const KernelDef*> find(const std::string& op, const std::string& domain, int opset, Device device,
                                 DType dtype) const;
+  // The def for a node with these input dtypes: keyed by the first present input's dtype, then by
+  // the input that def names (dtype_input). A dtype-generic def is never given string tensors: when
+  // any input is kString, only a def registered for kString serves (Where's data, say, follows a
+  // bool condition). Errors as find().
+  Result<const KernelDef*> find_for_inputs(const std::string& op, const std::string& domain, int opset, Device device,
+                                           const std::vector<DType>& input_dtypes) const;
   // Whether any def serves (op, domain, opset, device) regardless of dtype.
   bool has_op(const std::string& op, const std::string& domain, int opset, Device device) const;
   const std::vector<KernelDef>& defs() const { return defs_; }

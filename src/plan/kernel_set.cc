@@ -1,5 +1,6 @@
 #include "plan/kernel_set.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -62,12 +63,7 @@ Result<KernelSet> create_kernels(const graph::Graph& g, const ops::KernelRegistr
     std::string key = node.op_type + " (" + (node.domain.empty() ? "" : "domain " + node.domain + ", ") + "opset " +
                       std::to_string(node.opset) + ")";
     // The def for one device: keyed by the first input's dtype, then by the input the def names.
-    auto lookup = [&](ops::Device d) -> Result<const ops::KernelDef*> {
-      auto def = reg.find(node.op_type, node.domain, node.opset, d, ops::selector_dtype(dtypes[n], 0));
-      if (def.ok())
-        def = reg.find(node.op_type, node.domain, node.opset, d, ops::selector_dtype(dtypes[n], (*def)->dtype_input));
-      return def;
-    };
+    auto lookup = [&](ops::Device d) { return reg.find_for_inputs(node.op_type, node.domain, node.opset, d, dtypes[n]); };
     if (device != ops::Device::kCpu && reg.has_op(node.op_type, node.domain, node.opset, device)) {
       auto def = lookup(device);
       if (def.ok()) {
@@ -82,7 +78,9 @@ Result<KernelSet> create_kernels(const graph::Graph& g, const ops::KernelRegistr
     }
     auto def = lookup(ops::Device::kCpu);
     if (!def.ok()) {
-      missing[key + " for " + dtype_name(ops::selector_dtype(dtypes[n], 0))].push_back(node.name);
+      const bool strings = std::find(dtypes[n].begin(), dtypes[n].end(), DType::kString) != dtypes[n].end();
+      missing[key + " for " + dtype_name(strings ? DType::kString : ops::selector_dtype(dtypes[n], 0))].push_back(
+          node.name);
       continue;
     }
     defs[n] = *def;

@@ -31,6 +31,8 @@ Status register_cpu_kernels(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(cpu::register_control_flow(reg));
   SL_RETURN_IF_ERROR(cpu::register_sequence(reg));
   SL_RETURN_IF_ERROR(cpu::register_strings(reg));
+  // After every family whose byte movers it wraps.
+  SL_RETURN_IF_ERROR(cpu::register_string_moves(reg));
   SL_RETURN_IF_ERROR(cpu::register_label_encoder(reg));
   return ok_status();
 }

@@ -33,6 +33,7 @@ Status register_value_shaped(KernelRegistry& reg); // NonZero, Unique, Compress,
 Status register_control_flow(KernelRegistry& reg); // If, Loop, Scan, SequenceMap (run eagerly: ops/eager.h)
 Status register_sequence(KernelRegistry& reg);     // Sequence*, SplitToSequence, ConcatFromSequence, Optional*
 Status register_strings(KernelRegistry& reg);      // String*, RegexFullMatch; strings in Equal, Identity, Cast
+Status register_string_moves(KernelRegistry& reg); // Reshape, Gather, Concat, Where, ... on strings (by index)
 Status register_label_encoder(KernelRegistry& reg);// ai.onnx.ml LabelEncoder
 
 }  // namespace streamline::ops::cpu
