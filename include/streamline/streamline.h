@@ -42,6 +42,10 @@
 
 namespace streamline {
 
+namespace runtime {
+class InstancePool;
+}  // namespace runtime
+
 struct ModelOptions {
   // Graph rewrite passes (folding, fusion, elimination); off only for debugging. Takes effect at load.
   bool optimize = true;
@@ -156,6 +160,7 @@ class Model {
 
  private:
   friend class Session;
+  friend class runtime::InstancePool;  // serving instances run eager shape sets too
   // What is cached per shape set: a plan, or (plan null) the reason it runs eagerly.
   struct Prepared {
     std::shared_ptr<const plan::ExecutionPlan> plan;

@@ -135,6 +135,24 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
     for (const InferRequest* r : requests) rows += rows_of(r->inputs.at(descs[k].name));
     shape[0] = rows;
     if (k == 0) total_rows = rows;
+    for (const InferRequest* r : requests) {
+      const Tensor& t = r->inputs.at(descs[k].name);
+      if (t.dtype() != first->dtype() || t.shape().rank() != shape.rank() ||
+          !std::equal(t.shape().begin() + 1, t.shape().end(), shape.begin() + 1))
+        return internal_error("requests with different shapes for input '" + descs[k].name + "' share a batch");
+    }
+    if (first->dtype() == DType::kString) {
+      // String tensors hold std::string objects: copied one by one into a tensor of this batch.
+      Tensor batch = Tensor::empty(DType::kString, shape);
+      std::string* dst = batch.strings();
+      for (const InferRequest* r : requests) {
+        const Tensor& t = r->inputs.at(descs[k].name);
+        dst = std::copy(t.strings(), t.strings() + t.numel(), dst);
+      }
+      in.inputs.push_back(std::move(batch));
+      in.shapes.push_back(shape);
+      continue;
+    }
     const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(first->dtype());
     Tensor& buf = in.staging[k];
     if (!buf.defined() || buf.dtype() != first->dtype() || buf.nbytes() < bytes)
@@ -142,37 +160,55 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
     char* dst = static_cast<char*>(buf.raw());
     for (const InferRequest* r : requests) {
       const Tensor& t = r->inputs.at(descs[k].name);
-      if (t.dtype() != first->dtype() || t.shape().rank() != shape.rank() ||
-          !std::equal(t.shape().begin() + 1, t.shape().end(), shape.begin() + 1))
-        return internal_error("requests with different shapes for input '" + descs[k].name + "' share a batch");
       std::memcpy(dst, t.raw(), t.nbytes());
       dst += t.nbytes();
     }
     in.inputs.push_back(Tensor::view(first->dtype(), shape, buf.raw()));
     in.shapes.push_back(shape);
   }
-  // Pass 2: the plan for these shapes (made at load for the configured batch sizes).
-  SL_ASSIGN_OR_RETURN(auto plan, model_->plan_for(in.shapes));
-  // Pass 3: run; outputs stay in the arena until they are split.
-  exec::RunOptions ro;
-  ro.num_threads = threads_per_stream_;
-  ro.elastic_threads = std::min(model_->elastic_threads(), options_.threads_per_instance);
-  ro.copy_outputs = false;
-  ro.safe = model_->options().safe;
-  SL_ASSIGN_OR_RETURN(DeviceRunner * runner, runner_of(in));
-  SL_RETURN_IF_ERROR(runner->run(*plan, in.inputs, &in.outputs, ro));
-  in.arena.store(runner->arena_bytes(), std::memory_order_relaxed);
+  // Pass 2: how these shapes run: a plan (made at load for the configured batch sizes), or node
+  // by node (string tensors, If/Loop, shapes computed from values).
+  SL_ASSIGN_OR_RETURN(ExecutionMode mode, model_->execution_mode(in.shapes));
+  std::vector<std::string> names;
+  if (mode == ExecutionMode::kEager) {
+    std::vector<AnyValue> values(in.inputs.begin(), in.inputs.end());
+    SL_ASSIGN_OR_RETURN(std::vector<AnyValue> outs, model_->run_eager(values, threads_per_stream_));
+    in.outputs.clear();
+    for (size_t o = 0; o < outs.size(); ++o) {
+      if (!outs[o].is_tensor())
+        return unsupported("output '" + model_->outputs()[o].name + "' is a " + outs[o].describe() +
+                           "; serving carries tensors only");
+      in.outputs.push_back(outs[o].tensor());
+    }
+    for (const TensorDesc& d : model_->outputs()) names.push_back(d.name);
+  } else {
+    SL_ASSIGN_OR_RETURN(auto plan, model_->plan_for(in.shapes));
+    names = plan->output_names;
+    // Pass 3: run; outputs stay in the arena until they are split.
+    exec::RunOptions ro;
+    ro.num_threads = threads_per_stream_;
+    ro.elastic_threads = std::min(model_->elastic_threads(), options_.threads_per_instance);
+    ro.copy_outputs = false;
+    ro.safe = model_->options().safe;
+    SL_ASSIGN_OR_RETURN(DeviceRunner * runner, runner_of(in));
+    SL_RETURN_IF_ERROR(runner->run(*plan, in.inputs, &in.outputs, ro));
+    in.arena.store(runner->arena_bytes(), std::memory_order_relaxed);
+  }
   // Pass 4: split the outputs back per request, copying only what each request asked for.
   for (size_t o = 0; o < in.outputs.size(); ++o) {
     const Tensor& t = in.outputs[o];
-    const std::string& name = plan->output_names[o];
+    const std::string& name = names[o];
     if (n > 1 && (t.shape().rank() == 0 || t.shape()[0] != total_rows))
       return internal_error("output '" + name + "' has shape " + t.shape().to_string() + " for a batch of " +
                             std::to_string(total_rows) + " rows; it cannot be split per request");
-    const size_t row_bytes = n > 1 ? t.nbytes() / static_cast<size_t>(total_rows) : 0;
-    const char* src = static_cast<const char*>(t.raw());
+    // Per row: bytes, or elements for string tensors (copied as std::string objects).
+    const bool strings = t.dtype() == DType::kString;
+    const size_t row_size =
+        n > 1 ? (strings ? static_cast<size_t>(t.numel()) : t.nbytes()) / static_cast<size_t>(total_rows) : 0;
+    size_t at = 0;  // bytes or elements of the rows already handed out
     for (size_t i = 0; i < n; ++i) {
       const int64_t rows = n > 1 ? rows_of(requests[i]->inputs.at(descs[0].name)) : 0;
+      const size_t size = static_cast<size_t>(rows) * row_size;
       if (wanted(*requests[i], name)) {
         if (n == 1) {
           responses[i].outputs.emplace(name, t.clone());
@@ -180,11 +216,14 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
           Shape s = t.shape();
           s[0] = rows;
           Tensor part = Tensor::empty(t.dtype(), s);
-          std::memcpy(part.raw(), src, static_cast<size_t>(rows) * row_bytes);
+          if (strings)
+            std::copy(t.strings() + at, t.strings() + at + size, part.strings());
+          else
+            std::memcpy(part.raw(), static_cast<const char*>(t.raw()) + at, size);
           responses[i].outputs.emplace(name, std::move(part));
         }
       }
-      src += static_cast<size_t>(rows) * row_bytes;
+      at += size;
     }
   }
   in.outputs.clear();

@@ -56,7 +56,14 @@ Result<std::unique_ptr<ServingModel>> ServingModel::create(std::shared_ptr<const
   const BatchPolicy& bp = options.batching;
   const bool batching = bp.max_batch_size > 1;
 
-  // Pass 1: a batched model needs a free first dimension on every input.
+  // Pass 1: requests carry tensors only (KServe has no sequence or optional type); a batched model
+  // needs a free first dimension on every input.
+  for (const std::vector<TensorDesc>* descs : {&mdl.inputs(), &mdl.outputs()})
+    for (const TensorDesc& d : *descs)
+      if (d.kind != ValueKind::kTensor)
+        return unsupported(std::string(descs == &mdl.inputs() ? "input '" : "output '") + d.name + "' is a " +
+                           value_type_name(d.kind, d.dtype) +
+                           "; serving carries tensors only (run the model with Session::run_values)");
   for (const auto& in : mdl.inputs()) {
     if (!batching) break;
     if (in.dims.empty() || in.dims[0] >= 0)
@@ -70,6 +77,14 @@ Result<std::unique_ptr<ServingModel>> ServingModel::create(std::shared_ptr<const
     auto shapes = mdl.default_shapes(b);
     if (!shapes.ok()) {
       SL_LOG(kWarning) << "no plans made at load (" << shapes.status().to_string() << "); they are made on first use";
+      m->planned_.clear();
+      warm.clear();
+      break;
+    }
+    SL_ASSIGN_OR_RETURN(ExecutionMode mode, mdl.execution_mode(*shapes));
+    if (mode == ExecutionMode::kEager) {
+      // String tensors, If/Loop, computed shapes: each request runs node by node, nothing to plan.
+      SL_LOG(kInfo) << "no plans made at load: " << mdl.eager_reason(*shapes);
       m->planned_.clear();
       warm.clear();
       break;

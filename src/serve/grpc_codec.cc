@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/layout_convert.h"
+#include "serve/bytes_wire.h"
 #include "serve/echo.h"
 
 namespace streamline::serve {
@@ -130,17 +131,43 @@ Result<int64_t> integer_parameter(const pb::InferParameter& p, const std::string
   }
 }
 
+// A BYTES input: length-prefixed elements in raw_input_contents, or one bytes_contents entry each.
+Status decode_bytes(const pb::ModelInferRequest::InferInputTensor& in, const std::string* raw, int64_t n,
+                    const std::string& where, const std::string& type_text, Tensor* out) {
+  const std::vector<int64_t> dims(in.shape().begin(), in.shape().end());
+  const size_t given = raw ? raw->size() : 0;
+  if (raw && has_any_contents(in.contents()))
+    return invalid_argument(where + "has both typed contents and raw_input_contents");
+  if (!raw && in.contents().bytes_contents_size() != n)
+    return invalid_argument(where + std::to_string(in.contents().bytes_contents_size()) +
+                            " elements in bytes_contents, expected " + std::to_string(n) + " for " + type_text);
+  // Every raw element takes at least its 4-byte length: a count the bytes cannot hold is refused
+  // before anything is allocated.
+  if (raw && static_cast<uint64_t>(n) > given / 4)
+    return invalid_argument(where + std::to_string(given) + " bytes of raw_input_contents cannot hold " +
+                            std::to_string(n) + " elements for " + type_text);
+  *out = Tensor::empty(DType::kString, Shape(dims));
+  if (out->raw() == nullptr) return resource_exhausted(where + "cannot allocate its tensor");
+  if (raw) {
+    Status s = unpack_bytes(*raw, out);
+    return s.ok() ? s : Status(s.code(), where + s.message());
+  }
+  for (int64_t i = 0; i < n; ++i) out->strings()[i] = in.contents().bytes_contents(static_cast<int>(i));
+  return ok_status();
+}
+
 Status decode_input(const pb::ModelInferRequest::InferInputTensor& in, const std::string* raw, Tensor* out) {
   const std::string where = "input '" + echo(in.name()) + "': ";
   if (static_cast<size_t>(in.shape_size()) > kMaxRank)
     return invalid_argument(where + "rank " + std::to_string(in.shape_size()) + " is above " +
                             std::to_string(kMaxRank));
   const DType dtype = dtype_from_kserve(in.datatype());
-  if (dtype == DType::kUndefined || dtype_size(dtype) == 0)
+  if (dtype == DType::kUndefined || (dtype_size(dtype) == 0 && dtype != DType::kString))
     return invalid_argument(where + "datatype '" + echo(in.datatype()) + "' is not supported");
   const std::vector<int64_t> dims(in.shape().begin(), in.shape().end());
   SL_ASSIGN_OR_RETURN(const int64_t n, element_count(dims, where));
   const std::string type_text = echo(in.datatype()) + shape_text(dims);
+  if (dtype == DType::kString) return decode_bytes(in, raw, n, where, type_text, out);
   if (raw) {
     if (has_any_contents(in.contents()))
       return invalid_argument(where + "has both typed contents and raw_input_contents");
@@ -243,7 +270,9 @@ Status encode_infer_response(const InferResponse& r, const std::vector<std::stri
     o->set_name(name);
     o->set_datatype(datatype);
     for (int64_t d : plain.shape().dims()) o->add_shape(d);
-    out->add_raw_output_contents()->assign(static_cast<const char*>(plain.raw()), plain.nbytes());
+    std::string* raw = out->add_raw_output_contents();
+    raw->clear();
+    append_wire(plain, raw);  // BYTES: length-prefixed elements, as Triton sends them
     return ok_status();
   };
   std::set<std::string> done;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 
+#include "serve/bytes_wire.h"
 #include "serve/model_config.h"
 
 namespace streamline::serve {
@@ -54,6 +55,8 @@ void write_float(JsonWriter& w, F x) {
   }
 }
 
+void write_string(JsonWriter& w, std::string_view s);
+
 void write_data(JsonWriter& w, const Tensor& t) {
   const int64_t n = t.numel();
   w.StartArray();
@@ -97,13 +100,14 @@ void write_data(JsonWriter& w, const Tensor& t) {
     case DType::kInt64:
       for (int64_t i = 0; i < n; ++i) w.Int64(t.data<int64_t>()[i]);
       break;
+    case DType::kString:
+      for (int64_t i = 0; i < n; ++i) write_string(w, t.strings()[i]);
+      break;
     default:
       break;  // refused by the caller
   }
   w.EndArray();
 }
-
-void write_string(JsonWriter& w, std::string_view s);
 
 }  // namespace
 
@@ -140,7 +144,8 @@ Result<EncodedInfer> encode_infer_response(const DecodedInfer& request, const st
   for (const Out& o : outs) {
     if (o.tensor->layout() != Layout::kPlain)
       return internal_error("output '" + *o.name + "' is not in the plain layout");
-    if (*dtype_to_kserve(o.tensor->dtype()) == '\0' || dtype_size(o.tensor->dtype()) == 0)
+    if (*dtype_to_kserve(o.tensor->dtype()) == '\0' ||
+        (dtype_size(o.tensor->dtype()) == 0 && o.tensor->dtype() != DType::kString))
       return unsupported("output '" + *o.name + "' has datatype " + dtype_name(o.tensor->dtype()) +
                          ", which KServe cannot carry");
   }
@@ -174,7 +179,7 @@ Result<EncodedInfer> encode_infer_response(const DecodedInfer& request, const st
       w.Key("parameters");
       w.StartObject();
       w.Key("binary_data_size");
-      w.Uint64(o.tensor->nbytes());
+      w.Uint64(wire_bytes(*o.tensor));
       w.EndObject();
     } else {
       w.Key("data");
@@ -191,10 +196,10 @@ Result<EncodedInfer> encode_infer_response(const DecodedInfer& request, const st
     e.header_length = e.body.size();
     size_t total = e.body.size();
     for (const Out& o : outs)
-      if (o.binary) total += o.tensor->nbytes();
+      if (o.binary) total += wire_bytes(*o.tensor);
     e.body.reserve(total);
     for (const Out& o : outs)
-      if (o.binary) e.body.append(static_cast<const char*>(o.tensor->raw()), o.tensor->nbytes());
+      if (o.binary) append_wire(*o.tensor, &e.body);
   }
   return e;
 }

@@ -18,6 +18,7 @@
 #include <set>
 #include <type_traits>
 
+#include "serve/bytes_wire.h"
 #include "serve/echo.h"
 #include "serve/http_codec.h"
 #include "serve/json_data_sink.h"
@@ -77,6 +78,11 @@ int64_t checked_numel(const std::vector<int64_t>& dims) {
 }
 
 // A tensor for an input, or ResourceExhausted when the memory cannot be had.
+// The datatypes requests can carry: the fixed-size ones and BYTES (string tensors).
+bool carried(DType dtype) {
+  return dtype == DType::kString || (dtype_supported(dtype) && dtype_size(dtype) > 0);
+}
+
 Status allocate(DType dtype, const std::vector<int64_t>& dims, Tensor* t) {
   *t = Tensor::empty(dtype, Shape(dims));
   if (t->raw() == nullptr && checked_numel(dims) > 0)
@@ -103,7 +109,7 @@ struct SinkHandler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, SinkHandler
   bool Int64(int64_t i) { return sink.scalar(JsonNumber::signed_int(i)); }
   bool Uint64(uint64_t u) { return sink.scalar(JsonNumber::unsigned_int(u)); }
   bool Double(double d) { return sink.scalar(JsonNumber::real(d)); }
-  bool String(const char*, rapidjson::SizeType, bool) { return sink.scalar(JsonNumber::other()); }
+  bool String(const char* s, rapidjson::SizeType n, bool) { return sink.scalar(JsonNumber::text({s, n})); }
   bool StartObject() { return sink.start_object(); }
   bool Key(const char*, rapidjson::SizeType, bool) { return true; }  // inside an object: not counted
   bool EndObject(rapidjson::SizeType) { return sink.end_object(); }
@@ -147,7 +153,7 @@ class RequestHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Re
   bool String(const char* s, rapidjson::SizeType n, bool copy) {
     const std::string_view text(s, n);
     return scalar(
-        JsonNumber::other(), [&] { return doc_.String(s, n, copy); }, &text);
+        JsonNumber::text(text), [&] { return doc_.String(s, n, copy); }, &text);
   }
   bool RawNumber(const char*, rapidjson::SizeType, bool) { return false; }  // not asked for
 
@@ -260,7 +266,7 @@ bool RequestHandler::start_data() {
   const Declared& d = declared_;
   if (!d.have_datatype || !d.have_shape || !d.shape_ok || d.has_parameters || d.dims.size() > kMaxRank) return true;
   const DType dtype = dtype_from_kserve(d.datatype);
-  if (dtype == DType::kUndefined || !dtype_supported(dtype) || dtype_size(dtype) == 0) return true;
+  if (!carried(dtype)) return true;
   const int64_t numel = checked_numel(d.dims);
   if (numel < 0) return true;
   InputData& data = inputs_data_.back();
@@ -442,7 +448,7 @@ Status decode_input(const Value& v, size_t i, InputData& data, std::string_view 
   const Value* datatype = member(v, "datatype");
   if (!datatype || !datatype->IsString()) return invalid_argument(what + " needs a \"datatype\" string");
   const DType dtype = dtype_from_kserve(str(*datatype));
-  if (dtype == DType::kUndefined || !dtype_supported(dtype) || dtype_size(dtype) == 0)
+  if (!carried(dtype))
     return invalid_argument(what + ": datatype '" + echo(str(*datatype)) + "' is not supported");
 
   const Value* shape_v = member(v, "shape");
@@ -473,16 +479,28 @@ Status decode_input(const Value& v, size_t i, InputData& data, std::string_view 
   Tensor t;
   if (binary_size >= 0) {
     if (has_data) return invalid_argument(what + " has both \"data\" and binary_data_size");
-    if (binary_size != nbytes)
+    if (binary_size != nbytes && dtype != DType::kString)
       return invalid_argument(what + ": binary_data_size " + std::to_string(binary_size) + " does not match " +
                               str(*datatype) + shape.to_string() + " (" + std::to_string(nbytes) + " bytes)");
     if (static_cast<uint64_t>(binary_size) > binary.size() - *offset)
       return invalid_argument(what + ": binary_data_size " + std::to_string(binary_size) +
                               " runs past the end of the body (" + std::to_string(binary.size() - *offset) +
                               " bytes left)");
-    Status s = allocate(dtype, dims, &t);
-    if (!s.ok()) return Status(s.code(), what + ": " + s.message());
-    if (nbytes > 0) std::memcpy(t.raw(), binary.data() + *offset, static_cast<size_t>(nbytes));
+    if (dtype == DType::kString) {
+      // Each element a 4-byte little-endian length and its bytes; the count must fill the shape.
+      // Every element takes at least 4 bytes, so the count is checked before allocating.
+      if (numel > binary_size / 4)
+        return invalid_argument(what + ": binary_data_size " + std::to_string(binary_size) + " cannot hold " +
+                                std::to_string(numel) + " BYTES elements");
+      Status s = allocate(dtype, dims, &t);
+      if (!s.ok()) return Status(s.code(), what + ": " + s.message());
+      s = unpack_bytes(binary.substr(*offset, static_cast<size_t>(binary_size)), &t);
+      if (!s.ok()) return Status(s.code(), what + ": " + s.message());
+    } else {
+      Status s = allocate(dtype, dims, &t);
+      if (!s.ok()) return Status(s.code(), what + ": " + s.message());
+      if (nbytes > 0) std::memcpy(t.raw(), binary.data() + *offset, static_cast<size_t>(nbytes));
+    }
     *offset += static_cast<size_t>(binary_size);
     if (dtype == DType::kBool) {  // keep bools 0/1 whatever bytes came
       auto* p = static_cast<uint8_t*>(t.raw());

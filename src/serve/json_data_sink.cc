@@ -52,6 +52,12 @@ bool put_as(const JsonNumber& n, void* base, int64_t index) {
   return true;
 }
 
+bool put_text(const JsonNumber& n, void* base, int64_t index) {
+  if (n.kind != JsonNumber::kString) return false;
+  static_cast<std::string*>(base)[index].assign(n.s);
+  return true;
+}
+
 using PutFn = bool (*)(const JsonNumber&, void*, int64_t);
 
 PutFn put_for(DType t) {
@@ -82,6 +88,8 @@ PutFn put_for(DType t) {
       return &put_as<int64_t>;
     case DType::kBool:
       return &put_as<bool>;
+    case DType::kString:
+      return &put_text;
     default:
       return nullptr;
   }

@@ -13,12 +13,13 @@
 // (ragged lists, values and lists mixed, nesting deeper than the shape) is refused as it is seen.
 // Errors come in the order of the DOM decoder this replaced: structure, then count, then values.
 // Values convert as the KServe JSON rules say: integers into integer types within range, any
-// number into floating types, true/false into BOOL. Messages name the element or the list and do
+// number into floating types, true/false into BOOL, strings into BYTES (string tensors). Messages name the element or the list and do
 // not name the input (the caller adds that). Not thread-safe; one sink per value.
 
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -28,12 +29,13 @@ namespace streamline::serve {
 
 // One scalar as the reader reported it.
 struct JsonNumber {
-  enum Kind { kSigned, kUnsigned, kDouble, kBool, kOther };
+  enum Kind { kSigned, kUnsigned, kDouble, kBool, kString, kOther };
   Kind kind = kOther;
-  int64_t i = 0;   // kSigned
-  uint64_t u = 0;  // kUnsigned: above INT64_MAX
-  double d = 0;    // kDouble
-  bool b = false;  // kBool
+  int64_t i = 0;       // kSigned
+  uint64_t u = 0;      // kUnsigned: above INT64_MAX
+  double d = 0;        // kDouble
+  bool b = false;      // kBool
+  std::string_view s;  // kString: the reader's text, valid during the call only
 
   static JsonNumber signed_int(int64_t v) { return {kSigned, v, 0, 0, false}; }
   static JsonNumber unsigned_int(uint64_t v) {
@@ -42,7 +44,8 @@ struct JsonNumber {
   }
   static JsonNumber real(double v) { return {kDouble, 0, 0, v, false}; }
   static JsonNumber boolean(bool v) { return {kBool, 0, 0, 0, v}; }
-  static JsonNumber other() { return {}; }  // a string or null: never a valid element
+  static JsonNumber text(std::string_view v) { return {kString, 0, 0, 0, false, v}; }  // valid for BYTES only
+  static JsonNumber other() { return {}; }  // null: never a valid element
 };
 
 class DataSink {

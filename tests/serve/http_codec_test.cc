@@ -65,7 +65,8 @@ TEST(HttpCodecTest, RefusesValuesOutsideTheDatatype) {
   expect_invalid(one_input("BOOL", "[1]", "[1]"), "BOOL");
   expect_invalid(one_input("FP32", "[2]", "[1,\"2\"]"), "element 1");
   expect_invalid(one_input("FP32", "[1]", "[{}]"), "element 0");
-  expect_invalid(one_input("BYTES", "[1]", "[\"a\"]"), "datatype 'BYTES' is not supported");
+  expect_invalid(one_input("BYTES", "[2]", "[\"a\", 1]"), "element 1 is not a valid BYTES");
+  expect_invalid(one_input("INT32", "[1]", "[\"a\"]"), "element 0 is not a valid INT32");
   expect_invalid(one_input("FLOAT", "[1]", "[1]"), "not supported");
 }
 
