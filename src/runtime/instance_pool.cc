@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/cpu_set.h"
 #include "core/logging.h"
 #include "exec/stream_pool.h"
@@ -111,6 +112,7 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
   if (requests.empty()) return ok_status();
   const auto& descs = model_->inputs();
   const size_t n = requests.size();
+  const int64_t t_begin = now_ns();
   // Pass 1: inputs. One request runs on its own tensors; several are concatenated along dim 0
   // into this instance's staging buffers (grown to the largest batch seen, then reused).
   in.inputs.clear();
@@ -154,6 +156,7 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
   // Pass 2: the plan for these shapes (made at load for the configured batch sizes).
   SL_ASSIGN_OR_RETURN(auto plan, model_->plan_for(in.shapes));
   // Pass 3: run; outputs stay in the arena until they are split.
+  const int64_t t_inputs = now_ns();
   exec::RunOptions ro;
   ro.num_threads = threads_per_stream_;
   ro.elastic_threads = std::min(model_->elastic_threads(), options_.threads_per_instance);
@@ -162,6 +165,7 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
   SL_ASSIGN_OR_RETURN(DeviceRunner * runner, runner_of(in));
   SL_RETURN_IF_ERROR(runner->run(*plan, in.inputs, &in.outputs, ro));
   in.arena.store(runner->arena_bytes(), std::memory_order_relaxed);
+  const int64_t t_run = now_ns();
   // Pass 4: split the outputs back per request, copying only what each request asked for.
   for (size_t o = 0; o < in.outputs.size(); ++o) {
     const Tensor& t = in.outputs[o];
@@ -188,7 +192,14 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
     }
   }
   in.outputs.clear();
-  for (size_t i = 0; i < n; ++i) responses[i].status = ok_status();
+  // Every request of the batch reports the batch's times, as Triton does.
+  const int64_t t_end = now_ns();
+  for (size_t i = 0; i < n; ++i) {
+    responses[i].status = ok_status();
+    responses[i].compute_input_us = (t_inputs - t_begin) / 1000;
+    responses[i].compute_infer_us = (t_run - t_inputs) / 1000;
+    responses[i].compute_output_us = (t_end - t_run) / 1000;
+  }
   return ok_status();
 }
 

@@ -126,16 +126,17 @@ Result<EncodedInfer> encode_infer_response(const DecodedInfer& request, const st
     const std::string* name;
     const Tensor* tensor;
     bool binary;
+    const ShmRef* shm;
   };
   std::vector<Out> outs;
   if (!request.outputs.empty()) {
     for (const RequestedOutput& o : request.outputs) {
       auto it = response.outputs.find(o.name);
       if (it == response.outputs.end()) return internal_error("the response lacks output '" + o.name + "'");
-      outs.push_back({&it->first, &it->second, o.binary});
+      outs.push_back({&it->first, &it->second, o.binary && !o.shm, o.shm ? &*o.shm : nullptr});
     }
   } else {
-    for (const auto& [name, t] : response.outputs) outs.push_back({&name, &t, request.binary_default});
+    for (const auto& [name, t] : response.outputs) outs.push_back({&name, &t, request.binary_default, nullptr});
   }
   for (const Out& o : outs) {
     if (o.tensor->layout() != Layout::kPlain)
@@ -169,7 +170,19 @@ Result<EncodedInfer> encode_infer_response(const DecodedInfer& request, const st
     w.StartArray();
     for (int64_t d : o.tensor->shape()) w.Int64(d);
     w.EndArray();
-    if (o.binary) {
+    if (o.shm) {
+      w.Key("parameters");
+      w.StartObject();
+      w.Key("shared_memory_region");
+      write_string(w, o.shm->region);
+      w.Key("shared_memory_byte_size");
+      w.Uint64(o.tensor->nbytes());
+      if (o.shm->offset > 0) {
+        w.Key("shared_memory_offset");
+        w.Uint64(o.shm->offset);
+      }
+      w.EndObject();
+    } else if (o.binary) {
       any_binary = true;
       w.Key("parameters");
       w.StartObject();

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "serve/shared_memory.h"
 #include "streamline/serving.h"
 
 namespace streamline::serve {
@@ -26,6 +27,8 @@ namespace streamline::serve {
 struct RequestedOutput {
   std::string name;
   bool binary = false;
+  // parameters.shared_memory_region (and _offset, _byte_size): written there, not in the body.
+  std::optional<ShmRef> shm;
 };
 
 struct DecodedInfer {
@@ -35,6 +38,8 @@ struct DecodedInfer {
   std::vector<RequestedOutput> outputs;
   // parameters.binary_data_output: outputs not listed (or listed without binary_data) come back raw.
   bool binary_default = false;
+  // Inputs whose data is in a shared memory region (read with SharedMemoryRegistry::read_inputs).
+  std::vector<ShmInput> shm_inputs;
 };
 
 // Parses the Inference-Header-Content-Length value: nullopt when `value` is empty (the whole body
@@ -57,7 +62,8 @@ struct EncodedInfer {
 };
 
 // Encodes a successful response: {"model_name", "model_version", "id"?, "outputs": [...]}. Outputs
-// come in the request's order when it listed them, else by name.
+// come in the request's order when it listed them, else by name. An output requested into shared
+// memory has been written there already: it carries only its parameters (region and byte size).
 [[nodiscard]] Result<EncodedInfer> encode_infer_response(const DecodedInfer& request, const std::string& model,
                                                          const std::string& version, const InferResponse& response);
 

@@ -5,6 +5,7 @@
 
 #include "serve/echo.h"
 #include "serve/http_codec.h"
+#include "serve/http_extensions.h"
 #include "serve/http_session.h"
 #include "serve/json_util.h"
 #include "serve/model_config.h"
@@ -115,12 +116,18 @@ std::optional<Response> HttpSession::route(Request& req) {
     return make_response(ok ? 200 : 503, "", "");
   }
   if (seg[1] == "models" && seg.size() >= 3) return route_model(req, seg);
+  if (ExtensionReply x = route_extension(core, get, post, seg, req.body()); x.matched) {
+    const char* type = x.body.empty() ? "" : kJson;
+    Response res = make_response(static_cast<unsigned>(x.http_status), std::move(x.body), type);
+    if (*x.allow) res.set(http::field::allow, x.allow);
+    return res;
+  }
   if (seg[1] == "repository") {
     if (seg.size() == 3 && seg[2] == "index") {
       if (!post) return method_not_allowed("POST");
       Result<bool> ready_only = parse_bool_member(req.body(), "ready");
       if (!ready_only.ok()) return status_response(ready_only.status());
-      return make_response(200, repository_index_json(core.repository().index(), *ready_only), kJson);
+      return make_response(200, repository_index_json(core.repository().full_index(), *ready_only), kJson);
     }
     if (seg.size() == 5 && seg[2] == "models" && (seg[4] == "load" || seg[4] == "unload")) {
       if (!post) return method_not_allowed("POST");

@@ -12,10 +12,13 @@
 
 #include "serve/echo.h"
 #include "serve/http_codec.h"
+#include "serve/http_compression.h"
 
 namespace streamline::serve::http_detail {
 namespace {
 
+// Response bodies up to this size go uncompressed whatever the client accepts.
+constexpr size_t kMinCompressBytes = 256;
 // How long a connection that is closing reads (and drops) what the client still sends.
 constexpr auto kLinger = std::chrono::seconds(2);
 // How long a stopping server waits for the rest of a request that has begun to arrive.
@@ -41,6 +44,14 @@ struct InferContext {
   // On a runtime thread: encode, then hand the response to the connection's strand.
   void done(InferResponse r) {
     if (!r.status.ok()) return reply(status_response(r.status));
+    // Outputs asked for into shared memory are written there; the body only names them.
+    for (const RequestedOutput& o : decoded.outputs) {
+      if (!o.shm) continue;
+      auto it = r.outputs.find(o.name);
+      if (it == r.outputs.end()) continue;  // encode names the missing output
+      if (Status s = state->core.shared_memory().write_output(o.name, it->second, *o.shm); !s.ok())
+        return reply(status_response(s));
+    }
     // From the index, not get(): a LoadedModel reference dropped last on this (instance) thread
     // would join the thread from itself.
     std::string served = version;
@@ -64,6 +75,9 @@ void decode_and_submit(const std::shared_ptr<InferContext>& ctx, Request& req, s
   req.body().shrink_to_fit();
   if (!decoded.ok()) return ctx->reply(status_response(decoded.status()));
   ctx->decoded = std::move(*decoded);
+  if (Status s = ctx->state->core.shared_memory().read_inputs(ctx->decoded.shm_inputs, &ctx->decoded.request);
+      !s.ok())
+    return ctx->reply(status_response(s));
   InferRequest request = std::move(ctx->decoded.request);
   request.id = ctx->state->next_request_id.fetch_add(1);
   ctx->state->core.infer(ctx->model, ctx->version, std::move(request),
@@ -189,6 +203,10 @@ void HttpSession::on_read(beast::error_code ec) {
   parser_.reset();
   keep_alive_ = req.keep_alive();
   version_ = req.version();
+  {
+    auto accept = req[http::field::accept_encoding];
+    accept_ = pick_encoding(std::string_view(accept.data(), accept.size()));
+  }
   if (std::optional<Response> res = route(req)) send(std::move(*res));
 }
 
@@ -204,6 +222,11 @@ void HttpSession::send(Response res) {
     return;
   }
   res.version(version_);
+  // Accept-Encoding of the request answered: the body goes compressed (tiny bodies gain nothing).
+  if (accept_ && res.body().size() > kMinCompressBytes && res[http::field::content_encoding].empty()) {
+    res.body() = compress_body(res.body(), *accept_);
+    res.set(http::field::content_encoding, body_encoding_name(*accept_));
+  }
   bool keep = keep_alive_ && !close_after_ && !over_cap_;
   // Draining or stopping: the connection ends after the last request it has received.
   if (keep && (state_.stopping() || state_.core.draining()) && !more_pending()) keep = false;
@@ -262,10 +285,19 @@ void HttpSession::close() {
 }
 
 std::optional<Response> HttpSession::infer(Request& req, const std::string& model, const std::string& version) {
-  auto encoding = req[http::field::content_encoding];
-  if (!encoding.empty() && encoding != "identity")
-    return error_response(
-        400, "Content-Encoding '" + echo(std::string_view(encoding.data(), encoding.size())) + "' is not supported");
+  if (Status s = state_.core.check_single_response(model, version); !s.ok()) return status_response(s);
+  auto encoding_text = req[http::field::content_encoding];
+  Result<std::optional<BodyEncoding>> encoding =
+      parse_content_encoding(std::string_view(encoding_text.data(), encoding_text.size()));
+  if (!encoding.ok()) return status_response(encoding.status());
+  if (*encoding) {
+    // Inference-Header-Content-Length and every limit apply to the decompressed body.
+    const uint64_t limit = static_cast<uint64_t>(std::max<int64_t>(0, state_.core.options().max_request_bytes));
+    Result<std::string> plain = decompress_body(req.body(), **encoding, limit);
+    if (!plain.ok()) return status_response(plain.status());
+    req.body() = std::move(*plain);
+    req.erase(http::field::content_encoding);
+  }
   // One Inference-Header-Content-Length: repeated with different values, which one is meant?
   std::set<std::string> lengths;
   for (auto [it, end] = req.equal_range("Inference-Header-Content-Length"); it != end; ++it)

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "serve/http_compression.h"
 #include "serve/http_server.h"
 #include "serve/server_core.h"
 #include "serve/task_pool.h"
@@ -127,6 +128,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool close_after_ = false;
   bool finishing_ = false;
   unsigned version_ = 11;
+  std::optional<BodyEncoding> accept_;  // the request's Accept-Encoding, for its response
 };
 
 // Responses with the Server header; error bodies are {"error": "..."} with the message capped.

@@ -13,6 +13,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <type_traits>
 
 #include "core/logging.h"
 #include "model_config.pb.h"
@@ -213,6 +214,7 @@ Status read_tensors(const pb::RepeatedPtrField<ProtoTensor>& in, const char* fie
             std::string(field) + " '" + t.name() + "': dims entries must be -1 or >= 1, got " + std::to_string(v));
       tc.dims.push_back(v);
     }
+    if constexpr (std::is_same_v<ProtoTensor, pc::ModelOutput>) tc.label_filename = t.label_filename();
     out->push_back(std::move(tc));
   }
   return ok_status();
@@ -450,7 +452,30 @@ Result<ModelConfig> parse_model_config(const std::string& text, const std::strin
   if (c.dynamic_batching)
     SL_RETURN_IF_ERROR(read_dynamic_batching(p.dynamic_batching(), c.max_batch_size, &tree, check, &c.batching));
 
-  // Pass 5: our own options.
+  // Pass 5: versions and the transaction policy.
+  if (p.has_version_policy()) {
+    const pc::ModelVersionPolicy& v = p.version_policy();
+    const Tree* sub = Checker::nested(&tree, root, "version_policy", -1);
+    const pb::Descriptor* d = pc::ModelVersionPolicy::descriptor();
+    if (v.has_all()) {
+      c.version_policy = VersionPolicyKind::kAll;
+    } else if (v.has_specific()) {
+      c.version_policy = VersionPolicyKind::kSpecific;
+      for (int64_t n : v.specific().versions()) {
+        if (n < 0) return check.invalid(sub, d, "specific", -1, "specific versions must be >= 0");
+        c.specific_versions.push_back(n);
+      }
+      if (c.specific_versions.empty())
+        return check.invalid(sub, d, "specific", -1, "version_policy specific lists no versions");
+    } else if (v.has_latest()) {
+      if (v.latest().num_versions() < 1 || v.latest().num_versions() > 1024)
+        return check.invalid(sub, d, "latest", -1, "latest num_versions must be in [1, 1024]");
+      c.latest_versions = static_cast<int>(v.latest().num_versions());
+    }
+  }
+  c.decoupled = p.model_transaction_policy().decoupled();
+
+  // Pass 6: our own options.
   for (const auto& [key, value] : p.parameters()) c.parameters[key] = value.string_value();
   SL_RETURN_IF_ERROR(check_parameters(c.parameters, where));
   return c;
@@ -591,6 +616,7 @@ std::string model_config_json(const ModelConfig& c) {
       json_key_string(w, "data_type", dtype_to_config(t.dtype));
       json_key(w, "dims");
       json_int_array(w, t.dims);
+      if (!t.label_filename.empty()) json_key_string(w, "label_filename", t.label_filename);
       w.EndObject();
     }
     w.EndArray();
@@ -601,10 +627,22 @@ std::string model_config_json(const ModelConfig& c) {
   json_key_string(w, "backend", c.backend);
   json_key(w, "version_policy");
   w.StartObject();
-  json_key(w, "latest");
-  w.StartObject();
-  json_key_int(w, "num_versions", 1);
-  w.EndObject();
+  if (c.version_policy == VersionPolicyKind::kAll) {
+    json_key(w, "all");
+    w.StartObject();
+    w.EndObject();
+  } else if (c.version_policy == VersionPolicyKind::kSpecific) {
+    json_key(w, "specific");
+    w.StartObject();
+    json_key(w, "versions");
+    json_int_array(w, c.specific_versions);
+    w.EndObject();
+  } else {
+    json_key(w, "latest");
+    w.StartObject();
+    json_key_int(w, "num_versions", c.latest_versions);
+    w.EndObject();
+  }
   w.EndObject();
   json_key_int(w, "max_batch_size", c.max_batch_size);
   tensors("input", c.inputs);
@@ -641,6 +679,11 @@ std::string model_config_json(const ModelConfig& c) {
     w.EndObject();
     w.EndObject();
   }
+  json_key(w, "model_transaction_policy");
+  w.StartObject();
+  json_key(w, "decoupled");
+  w.Bool(c.decoupled);
+  w.EndObject();
   json_key(w, "parameters");
   w.StartObject();
   for (const auto& [k, v] : c.parameters) {

@@ -83,6 +83,49 @@ Status relative_to(const std::string& root, const Status& s) {
 
 }  // namespace
 
+void accumulate_stats(ServingStats& into, const ServingStats& from) {
+  into.accepted += from.accepted;
+  into.succeeded += from.succeeded;
+  into.failed += from.failed;
+  for (const auto& [code, n] : from.failures) into.failures[code] += n;
+  const auto summary = [](LatencySummary& a, const LatencySummary& b) {
+    a.count += b.count;
+    a.sum_us += b.sum_us;
+    a.p50_us = b.p50_us;
+    a.p90_us = b.p90_us;
+    a.p99_us = b.p99_us;
+  };
+  summary(into.queue, from.queue);
+  summary(into.compute, from.compute);
+  summary(into.total, from.total);
+  summary(into.compute_input, from.compute_input);
+  summary(into.compute_infer, from.compute_infer);
+  summary(into.compute_output, from.compute_output);
+  const auto hist = [](LatencyHistogram& a, const LatencyHistogram& b) {
+    if (a.count == 0 && a.bounds_us != b.bounds_us) a = LatencyHistogram(b.bounds_us);  // first, or new buckets
+    (void)a.merge(b);
+  };
+  hist(into.total_hist, from.total_hist);
+  hist(into.queue_hist, from.queue_hist);
+  hist(into.compute_input_hist, from.compute_input_hist);
+  hist(into.compute_infer_hist, from.compute_infer_hist);
+  hist(into.compute_output_hist, from.compute_output_hist);
+  for (const auto& [b, n] : from.batch_size_hist) into.batch_size_hist[b] += n;
+  for (const auto& [b, t] : from.batch_timing) {
+    BatchTiming& x = into.batch_timing[b];
+    x.runs += t.runs;
+    x.input_us += t.input_us;
+    x.infer_us += t.infer_us;
+    x.output_us += t.output_us;
+  }
+  into.batches += from.batches;
+  into.in_flight = from.in_flight;
+  into.queued = from.queued;
+  if (into.instance_busy_us.size() < from.instance_busy_us.size())
+    into.instance_busy_us.resize(from.instance_busy_us.size(), 0);
+  for (size_t i = 0; i < from.instance_busy_us.size(); ++i) into.instance_busy_us[i] += from.instance_busy_us[i];
+}
+
 const char* model_state_name(ModelState s) {
   switch (s) {
     case ModelState::kLoading:
@@ -106,6 +149,25 @@ Repository::~Repository() {
     models.swap(models_);
   }
   for (auto& [name, m] : models) m->serving->shutdown(ShutdownMode::kDrain);
+}
+
+void Repository::retire(const std::shared_ptr<LoadedModel>& m) {
+  m->serving->shutdown(ShutdownMode::kDrain);
+  const ServingStats last = m->serving->stats();
+  std::lock_guard<std::mutex> lock(mu_);
+  ServingStats& r = retired_[{m->config.name, m->version}];
+  accumulate_stats(r, last);
+  r.in_flight = r.queued = 0;
+}
+
+ServingStats Repository::cumulative_stats(const LoadedModel& m) const {
+  const ServingStats live = m.serving->stats();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = retired_.find({m.config.name, m.version});
+  if (it == retired_.end()) return live;
+  ServingStats total = it->second;
+  accumulate_stats(total, live);
+  return total;
 }
 
 Status Repository::load_all() {
@@ -178,6 +240,7 @@ Result<std::shared_ptr<LoadedModel>> Repository::load_model(const std::string& n
   // Pass 5: serving (plans for the batch sizes, instance threads, warm-up).
   ServingOptions so = serving_options(config);
   so.threads_per_instance = threads;
+  so.latency_buckets_us = options_.latency_buckets_us;
   SL_ASSIGN_OR_RETURN(std::unique_ptr<ServingModel> serving, ServingModel::create(model, so));
   auto loaded = std::make_shared<LoadedModel>();
   loaded->config = std::move(config);
@@ -228,7 +291,7 @@ Status Repository::load(const std::string& name) {
     e.reason.clear();
   }
   // Requests already queued on the old version finish there; new ones go to the new one.
-  if (old) old->serving->shutdown(ShutdownMode::kDrain);
+  if (old) retire(old);
   SL_LOG(kInfo) << "model '" << name << "' version " << version << " is ready";
   return ok_status();
 }
@@ -246,7 +309,7 @@ Status Repository::unload(const std::string& name) {
     models_.erase(it);
     e->second.state = ModelState::kUnloading;
   }
-  m->serving->shutdown(ShutdownMode::kDrain);
+  retire(m);
   {
     std::lock_guard<std::mutex> lock(mu_);
     RepositoryEntry& e = entries_[name];
@@ -277,6 +340,28 @@ std::vector<RepositoryEntry> Repository::index() const {
   std::vector<RepositoryEntry> out;
   out.reserve(entries_.size());
   for (const auto& [name, e] : entries_) out.push_back(e);
+  return out;
+}
+
+std::vector<RepositoryEntry> Repository::full_index() const {
+  std::map<std::string, RepositoryEntry> all;
+  for (RepositoryEntry& e : index()) all.emplace(e.name, std::move(e));
+  std::error_code ec;
+  for (fs::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code e2;
+    const std::string n = it->path().filename().string();
+    if (!it->is_directory(e2) || !check_name(n).ok() || all.count(n)) continue;
+    RepositoryEntry e;
+    e.name = n;
+    e.state = ModelState::kUnavailable;
+    e.reason = "not loaded";
+    std::vector<std::string> without;
+    e.version = served_version(it->path(), &without);
+    all.emplace(n, std::move(e));
+  }
+  std::vector<RepositoryEntry> out;
+  out.reserve(all.size());
+  for (auto& [name, e] : all) out.push_back(std::move(e));
   return out;
 }
 

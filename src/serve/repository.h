@@ -48,7 +48,14 @@ struct RepositoryOptions {
   // Defaults applied to every model unless its config says otherwise.
   int default_instances = 1;
   int default_threads = 0;  // intra-op threads per instance; 0 = cores / instances
+  // Bounds of every model's latency histograms (ServingOptions::latency_buckets_us); empty =
+  // kDefaultLatencyBucketsUs. Read at each load.
+  std::vector<double> latency_buckets_us;
 };
+
+// Adds `from`'s counters, sums and histograms to `into` (a model's counters over its reloads).
+// Percentiles, in-flight and queued counts are `from`'s, the live ones.
+void accumulate_stats(ServingStats& into, const ServingStats& from);
 
 class Repository {
  public:
@@ -67,10 +74,16 @@ class Repository {
   // = the served version; another version -> NotFound unless it is the served one.
   [[nodiscard]] Result<std::shared_ptr<LoadedModel>> get(const std::string& name,
                                                          const std::string& version = "") const;
-  // Every model folder seen (loaded or not), sorted by name.
+  // Every model folder whose load was tried (loaded or not), sorted by name.
   std::vector<RepositoryEntry> index() const;
+  // Triton's repository index: index() plus every model folder of the repository not tried yet
+  // (explicit model control: not loaded), UNAVAILABLE with the reason "not loaded"; sorted by name.
+  std::vector<RepositoryEntry> full_index() const;
   // Models that are ready, sorted by name.
   std::vector<std::shared_ptr<LoadedModel>> ready_models() const;
+  // The counters of this model version since the server started: those of every earlier load of
+  // the same name and version (reloads, unload and load again) plus `m`'s own. Monotonic.
+  ServingStats cumulative_stats(const LoadedModel& m) const;
   const std::string& root() const { return root_; }
 
  private:
@@ -82,6 +95,10 @@ class Repository {
   std::mutex lifecycle_mu_;     // one load/unload at a time
   std::map<std::string, RepositoryEntry> entries_;
   std::map<std::string, std::shared_ptr<LoadedModel>> models_;
+  // Final counters of loads that were replaced or unloaded, by (name, version).
+  std::map<std::pair<std::string, std::string>, ServingStats> retired_;
+  // Drains `m` and keeps its final counters in retired_.
+  void retire(const std::shared_ptr<LoadedModel>& m);
 };
 
 }  // namespace streamline::serve

@@ -25,6 +25,7 @@
 
 #include "core/status.h"
 #include "serve/repository.h"
+#include "serve/shared_memory.h"
 #include "streamline/serving.h"
 
 namespace streamline::serve {
@@ -36,6 +37,9 @@ struct ServerOptions {
   // Model control mode "explicit": load_model/unload_model change what is served. Otherwise
   // (mode "none") both are refused with Unsupported, for every front end alike.
   bool allow_model_control = false;
+  // Export Triton's metric families (nv_inference_request_success, ..._duration_us,
+  // nv_inference_first_response_histogram_ms, ...) beside streamline's own.
+  bool triton_metric_names = true;
 };
 
 struct TensorMetadata {
@@ -68,6 +72,9 @@ class ServerCore {
   bool draining() const { return draining_.load(); }
   const ServerOptions& options() const { return options_; }
   const Repository& repository() const { return repo_; }
+  // The shared memory regions clients registered (both front ends see the same ones).
+  SharedMemoryRegistry& shared_memory() { return shm_; }
+  const SharedMemoryRegistry& shared_memory() const { return shm_; }
 
   // Triton's repository extension (load, unload by model name). Unsupported "explicit model load
   // / unload is not allowed ..." unless options().allow_model_control; else as Repository::load
@@ -98,6 +105,10 @@ class ServerCore {
   // request.priority is 0-based (0 = highest, -1 = default): a KServe/Triton request priority p
   // maps to p - 1, and p = 0 (default) to -1.
   void infer(const std::string& model, const std::string& version, InferRequest request, InferCallback done);
+  // Unsupported when the model is decoupled (one request, several responses): only a stream
+  // (gRPC ModelStreamInfer) can carry its answers. Ok otherwise, also for unknown models (infer
+  // names those).
+  [[nodiscard]] Status check_single_response(const std::string& model, const std::string& version) const;
 
   // Refuses new requests from now on; waits until every accepted request is answered or the
   // timeout passes (at most a year: longer ones, up to milliseconds::max(), wait a year). Returns
@@ -108,6 +119,7 @@ class ServerCore {
  private:
   Repository& repo_;
   ServerOptions options_;
+  SharedMemoryRegistry shm_;
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};
   mutable std::mutex mu_;
