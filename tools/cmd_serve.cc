@@ -18,9 +18,9 @@
 #include <optional>
 
 #include "cli_common.h"
-#include "core/logging.h"
 #include "cli_flags.h"
 #include "commands.h"
+#include "core/logging.h"
 #include "preflight.h"
 #include "serve/grpc_server.h"
 #include "serve/http_server.h"
@@ -66,7 +66,10 @@ Status apply_log_flags(const ServeFlags& f) {
   return set_log_settings(s);
 }
 
-// "0.5,1,2.5" -> microseconds; positive and increasing, at most 64 bounds.
+// "0.5,1,2.5" -> microseconds; positive and increasing, at most kMaxBucketBounds bounds (a fine
+// histogram, e.g. 0.5 ms steps to 200 ms, is 400; each is looked up by binary search).
+constexpr size_t kMaxBucketBounds = 1000;
+
 Result<std::vector<double>> parse_buckets_ms(const std::string& text) {
   std::vector<double> out;
   if (text.empty()) return out;
@@ -84,7 +87,9 @@ Result<std::vector<double>> parse_buckets_ms(const std::string& text) {
     out.push_back(v * 1000);
     pos = end + 1;
   }
-  if (out.size() > 64) return invalid_argument("--metrics-buckets-ms: at most 64 bounds");
+  if (out.size() > kMaxBucketBounds)
+    return invalid_argument("--metrics-buckets-ms: " + std::to_string(out.size()) + " bounds; at most " +
+                            std::to_string(kMaxBucketBounds));
   return out;
 }
 

@@ -161,10 +161,12 @@ def start_prometheus(tmp_path, target_port):
     return proc, port
 
 
-def test_histogram_quantile_matches_client_percentiles(repository, tmp_path):
+def test_histogram_quantile_matches_exact_and_client_percentiles(repository, tmp_path):
     """A load on a model of ~10 ms per request; Prometheus' histogram_quantile over the server's
-    request-duration histogram agrees with the client's own percentiles of the same requests to
-    within one bucket (0.5 ms) plus the client's HTTP overhead."""
+    request-duration histogram agrees with the server's exact percentiles of the same requests to
+    within two buckets (0.5 ms each) and is never above the client's own percentiles. slow_q, not
+    slow_t: one request at a time never waits, but a 1 ms queue timeout can still expire on a
+    loaded machine."""
     from conftest import Server
     width_ms = 0.5
     buckets = ",".join(str(round(width_ms * i, 1)) for i in range(1, 401))  # 0.5 .. 200 ms
@@ -176,29 +178,34 @@ def test_histogram_quantile_matches_client_percentiles(repository, tmp_path):
         inp = httpclient.InferInput("x", list(x.shape), "FP32")
         inp.set_data_from_numpy(x, binary_data=True)
         out = httpclient.InferRequestedOutput("y", binary_data=True)
-        c.infer("slow_t", [inp], outputs=[out])  # warm
+        c.infer("slow_q", [inp], outputs=[out])  # warm
         n, lat = 200, []
         for _ in range(n):
             t0 = time.perf_counter()
-            c.infer("slow_t", [inp], outputs=[out])
+            c.infer("slow_q", [inp], outputs=[out])
             lat.append((time.perf_counter() - t0) * 1000)
         text = metrics_text(s)
-        total = sample(text, "streamline_inference_request_duration_ms_count", model="slow_t")
+        total = sample(text, "streamline_inference_request_duration_ms_count", model="slow_q")
         assert total == n + 1
-        assert sample(text, "nv_inference_first_response_histogram_ms_count", model="slow_t") == n + 1
+        assert sample(text, "nv_inference_first_response_histogram_ms_count", model="slow_q") == n + 1
         # The histogram's +Inf bucket is its count, and buckets are cumulative.
-        assert sample(text, "streamline_inference_request_duration_ms_bucket", model="slow_t", le="+Inf") == n + 1
-        scrape_until(port, 'streamline_inference_request_duration_ms_count{model="slow_t"}', lambda v: v == n + 1)
+        assert sample(text, "streamline_inference_request_duration_ms_bucket", model="slow_q", le="+Inf") == n + 1
+        scrape_until(port, 'streamline_inference_request_duration_ms_count{model="slow_q"}', lambda v: v == n + 1)
         lat.sort()
-        overhead_ms = 2.0  # client encode/decode and loopback HTTP per request, generously
         for q in (0.5, 0.9, 0.99):
             client = lat[min(n - 1, int(q * n))]
+            # The server's exact percentile of the same requests (its windowed summary holds them all).
+            exact = sample(text, "streamline_inference_request_duration_us", model="slow_q", quantile=str(q)) / 1000
             for family in ("streamline_inference_request_duration_ms", "nv_inference_first_response_histogram_ms"):
-                server = scrape_until(port, f'histogram_quantile({q}, {family}_bucket{{model="slow_t"}})',
+                server = scrape_until(port, f'histogram_quantile({q}, {family}_bucket{{model="slow_q"}})',
                                       lambda v: v == v)
-                # The server's time is part of the client's: never above it by more than a bucket,
-                # and below it by at most the overhead plus a bucket.
-                assert client - overhead_ms - width_ms <= server <= client + width_ms, (family, q, server, client)
+                # histogram_quantile interpolates inside the bucket that holds the true percentile
+                # (a neighbour when the ranks round apart): within two buckets of the exact one.
+                assert abs(server - exact) <= 2 * width_ms, (family, q, server, exact)
+                # Each request's server time is part of its client time, so every order statistic
+                # of the server's is at most the client's. (How far below depends on the client's
+                # own overhead, which a loaded machine makes unbounded: not asserted.)
+                assert 0 < server <= client + width_ms, (family, q, server, client)
     finally:
         prom.terminate()
         prom.wait(timeout=30)

@@ -293,7 +293,10 @@ def test_http_response_is_compressed_when_accepted_and_corrupt_bodies_refused(sr
     import gzip
     import http.client
     import json as js
-    body = js.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 16], "data": [0.5] * 32}]}).encode()
+    # Eight rows: a response body well above the size under which nothing is compressed (256 bytes).
+    x = x16(8, seed=41)
+    body = js.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [8, 16],
+                                 "data": x.flatten().tolist()}]}).encode()
     conn = http.client.HTTPConnection("127.0.0.1", srv.http_port, timeout=30)
     conn.request("POST", "/v2/models/tiny/infer", body=gzip.compress(body),
                  headers={"Content-Encoding": "gzip", "Accept-Encoding": "gzip"})
@@ -301,7 +304,13 @@ def test_http_response_is_compressed_when_accepted_and_corrupt_bodies_refused(sr
     data = res.read()
     assert res.status == 200
     assert res.getheader("Content-Encoding") == "gzip"
-    assert js.loads(gzip.decompress(data))["outputs"][0]["shape"] == [2, 8]
+    assert js.loads(gzip.decompress(data))["outputs"][0]["shape"] == [8, 8]
+    # A small body goes as it is, whatever the client accepts.
+    small = js.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 16], "data": [0.5] * 16}]})
+    conn.request("POST", "/v2/models/tiny/infer", body=small, headers={"Accept-Encoding": "gzip"})
+    res = conn.getresponse()
+    assert res.status == 200 and res.getheader("Content-Encoding") is None
+    assert js.loads(res.read())["outputs"][0]["shape"] == [1, 8]
     conn.request("POST", "/v2/models/tiny/infer", body=gzip.compress(body)[:-9], headers={"Content-Encoding": "gzip"})
     res = conn.getresponse()
     err = js.loads(res.read())["error"]
