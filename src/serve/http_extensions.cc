@@ -5,6 +5,9 @@
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 
+#include <map>
+#include <optional>
+
 #include "core/logging.h"
 #include "serve/echo.h"
 #include "serve/http_codec.h"
@@ -60,6 +63,37 @@ Result<uint64_t> uint_member(const Value& o, const char* key, bool required) {
   }
   if (!it->value.IsUint64()) return invalid_argument(std::string("\"") + key + "\" must be a non-negative integer");
   return it->value.GetUint64();
+}
+
+// RFC 4648 base64 (with or without padding); nullopt for another character.
+std::optional<std::string> base64_decode(std::string_view in) {
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    int v;
+    if (c >= 'A' && c <= 'Z')
+      v = c - 'A';
+    else if (c >= 'a' && c <= 'z')
+      v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9')
+      v = c - '0' + 52;
+    else if (c == '+')
+      v = 62;
+    else if (c == '/')
+      v = 63;
+    else if (c == '=')
+      break;
+    else
+      return std::nullopt;
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xff);
+    }
+  }
+  return out;
 }
 
 // /v2/{system,cuda}sharedmemory[/region/<r>]/<action>
@@ -118,7 +152,17 @@ ExtensionReply shared_memory(ServerCore& core, bool get, bool post, const std::v
     if (cuda) {
       auto dev = uint_member(doc, "device_id", false);
       if (!dev.ok()) return error_reply(dev.status());
-      Status s = shm.register_cuda(region, "", static_cast<int64_t>(*dev), *size);
+      // "raw_handle": {"b64": "<base64 of the cudaIpcMemHandle_t>"}
+      auto raw = doc.FindMember("raw_handle");
+      const Value* b64 = nullptr;
+      if (raw != doc.MemberEnd() && raw->value.IsObject()) {
+        auto b = raw->value.FindMember("b64");
+        if (b != raw->value.MemberEnd() && b->value.IsString()) b64 = &b->value;
+      }
+      if (!b64) return error_reply(invalid_argument("\"raw_handle\" must be {\"b64\": \"<base64>\"}"));
+      auto handle = base64_decode(std::string_view(b64->GetString(), b64->GetStringLength()));
+      if (!handle) return error_reply(invalid_argument("raw_handle.b64 is not base64"));
+      Status s = shm.register_cuda(region, *handle, static_cast<int64_t>(*dev), *size);
       return s.ok() ? ok_reply("") : error_reply(s);
     }
     auto key = doc.FindMember("key");

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "runtime/device_ipc.h"
 #include "serve/echo.h"
 
 namespace streamline::serve {
@@ -23,6 +24,11 @@ struct SharedMemoryRegistry::Mapping {
     if (base != MAP_FAILED) munmap(base, mapped);
   }
   char* data() const { return static_cast<char*>(base) + info.offset; }
+};
+
+struct SharedMemoryRegistry::CudaRegion {
+  CudaRegionInfo info;
+  std::shared_ptr<runtime::DeviceIpcMemory> memory;
 };
 
 Status SharedMemoryRegistry::register_system(const std::string& name, const std::string& key, uint64_t offset,
@@ -84,21 +90,74 @@ Result<std::vector<SystemRegionInfo>> SharedMemoryRegistry::system_status(const 
 
 Status SharedMemoryRegistry::register_cuda(const std::string& name, const std::string& raw_handle, int64_t device_id,
                                            uint64_t byte_size) {
-  (void)raw_handle;
-  (void)device_id;
-  (void)byte_size;
-  return unsupported("CUDA shared memory region '" + echo(name) +
-                     "': this server does not open CUDA IPC handles; use system shared memory");
+  const std::string what = "CUDA shared memory region '" + echo(name) + "'";
+  if (name.empty()) return invalid_argument("a shared memory region needs a name");
+  if (byte_size == 0) return invalid_argument(what + ": byte_size is 0");
+  if (device_id < 0 || device_id > 1024) return invalid_argument(what + ": device_id is out of range");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cuda_.count(name)) return invalid_argument(what + " is already registered");
+  }
+  auto memory = runtime::DeviceIpcMemory::open(raw_handle, static_cast<int>(device_id), static_cast<size_t>(byte_size));
+  if (!memory.ok()) return Status(memory.status().code(), what + ": " + memory.status().message());
+  auto r = std::make_shared<CudaRegion>();
+  r->info = {name, device_id, byte_size};
+  r->memory = std::move(*memory);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!cuda_.emplace(name, std::move(r)).second) return invalid_argument(what + " is already registered");
+  return ok_status();
 }
 
 Status SharedMemoryRegistry::unregister_cuda(const std::string& name) {
-  (void)name;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (name.empty())
+    cuda_.clear();
+  else
+    cuda_.erase(name);
   return ok_status();
 }
 
 Result<std::vector<CudaRegionInfo>> SharedMemoryRegistry::cuda_status(const std::string& name) const {
-  if (!name.empty()) return not_found("no CUDA shared memory region '" + echo(name) + "' is registered");
-  return std::vector<CudaRegionInfo>{};
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<CudaRegionInfo> out;
+  for (const auto& [n, r] : cuda_)
+    if (name.empty() || n == name) out.push_back(r->info);
+  if (!name.empty() && out.empty()) return not_found("no CUDA shared memory region '" + echo(name) + "' is registered");
+  return out;
+}
+
+Status SharedMemoryRegistry::read_region(const ShmRef& ref, void* dst, size_t n) const {
+  std::shared_ptr<CudaRegion> cuda;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!system_.count(ref.region))
+      if (auto it = cuda_.find(ref.region); it != cuda_.end()) cuda = it->second;
+  }
+  if (cuda) return cuda->memory->read(static_cast<size_t>(ref.offset), dst, n);
+  SL_ASSIGN_OR_RETURN(ShmWindow w, window(ref));
+  if (n > w.size) return invalid_argument("shared memory region '" + echo(ref.region) + "' is too small");
+  if (n > 0) std::memcpy(dst, w.data, n);
+  return ok_status();
+}
+
+Status SharedMemoryRegistry::write_region(const ShmRef& ref, const void* src, size_t n) const {
+  std::shared_ptr<CudaRegion> cuda;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!system_.count(ref.region))
+      if (auto it = cuda_.find(ref.region); it != cuda_.end()) cuda = it->second;
+  }
+  if (cuda) {
+    if (n > ref.byte_size)
+      return invalid_argument(std::to_string(n) + " bytes do not fit shared_memory_byte_size " +
+                              std::to_string(ref.byte_size));
+    return cuda->memory->write(static_cast<size_t>(ref.offset), src, n);
+  }
+  SL_ASSIGN_OR_RETURN(ShmWindow w, window(ref));
+  if (n > w.size)
+    return invalid_argument(std::to_string(n) + " bytes do not fit shared_memory_byte_size " + std::to_string(w.size));
+  if (n > 0) std::memcpy(w.data, src, n);
+  return ok_status();
 }
 
 Result<ShmWindow> SharedMemoryRegistry::window(const ShmRef& ref) const {
@@ -106,8 +165,7 @@ Result<ShmWindow> SharedMemoryRegistry::window(const ShmRef& ref) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = system_.find(ref.region);
-    if (it == system_.end())
-      return not_found("shared memory region '" + echo(ref.region) + "' is not registered");
+    if (it == system_.end()) return not_found("shared memory region '" + echo(ref.region) + "' is not registered");
     m = it->second;
   }
   if (ref.offset > m->info.byte_size || ref.byte_size > m->info.byte_size - ref.offset)
@@ -133,23 +191,18 @@ Status SharedMemoryRegistry::read_inputs(const std::vector<ShmInput>& inputs, In
     if (in.ref.byte_size != nbytes)
       return invalid_argument(what + "shared_memory_byte_size " + std::to_string(in.ref.byte_size) +
                               " does not match its shape (" + std::to_string(nbytes) + " bytes)");
-    Result<ShmWindow> w = window(in.ref);
-    if (!w.ok()) return Status(w.status().code(), what + w.status().message());
     Tensor t = Tensor::empty(in.dtype, Shape(in.dims));
     if (!t.raw() && numel > 0) return resource_exhausted(what + "cannot allocate its tensor");
-    if (nbytes > 0) std::memcpy(t.raw(), w->data, static_cast<size_t>(nbytes));
+    if (Status s = read_region(in.ref, t.raw(), static_cast<size_t>(nbytes)); !s.ok())
+      return Status(s.code(), what + s.message());
     request->inputs[in.name] = std::move(t);
   }
   return ok_status();
 }
 
 Status SharedMemoryRegistry::write_output(const std::string& name, const Tensor& t, const ShmRef& ref) const {
-  Result<ShmWindow> w = window(ref);
-  if (!w.ok()) return Status(w.status().code(), "output '" + echo(name) + "': " + w.status().message());
-  if (t.nbytes() > w->size)
-    return invalid_argument("output '" + echo(name) + "': " + std::to_string(t.nbytes()) +
-                            " bytes do not fit shared_memory_byte_size " + std::to_string(w->size));
-  if (t.nbytes() > 0) std::memcpy(w->data, t.raw(), t.nbytes());
+  Status s = write_region(ref, t.raw(), t.nbytes());
+  if (!s.ok()) return Status(s.code(), "output '" + echo(name) + "': " + s.message());
   return ok_status();
 }
 

@@ -10,8 +10,10 @@
 //
 // System regions are POSIX shared memory objects (shm_open), mapped read-write once at register.
 // A window keeps its region mapped while it is held, so unregistering during a request is safe.
-// CUDA regions (cudaIpcMemHandle_t) are refused with Unsupported: this server does not open CUDA
-// IPC handles (see register_cuda).
+// CUDA regions are a client's GPU allocation shared by its cudaIpcMemHandle_t (the CUDA backend
+// opens it, runtime/device_ipc.h); inputs are copied from it and outputs into it. Without the
+// backend, or without a GPU, registering one is refused with the reason. System and CUDA region
+// names are looked up in that order.
 // Thread-safe.
 
 #include <cstdint>
@@ -76,14 +78,19 @@ class SharedMemoryRegistry {
   // Every region ("") or the one named (NotFound when unknown).
   [[nodiscard]] Result<std::vector<SystemRegionInfo>> system_status(const std::string& name) const;
 
-  // Unsupported: CUDA IPC handles are not opened here (the status lists none).
+  // Opens the client's allocation: `raw_handle` is its cudaIpcMemHandle_t (64 bytes) on GPU
+  // `device_id`, `byte_size` bytes long. Unsupported without the CUDA backend, Unavailable when the
+  // handle cannot be opened, InvalidArgument when the name is taken.
   [[nodiscard]] Status register_cuda(const std::string& name, const std::string& raw_handle, int64_t device_id,
                                      uint64_t byte_size);
   [[nodiscard]] Status unregister_cuda(const std::string& name);
   [[nodiscard]] Result<std::vector<CudaRegionInfo>> cuda_status(const std::string& name) const;
 
-  // [offset, offset + byte_size) of region `name`, which must lie inside it.
+  // [offset, offset + byte_size) of the system region `name`, which must lie inside it.
   [[nodiscard]] Result<ShmWindow> window(const ShmRef& ref) const;
+  // Copies [ref.offset, + n) of a region (system or CUDA) to `dst`, or `src` into it.
+  [[nodiscard]] Status read_region(const ShmRef& ref, void* dst, size_t n) const;
+  [[nodiscard]] Status write_region(const ShmRef& ref, const void* src, size_t n) const;
 
   // Inputs from shared memory into `request` (copied out, so the tensors are aligned and the
   // client may reuse its region once the response is back). The byte size must be exactly the
@@ -94,8 +101,10 @@ class SharedMemoryRegistry {
 
  private:
   struct Mapping;
+  struct CudaRegion;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Mapping>> system_;
+  std::map<std::string, std::shared_ptr<CudaRegion>> cuda_;
 };
 
 }  // namespace streamline::serve

@@ -84,7 +84,11 @@ TEST(SharedMemory, BadRangesAndNamesAreRefusedWithTheirReason) {
   EXPECT_EQ(shm.system_status("other").status().code(), StatusCode::kNotFound);
   ASSERT_TRUE(shm.unregister_system("").ok());
   EXPECT_EQ(shm.window({"r", 0, 8}).status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(shm.register_cuda("c", "", 0, 8).code(), StatusCode::kUnsupported);
+  // Not a cudaIpcMemHandle_t (or no CUDA backend): refused, naming the region.
+  Status cuda = shm.register_cuda("gpu_region", "short", 0, 8);
+  EXPECT_FALSE(cuda.ok());
+  EXPECT_NE(cuda.message().find("gpu_region"), std::string::npos) << cuda.message();
+  EXPECT_EQ(shm.cuda_status("").value().size(), 0u);
 }
 
 TEST(SharedMemory, AWindowKeepsItsRegionMappedAfterUnregister) {

@@ -229,6 +229,27 @@ def test_shared_memory_register_errors(srv):
         shm.destroy_shared_memory_region(h)
 
 
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_cuda_shared_memory_handles_that_cannot_be_opened_are_refused(srv, protocol):
+    """A handle that opens nothing (64 zero bytes: no allocation) and one of the wrong size are
+    refused with the region's name and the reason, whether or not this machine has a GPU or the
+    build has the CUDA backend; nothing is registered. Regions that do open are tested on a GPU
+    (tests/cuda/shared_memory_test.cc)."""
+    import base64
+    mod = httpclient if protocol == "http" else grpcclient
+    c = mod.InferenceServerClient(srv.http_addr if protocol == "http" else srv.grpc_addr)
+    for handle in (bytes(64), b"short"):
+        with pytest.raises(InferenceServerException, match="CUDA shared memory region 'gpu_r'") as e:
+            c.register_cuda_shared_memory("gpu_r", base64.b64encode(handle).decode(), 0, 64)
+        assert any(why in str(e.value) for why in ("cannot open", "no CUDA GPU", "needs the CUDA backend",
+                                                   "raw_handle has 5 bytes")), str(e.value)
+    status = c.get_cuda_shared_memory_status()
+    assert not (status if protocol == "http" else list(status.regions))
+    if protocol == "http":  # the handle must be {"b64": base64}
+        with pytest.raises(InferenceServerException, match="not base64"):
+            c.register_cuda_shared_memory("gpu_r", "@@@@", 0, 64)
+
+
 # --- logging -------------------------------------------------------------------------------------
 
 def test_log_settings_over_http_and_grpc(srv):
