@@ -46,6 +46,24 @@
 
 namespace streamline {
 
+// One step of a traced run: the plan step, its stream, when it ran (steady clock, now_ns()).
+struct StepSpan {
+  std::string name, op;
+  int stream = 0;
+  int64_t begin_ns = 0, end_ns = 0;
+};
+
+// How the batch that served a traced request ran (InferRequest::trace), on the steady clock:
+// gathering inputs [begin_ns, inputs_done_ns), the run [inputs_done_ns, run_done_ns) with its
+// steps, splitting outputs [run_done_ns, end_ns).
+struct RunTrace {
+  int instance = 0;  // the instance that ran it
+  int rows = 0;      // rows in the batch
+  int requests = 0;  // requests in the batch
+  int64_t begin_ns = 0, inputs_done_ns = 0, run_done_ns = 0, end_ns = 0;
+  std::vector<StepSpan> steps;
+};
+
 // One inference request. Tensors are shared (cheap copies), and the runtime only reads them.
 struct InferRequest {
   uint64_t id = 0;                             // echoed in the response; not interpreted
@@ -53,6 +71,7 @@ struct InferRequest {
   std::vector<std::string> requested_outputs;  // empty = all model outputs
   int priority = -1;                           // 0 = highest; -1 = the policy's default_priority
   int64_t timeout_us = 0;                      // queueing budget (>= 0); 0 = the queue policy's default
+  bool trace = false;                          // record how its batch ran (InferResponse::trace)
 };
 
 struct InferResponse {
@@ -65,6 +84,8 @@ struct InferResponse {
   // inputs (concatenation), the run itself, and splitting and copying the outputs back.
   int64_t compute_input_us = 0, compute_infer_us = 0, compute_output_us = 0;
   int batch_size = 0;  // rows in the batch it ran in (0 if it never ran)
+  // For a request with trace set that ran: its batch's run, shared by the batch's traced requests.
+  std::shared_ptr<const RunTrace> trace;
 };
 
 using InferCallback = std::function<void(InferResponse)>;
@@ -136,8 +157,7 @@ struct LatencySummary {
 
 // Default latency histogram bounds: 100 us to 10 s in steps of about 1-2.5-5.
 inline const std::vector<double> kDefaultLatencyBucketsUs = {
-    100,    250,    500,     1000,    2500,    5000,    10000,   25000,
-    50000,  100000, 250000,  500000,  1000000, 2500000, 5000000, 10000000};
+    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000};
 
 // A histogram of one duration since load: counts[i] samples in (bounds_us[i-1], bounds_us[i]],
 // counts.back() above the last bound (Prometheus' +Inf bucket, made cumulative when exported).

@@ -217,7 +217,7 @@ Result<std::optional<ShmRef>> shm_ref(const google::protobuf::Map<std::string, p
 }  // namespace
 
 Status decode_infer_request(const pb::ModelInferRequest& in, InferRequest* out, std::vector<ShmInput>* shm_inputs,
-                            std::map<std::string, ShmRef>* shm_outputs) {
+                            std::map<std::string, ShmRef>* shm_outputs, std::map<std::string, int64_t>* class_counts) {
   // Pass 1: which inputs are in shared memory (raw_input_contents lists only the others).
   std::vector<std::optional<ShmRef>> refs;
   int with_data = 0;
@@ -262,6 +262,13 @@ Status decode_infer_request(const pb::ModelInferRequest& in, InferRequest* out, 
       if (!shm_outputs) return invalid_argument("output '" + echo(o.name()) + "': shared memory is not available here");
       shm_outputs->emplace(o.name(), std::move(*r));
     }
+    if (auto k = o.parameters().find("classification"); k != o.parameters().end()) {
+      SL_ASSIGN_OR_RETURN(int64_t n, integer_parameter(k->second, "classification"));
+      if (n < 1) return invalid_argument("output '" + echo(o.name()) + "': classification must be >= 1");
+      if (!class_counts)
+        return invalid_argument("output '" + echo(o.name()) + "': classification is not available here");
+      (*class_counts)[o.name()] = n;
+    }
   }
   for (const auto& [key, value] : in.parameters()) {
     if (key == "priority") {
@@ -283,9 +290,20 @@ Status decode_infer_request(const pb::ModelInferRequest& in, InferRequest* out, 
   return ok_status();
 }
 
-Status encode_infer_response(const InferResponse& r, const std::vector<std::string>& order,
-                             pb::ModelInferResponse* out, const std::map<std::string, ShmRef>* shm_outputs) {
+Status encode_infer_response(const InferResponse& r, const std::vector<std::string>& order, pb::ModelInferResponse* out,
+                             const std::map<std::string, ShmRef>* shm_outputs,
+                             const std::map<std::string, ClassifiedOutput>* classified) {
   auto append = [&](const std::string& name, const Tensor& t) -> Status {
+    if (classified) {
+      if (auto it = classified->find(name); it != classified->end()) {
+        auto* o = out->add_outputs();
+        o->set_name(name);
+        o->set_datatype("BYTES");
+        for (int64_t d : it->second.shape) o->add_shape(d);
+        out->add_raw_output_contents(serialize_bytes(it->second.values));
+        return ok_status();
+      }
+    }
     if (shm_outputs) {
       if (auto it = shm_outputs->find(name); it != shm_outputs->end()) {
         auto* o = out->add_outputs();

@@ -60,7 +60,8 @@ void grpc_infer(ServerCore& core, const pb::ModelInferRequest& req, uint64_t id,
   request.id = id;
   std::vector<ShmInput> shm_inputs;
   auto shm_outputs = std::make_shared<std::map<std::string, ShmRef>>();
-  if (Status s = decode_infer_request(req, &request, &shm_inputs, shm_outputs.get()); !s.ok())
+  auto class_counts = std::make_shared<std::map<std::string, int64_t>>();
+  if (Status s = decode_infer_request(req, &request, &shm_inputs, shm_outputs.get(), class_counts.get()); !s.ok())
     return respond(s, {}, true);
   if (Status s = core.shared_memory().read_inputs(shm_inputs, &request); !s.ok()) return respond(s, {}, true);
   // Outputs go back in the order asked for, else in the model's order; the response names the
@@ -70,12 +71,15 @@ void grpc_infer(ServerCore& core, const pb::ModelInferRequest& req, uint64_t id,
   head.set_model_name(req.model_name());
   head.set_model_version(req.model_version());
   head.set_id(req.id());
-  bool decoupled = false;
+  bool decoupled = false, batched = false;
+  std::shared_ptr<const LabelMap> labels;
   {
     auto m = core.repository().get(req.model_name(), req.model_version());
     if (m.ok()) {
       head.set_model_version((*m)->version);
       decoupled = (*m)->config.decoupled;
+      batched = (*m)->config.max_batch_size > 0;
+      labels = (*m)->labels;
       if (order->empty())
         for (const auto& d : (*m)->serving->model().outputs()) order->push_back(d.name);
     }
@@ -86,13 +90,24 @@ void grpc_infer(ServerCore& core, const pb::ModelInferRequest& req, uint64_t id,
                                "use ModelStreamInfer"),
                    {}, true);
   const bool empty_final = decoupled && wants_empty_final(req);
+  std::shared_ptr<ActiveTrace> trace = core.traces().start(req.model_name(), options.traceparent);
+  if (trace) {
+    request.trace = true;
+    trace->note_inputs(request.inputs);
+    trace->note_submit(id);
+  }
   if (decoupled && !shm_outputs->empty())
     return respond(unsupported("decoupled model '" + echo(req.model_name()) +
                                "': its several responses cannot share one output region"),
                    {}, true);
   core.infer(req.model_name(), req.model_version(), std::move(request),
-             [&core, order, shm_outputs, head = std::move(head), decoupled, empty_final,
-              respond = std::move(respond)](InferResponse r) {
+             [&core, order, shm_outputs, class_counts, labels, batched, trace, head = std::move(head), decoupled,
+              empty_final, respond_inner = std::move(respond)](InferResponse r) {
+               // A traced request is recorded when its last message is out.
+               const GrpcRespond respond = [&](const Status& s, pb::ModelInferResponse m, bool last) {
+                 respond_inner(s, std::move(m), last);
+                 if (last && trace) core.traces().finish(*trace, r, head.model_version());
+               };
                if (!r.status.ok()) return respond(r.status, {}, true);
                if (!decoupled) {
                  for (const auto& [name, ref] : *shm_outputs) {
@@ -101,8 +116,21 @@ void grpc_infer(ServerCore& core, const pb::ModelInferRequest& req, uint64_t id,
                    if (Status s = core.shared_memory().write_output(name, it->second, ref); !s.ok())
                      return respond(s, {}, true);
                  }
+                 std::map<std::string, ClassifiedOutput> classified;
+                 for (const auto& [name, k] : *class_counts) {
+                   auto it = r.outputs.find(name);
+                   if (it == r.outputs.end()) continue;
+                   const std::vector<std::string>* l = nullptr;
+                   if (labels)
+                     if (auto li = labels->find(name); li != labels->end()) l = &li->second;
+                   Result<ClassifiedOutput> c = classify(it->second, k, batched, l);
+                   if (!c.ok())
+                     return respond(Status(c.status().code(), "output '" + name + "': " + c.status().message()), {},
+                                    true);
+                   classified.emplace(name, std::move(*c));
+                 }
                  pb::ModelInferResponse out = head;
-                 Status s = encode_infer_response(r, *order, &out, shm_outputs.get());
+                 Status s = encode_infer_response(r, *order, &out, shm_outputs.get(), &classified);
                  return s.ok() ? respond(s, std::move(out), true) : respond(s, {}, true);
                }
                Result<std::vector<InferResponse>> parts = split_rows(r);

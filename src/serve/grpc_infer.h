@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "core/status.h"
 #include "grpc_service.pb.h"
@@ -26,6 +27,8 @@ namespace streamline::serve {
 struct GrpcInferOptions {
   // The request came on ModelStreamInfer: decoupled models are served.
   bool streaming = false;
+  // The call's W3C traceparent metadata ("" = none), for a traced request.
+  std::string traceparent;
 };
 
 // Called once per response message; `last` is true on the final call. A non-ok status is the

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <climits>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -79,7 +81,12 @@ Status apply_log_settings(const pb::LogSettingsRequest& req, pb::LogSettingsResp
   for (const auto& [key, v] : req.settings()) {
     using V = pb::LogSettingsRequest::SettingValue;
     const auto flag = [&](bool* to) -> Status {
-      if (v.parameter_choice_case() != V::kBoolParam) return invalid_argument("'" + echo(key) + "' must be a bool_param");
+      if (v.parameter_choice_case() != V::kBoolParam) {
+        std::string m = "'";
+        m += echo(key);
+        m += "' must be a bool_param";
+        return invalid_argument(m);
+      }
       *to = v.bool_param();
       return ok_status();
     };
@@ -90,7 +97,8 @@ Status apply_log_settings(const pb::LogSettingsRequest& req, pb::LogSettingsResp
     } else if (key == "log_error") {
       SL_RETURN_IF_ERROR(flag(&s.error));
     } else if (key == "log_verbose_level") {
-      if (v.parameter_choice_case() != V::kUint32Param) return invalid_argument("'log_verbose_level' must be a uint32_param");
+      if (v.parameter_choice_case() != V::kUint32Param)
+        return invalid_argument("'log_verbose_level' must be a uint32_param");
       s.verbose = static_cast<int>(std::min<uint32_t>(v.uint32_param(), 1000000));
     } else if (key == "log_format" || key == "log_file") {
       if (v.parameter_choice_case() != V::kStringParam) return invalid_argument("'" + key + "' must be a string_param");
@@ -112,16 +120,17 @@ Status apply_log_settings(const pb::LogSettingsRequest& req, pb::LogSettingsResp
 }
 
 // Every RPC registered raw, innermost first.
-using RawBase = Svc::WithRawCallbackMethod_LogSettings<Svc::WithRawCallbackMethod_CudaSharedMemoryUnregister<
-    Svc::WithRawCallbackMethod_CudaSharedMemoryRegister<Svc::WithRawCallbackMethod_CudaSharedMemoryStatus<
-        Svc::WithRawCallbackMethod_SystemSharedMemoryUnregister<Svc::WithRawCallbackMethod_SystemSharedMemoryRegister<
-            Svc::WithRawCallbackMethod_SystemSharedMemoryStatus<Svc::Service>>>>>>>;
-using RawService = Svc::WithRawCallbackMethod_ServerLive<Svc::WithRawCallbackMethod_ServerReady<
-    Svc::WithRawCallbackMethod_ModelReady<Svc::WithRawCallbackMethod_ServerMetadata<
-        Svc::WithRawCallbackMethod_ModelMetadata<Svc::WithRawCallbackMethod_ModelInfer<
-            Svc::WithRawCallbackMethod_ModelStreamInfer<Svc::WithRawCallbackMethod_ModelConfig<
-                Svc::WithRawCallbackMethod_ModelStatistics<Svc::WithRawCallbackMethod_RepositoryIndex<
-                    Svc::WithRawCallbackMethod_RepositoryModelLoad<
+using RawBase = Svc::WithRawCallbackMethod_TraceSetting<Svc::WithRawCallbackMethod_LogSettings<
+    Svc::WithRawCallbackMethod_CudaSharedMemoryUnregister<Svc::WithRawCallbackMethod_CudaSharedMemoryRegister<
+        Svc::WithRawCallbackMethod_CudaSharedMemoryStatus<Svc::WithRawCallbackMethod_SystemSharedMemoryUnregister<
+            Svc::WithRawCallbackMethod_SystemSharedMemoryRegister<
+                Svc::WithRawCallbackMethod_SystemSharedMemoryStatus<Svc::Service>>>>>>>>;
+using RawService =
+    Svc::WithRawCallbackMethod_ServerLive<Svc::WithRawCallbackMethod_ServerReady<Svc::WithRawCallbackMethod_ModelReady<
+        Svc::WithRawCallbackMethod_ServerMetadata<Svc::WithRawCallbackMethod_ModelMetadata<
+            Svc::WithRawCallbackMethod_ModelInfer<Svc::WithRawCallbackMethod_ModelStreamInfer<
+                Svc::WithRawCallbackMethod_ModelConfig<Svc::WithRawCallbackMethod_ModelStatistics<
+                    Svc::WithRawCallbackMethod_RepositoryIndex<Svc::WithRawCallbackMethod_RepositoryModelLoad<
                         Svc::WithRawCallbackMethod_RepositoryModelUnload<RawBase>>>>>>>>>>>>;
 
 class InferenceService final : public RawService {
@@ -206,15 +215,15 @@ class InferenceService final : public RawService {
   }
 
   grpc::ServerUnaryReactor* ModelInfer(Ctx* ctx, const Bytes* in, Bytes* out) override {
-    return run<pb::ModelInferRequest, pb::ModelInferResponse>(ctx, in, out, [this](auto& c) { infer(c); });
+    return run<pb::ModelInferRequest, pb::ModelInferResponse>(ctx, in, out,
+                                                              [this, ctx](auto& c) { infer(c, traceparent_of(ctx)); });
   }
 
   // Requests of one stream run concurrently; each error is a message of the stream, which stays
   // open (grpc_stream.h).
   grpc::ServerBidiReactor<Bytes, Bytes>* ModelStreamInfer(Ctx* ctx) override {
-    (void)ctx;
     last_call_ns_.store(steady_ns());
-    return new StreamReactor(core_, streams_, next_id_);
+    return new StreamReactor(core_, streams_, next_id_, traceparent_of(ctx));
   }
 
   grpc::ServerUnaryReactor* ModelConfig(Ctx* ctx, const Bytes* in, Bytes* out) override {
@@ -228,11 +237,7 @@ class InferenceService final : public RawService {
 
   grpc::ServerUnaryReactor* ModelStatistics(Ctx* ctx, const Bytes* in, Bytes* out) override {
     return run<pb::ModelStatisticsRequest, pb::ModelStatisticsResponse>(ctx, in, out, [this](auto& c) {
-      if (!c.request.version().empty()) {
-        auto m = core_.repository().get(c.request.name(), c.request.version());
-        if (!m.ok()) return c.finish(m.status());
-      }
-      auto json = core_.statistics_json(c.request.name());
+      auto json = core_.statistics_json(c.request.name(), c.request.version());
       if (!json.ok()) return c.finish(json.status());
       c.finish(fill_statistics(*json, &c.response));
     });
@@ -256,11 +261,19 @@ class InferenceService final : public RawService {
     return run<pb::RepositoryModelLoadRequest, pb::RepositoryModelLoadResponse>(ctx, in, out, [this](auto& c) {
       if (Status s = core_.check_model_control(); !s.ok()) return c.finish(s);
       if (c.request.model_name().empty()) return c.finish(invalid_argument("model_name is empty"));
-      for (const auto& [key, value] : c.request.parameters())
-        if (key == "config" || key.rfind("file:", 0) == 0)
+      LoadOptions options;
+      for (const auto& [key, value] : c.request.parameters()) {
+        if (key == "config") {
+          if (value.parameter_choice_case() != pb::ModelRepositoryParameter::kStringParam)
+            return c.finish(invalid_argument("load parameter 'config' must be a string_param holding the JSON config"));
+          options.config_json = value.string_param();
+        } else if (key.rfind("file:", 0) == 0) {
           return c.finish(
-              unsupported("load parameter '" + echo(key) + "' is not supported; edit the repository instead"));
-      control(c, [this, name = c.request.model_name()] { return core_.load_model(name); });
+              unsupported("load parameter '" + echo(key) +
+                          "': model files cannot be sent with the request here; put them in the repository"));
+        }
+      }
+      control(c, [this, name = c.request.model_name(), options] { return core_.load_model(name, options); });
     });
   }
 
@@ -273,18 +286,19 @@ class InferenceService final : public RawService {
   }
 
   grpc::ServerUnaryReactor* SystemSharedMemoryStatus(Ctx* ctx, const Bytes* in, Bytes* out) override {
-    return run<pb::SystemSharedMemoryStatusRequest, pb::SystemSharedMemoryStatusResponse>(ctx, in, out, [this](auto& c) {
-      auto st = core_.shared_memory().system_status(c.request.name());
-      if (!st.ok()) return c.finish(st.status());
-      for (const SystemRegionInfo& r : *st) {
-        auto& m = (*c.response.mutable_regions())[r.name];
-        m.set_name(r.name);
-        m.set_key(r.key);
-        m.set_offset(r.offset);
-        m.set_byte_size(r.byte_size);
-      }
-      c.finish(grpc::Status::OK);
-    });
+    return run<pb::SystemSharedMemoryStatusRequest, pb::SystemSharedMemoryStatusResponse>(
+        ctx, in, out, [this](auto& c) {
+          auto st = core_.shared_memory().system_status(c.request.name());
+          if (!st.ok()) return c.finish(st.status());
+          for (const SystemRegionInfo& r : *st) {
+            auto& m = (*c.response.mutable_regions())[r.name];
+            m.set_name(r.name);
+            m.set_key(r.key);
+            m.set_offset(r.offset);
+            m.set_byte_size(r.byte_size);
+          }
+          c.finish(grpc::Status::OK);
+        });
   }
 
   grpc::ServerUnaryReactor* SystemSharedMemoryRegister(Ctx* ctx, const Bytes* in, Bytes* out) override {
@@ -327,12 +341,36 @@ class InferenceService final : public RawService {
         ctx, in, out, [this](auto& c) { c.finish(core_.shared_memory().unregister_cuda(c.request.name())); });
   }
 
+  // Triton's trace settings (trace.h): an empty value list clears a model's setting.
+  grpc::ServerUnaryReactor* TraceSetting(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::TraceSettingRequest, pb::TraceSettingResponse>(ctx, in, out, [this](auto& c) {
+      const std::string& model = c.request.model_name();
+      if (!model.empty()) {
+        bool known = false;
+        for (const RepositoryEntry& e : core_.repository().full_index()) known = known || e.name == model;
+        if (!known) return c.finish(not_found("unknown model '" + echo(model) + "'"));
+      }
+      std::map<std::string, std::optional<std::vector<std::string>>> changes;
+      for (const auto& [key, v] : c.request.settings()) {
+        if (v.value_size() == 0)
+          changes[key] = std::nullopt;
+        else
+          changes[key] = std::vector<std::string>(v.value().begin(), v.value().end());
+      }
+      if (Status s = core_.traces().update(model, changes); !s.ok()) return c.finish(s);
+      for (const auto& [key, values] : core_.traces().settings(model)) {
+        auto& to = (*c.response.mutable_settings())[key];
+        for (const auto& v : values) to.add_value(v);
+      }
+      c.finish(grpc::Status::OK);
+    });
+  }
+
   // Triton's log settings: log_file, log_info, log_warning, log_error, log_verbose_level,
   // log_format; the settings given change, the answer holds them all.
   grpc::ServerUnaryReactor* LogSettings(Ctx* ctx, const Bytes* in, Bytes* out) override {
-    return run<pb::LogSettingsRequest, pb::LogSettingsResponse>(ctx, in, out, [](auto& c) {
-      c.finish(apply_log_settings(c.request, &c.response));
-    });
+    return run<pb::LogSettingsRequest, pb::LogSettingsResponse>(
+        ctx, in, out, [](auto& c) { c.finish(apply_log_settings(c.request, &c.response)); });
   }
 
  private:
@@ -365,10 +403,17 @@ class InferenceService final : public RawService {
     return reactor;
   }
 
-  void infer(Call<pb::ModelInferRequest, pb::ModelInferResponse>& c) {
+  static std::string traceparent_of(Ctx* ctx) {
+    const auto& md = ctx->client_metadata();
+    auto it = md.find("traceparent");
+    return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
+  }
+
+  void infer(Call<pb::ModelInferRequest, pb::ModelInferResponse>& c, std::string traceparent) {
     // From here the call belongs to the callback, which may run before grpc_infer() returns.
     auto* call = &c;
-    grpc_infer(core_, c.request, next_id_.fetch_add(1, std::memory_order_relaxed), {.streaming = false},
+    grpc_infer(core_, c.request, next_id_.fetch_add(1, std::memory_order_relaxed),
+               {.streaming = false, .traceparent = std::move(traceparent)},
                [call](const Status& s, pb::ModelInferResponse r, bool last) {
                  (void)last;  // unary: exactly one call
                  if (!s.ok()) return call->finish(s);

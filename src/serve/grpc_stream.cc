@@ -44,8 +44,9 @@ bool StreamRegistry::closed() const {
   return closed_;
 }
 
-StreamReactor::StreamReactor(ServerCore& core, StreamRegistry& registry, std::atomic<uint64_t>& ids)
-    : core_(core), registry_(registry), ids_(ids) {
+StreamReactor::StreamReactor(ServerCore& core, StreamRegistry& registry, std::atomic<uint64_t>& ids,
+                             std::string traceparent)
+    : core_(core), registry_(registry), ids_(ids), traceparent_(std::move(traceparent)) {
   registry_.add(this);
   StartRead(&in_);
 }
@@ -74,7 +75,8 @@ void StreamReactor::OnReadDone(bool ok) {
     request_done();
   } else {
     const std::string id = req.id();
-    grpc_infer(core_, req, ids_.fetch_add(1, std::memory_order_relaxed), {.streaming = true},
+    grpc_infer(core_, req, ids_.fetch_add(1, std::memory_order_relaxed),
+               {.streaming = true, .traceparent = traceparent_},
                [this, id](const Status& s, pb::ModelInferResponse r, bool last) {
                  pb::ModelStreamInferResponse m;
                  if (s.ok()) {

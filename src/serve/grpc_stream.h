@@ -20,6 +20,7 @@
 #include <deque>
 #include <mutex>
 #include <set>
+#include <string>
 
 #include "grpc_service.pb.h"
 #include "serve/server_core.h"
@@ -47,7 +48,8 @@ class StreamRegistry {
 class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // Starts reading. `core`, `registry` and `ids` must outlive the stream (the service owns them).
-  StreamReactor(ServerCore& core, StreamRegistry& registry, std::atomic<uint64_t>& ids);
+  // `traceparent`: the call's W3C trace context metadata, for the stream's traced requests.
+  StreamReactor(ServerCore& core, StreamRegistry& registry, std::atomic<uint64_t>& ids, std::string traceparent);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -71,6 +73,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   ServerCore& core_;
   StreamRegistry& registry_;
   std::atomic<uint64_t>& ids_;
+  const std::string traceparent_;
   grpc::ByteBuffer in_;
 
   std::mutex mu_;
@@ -80,7 +83,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   bool finished_ = false;
   bool done_ = false;      // OnDone ran
   bool deleting_ = false;  // maybe_delete() has claimed the deletion
-  int pending_ = 0;    // requests not yet answered
+  int pending_ = 0;        // requests not yet answered
   grpc::Status final_status_ = grpc::Status::OK;
 };
 

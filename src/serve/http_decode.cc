@@ -560,13 +560,17 @@ Status decode_outputs(const Value& outputs, DecodedInfer* d) {
     const Value* name = member(o, "name");
     if (!name || !name->IsString() || name->GetStringLength() == 0)
       return invalid_argument(where + " needs a \"name\" string");
-    RequestedOutput r{str(*name), d->binary_default};
+    RequestedOutput r;
+    r.name = str(*name);
+    r.binary = d->binary_default;
     const std::string named = "output '" + echo(r.name) + "'";
     if (!seen.insert(r.name).second) return invalid_argument(named + " is requested twice");
     if (const Value* params = member(o, "parameters")) {
       if (!params->IsObject()) return invalid_argument(named + ": \"parameters\" must be an object");
-      if (member(*params, "classification"))
-        return invalid_argument(named + ": the classification extension is not supported");
+      if (const Value* k = member(*params, "classification")) {
+        if (!as_count(*k, &r.class_count) || r.class_count < 1)
+          return invalid_argument(named + ": classification must be an integer >= 1");
+      }
       SL_ASSIGN_OR_RETURN(r.shm, shm_ref(*params, named));
       if (const Value* b = member(*params, "binary_data")) {
         if (!b->IsBool()) return invalid_argument(named + ": binary_data must be true or false");

@@ -170,14 +170,103 @@ ExtensionReply shared_memory(ServerCore& core, bool get, bool post, const std::v
       return error_reply(invalid_argument("\"key\" must be the shared memory object's name"));
     auto offset = uint_member(doc, "offset", false);
     if (!offset.ok()) return error_reply(offset.status());
-    Status s = shm.register_system(region, std::string(key->value.GetString(), key->value.GetStringLength()),
-                                   *offset, *size);
+    Status s =
+        shm.register_system(region, std::string(key->value.GetString(), key->value.GetStringLength()), *offset, *size);
     return s.ok() ? ok_reply("") : error_reply(s);
   }
   return error_reply(not_found("no such route"));
 }
 
+bool model_known(const ServerCore& core, const std::string& model) {
+  for (const RepositoryEntry& e : core.repository().full_index())
+    if (e.name == model) return true;
+  return false;
+}
+
+// {"trace_level": ["TIMESTAMPS"], "trace_rate": "1000", ...}: single values as strings.
+std::string trace_settings_json(const std::map<std::string, std::vector<std::string>>& settings) {
+  JsonOut out;
+  out.w.StartObject();
+  for (const auto& [key, values] : settings) {
+    json_key(out.w, key);
+    if (key == "trace_level") {
+      out.w.StartArray();
+      for (const auto& v : values) json_string(out.w, v);
+      out.w.EndArray();
+    } else {
+      json_string(out.w, values.empty() ? std::string() : values[0]);
+    }
+  }
+  out.w.EndObject();
+  return out.str();
+}
+
+// The body's settings: a string, a number, a list of strings, or null (clear).
+Result<std::map<std::string, std::optional<std::vector<std::string>>>> trace_changes(std::string_view body) {
+  rapidjson::Document doc;
+  SL_RETURN_IF_ERROR(parse_object(body, &doc));
+  std::map<std::string, std::optional<std::vector<std::string>>> changes;
+  for (const auto& m : doc.GetObject()) {
+    const std::string key(m.name.GetString(), m.name.GetStringLength());
+    const Value& v = m.value;
+    const auto text = [](const Value& x) -> std::optional<std::string> {
+      if (x.IsString()) return std::string(x.GetString(), x.GetStringLength());
+      if (x.IsInt64()) return std::to_string(x.GetInt64());
+      return std::nullopt;
+    };
+    if (v.IsNull()) {
+      changes[key] = std::nullopt;
+    } else if (v.IsArray()) {
+      std::vector<std::string> list;
+      for (const Value& x : v.GetArray()) {
+        auto t = text(x);
+        if (!t) return invalid_argument("trace setting '" + echo(key) + "': values must be strings");
+        list.push_back(*t);
+      }
+      changes[key] = list;
+    } else if (auto t = text(v)) {
+      changes[key] = std::vector<std::string>{*t};
+    } else {
+      return invalid_argument("trace setting '" + echo(key) + "' must be a string, an integer, a list or null");
+    }
+  }
+  return changes;
+}
+
+ExtensionReply trace_setting(ServerCore& core, bool get, bool post, const std::string& model, std::string_view body) {
+  if (!model.empty() && !model_known(core, model)) return error_reply(not_found("unknown model '" + echo(model) + "'"));
+  if (post) {
+    auto changes = trace_changes(body);
+    if (!changes.ok()) return error_reply(changes.status());
+    if (Status s = core.traces().update(model, *changes); !s.ok()) return error_reply(s);
+  } else if (!get) {
+    return wrong_method("GET, POST");
+  }
+  return ok_reply(trace_settings_json(core.traces().settings(model)));
+}
+
 }  // namespace
+
+Result<LoadOptions> parse_load_request(std::string_view body) {
+  rapidjson::Document doc;
+  SL_RETURN_IF_ERROR(parse_object(body, &doc));
+  LoadOptions o;
+  auto params = doc.FindMember("parameters");
+  if (params == doc.MemberEnd()) return o;
+  if (!params->value.IsObject()) return invalid_argument("\"parameters\" must be an object");
+  for (const auto& m : params->value.GetObject()) {
+    const std::string key(m.name.GetString(), m.name.GetStringLength());
+    if (key == "config") {
+      if (!m.value.IsString()) return invalid_argument("parameters.config must be a string holding the JSON config");
+      o.config_json.assign(m.value.GetString(), m.value.GetStringLength());
+    } else if (key.rfind("file:", 0) == 0) {
+      return unsupported("load parameter '" + echo(key) +
+                         "': model files cannot be sent with the request here; put "
+                         "them in the repository");
+    }
+  }
+  return o;
+}
 
 std::string log_settings_json() {
   const LogSettings s = log_settings();
@@ -215,7 +304,8 @@ Status update_log_settings(std::string_view body) {
     } else if (key == "log_error") {
       SL_RETURN_IF_ERROR(flag(&s.error));
     } else if (key == "log_verbose_level") {
-      if (!v.IsUint() || v.GetUint() > 1000000) return invalid_argument("\"log_verbose_level\" must be an integer >= 0");
+      if (!v.IsUint() || v.GetUint() > 1000000)
+        return invalid_argument("\"log_verbose_level\" must be an integer >= 0");
       s.verbose = static_cast<int>(v.GetUint());
     } else if (key == "log_format" || key == "log_file") {
       if (!v.IsString()) return invalid_argument("\"" + key + "\" must be a string");
@@ -231,6 +321,9 @@ ExtensionReply route_extension(ServerCore& core, bool get, bool post, const std:
                                std::string_view body) {
   if (seg.size() < 2 || seg[0] != "v2") return {};
   if (seg[1] == "systemsharedmemory" || seg[1] == "cudasharedmemory") return shared_memory(core, get, post, seg, body);
+  if (seg.size() == 3 && seg[1] == "trace" && seg[2] == "setting") return trace_setting(core, get, post, "", body);
+  if (seg.size() == 5 && seg[1] == "models" && seg[3] == "trace" && seg[4] == "setting")
+    return trace_setting(core, get, post, seg[2], body);
   if (seg[1] == "logging" && seg.size() == 2) {
     if (post) {
       if (Status s = update_log_settings(body); !s.ok()) return error_reply(s);

@@ -115,13 +115,13 @@ std::optional<Response> HttpSession::route(Request& req) {
     const bool ok = seg[2] == "live" ? core.live() : core.ready();
     return make_response(ok ? 200 : 503, "", "");
   }
-  if (seg[1] == "models" && seg.size() >= 3) return route_model(req, seg);
   if (ExtensionReply x = route_extension(core, get, post, seg, req.body()); x.matched) {
     const char* type = x.body.empty() ? "" : kJson;
     Response res = make_response(static_cast<unsigned>(x.http_status), std::move(x.body), type);
     if (*x.allow) res.set(http::field::allow, x.allow);
     return res;
   }
+  if (seg[1] == "models" && seg.size() >= 3) return route_model(req, seg);
   if (seg[1] == "repository") {
     if (seg.size() == 3 && seg[2] == "index") {
       if (!post) return method_not_allowed("POST");
@@ -131,7 +131,7 @@ std::optional<Response> HttpSession::route(Request& req) {
     }
     if (seg.size() == 5 && seg[2] == "models" && (seg[4] == "load" || seg[4] == "unload")) {
       if (!post) return method_not_allowed("POST");
-      return model_control(seg[3], seg[4] == "load");
+      return model_control(seg[3], seg[4] == "load", req.body());
     }
   }
   return error_response(404, no_route);
@@ -169,11 +169,7 @@ std::optional<Response> HttpSession::route_model(Request& req, const std::vector
   if (action != "ready" && action != "config" && action != "stats") return error_response(404, "no such route");
   if (!get) return method_not_allowed("GET");
   if (action == "stats") {
-    if (!version.empty()) {
-      auto m = core.repository().get(model, version);
-      if (!m.ok()) return status_response(m.status());
-    }
-    Result<std::string> stats = core.statistics_json(model);
+    Result<std::string> stats = core.statistics_json(model, version);
     if (!stats.ok()) return status_response(stats.status());
     return make_response(200, std::move(*stats), kJson);
   }

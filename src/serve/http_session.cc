@@ -13,6 +13,7 @@
 #include "serve/echo.h"
 #include "serve/http_codec.h"
 #include "serve/http_compression.h"
+#include "serve/http_extensions.h"
 
 namespace streamline::serve::http_detail {
 namespace {
@@ -35,7 +36,11 @@ struct InferContext {
   std::shared_ptr<HttpState> state;
   std::shared_ptr<HttpSession> session;
   std::string model, version;
-  DecodedInfer decoded;  // its request has been moved into the runtime
+  DecodedInfer decoded;                // its request has been moved into the runtime
+  std::shared_ptr<ActiveTrace> trace;  // set when this request is traced
+  // Classification outputs: the model's labels and whether its outputs have a batch dimension.
+  std::shared_ptr<const LabelMap> labels;
+  bool batched = false;
 
   void reply(Response res) {
     asio::post(session->executor(), [s = session, res = std::move(res)]() mutable { s->send(std::move(res)); });
@@ -43,14 +48,24 @@ struct InferContext {
 
   // On a runtime thread: encode, then hand the response to the connection's strand.
   void done(InferResponse r) {
-    if (!r.status.ok()) return reply(status_response(r.status));
+    if (!trace) return answer(r);
+    Response res = encode(r);
+    state->core.traces().finish(*trace, r, version);
+    res.set("traceparent", trace->traceparent());
+    reply(std::move(res));
+  }
+
+  void answer(const InferResponse& r) { reply(encode(r)); }
+
+  Response encode(const InferResponse& r) {
+    if (!r.status.ok()) return status_response(r.status);
     // Outputs asked for into shared memory are written there; the body only names them.
     for (const RequestedOutput& o : decoded.outputs) {
       if (!o.shm) continue;
       auto it = r.outputs.find(o.name);
       if (it == r.outputs.end()) continue;  // encode names the missing output
       if (Status s = state->core.shared_memory().write_output(o.name, it->second, *o.shm); !s.ok())
-        return reply(status_response(s));
+        return status_response(s);
     }
     // From the index, not get(): a LoadedModel reference dropped last on this (instance) thread
     // would join the thread from itself.
@@ -58,12 +73,12 @@ struct InferContext {
     if (served.empty())
       for (const RepositoryEntry& e : state->core.repository().index())
         if (e.name == model) served = e.version;
-    Result<EncodedInfer> e = encode_infer_response(decoded, model, served, r);
-    if (!e.ok()) return reply(status_response(e.status()));
+    Result<EncodedInfer> e = encode_infer_response(decoded, model, served, r, {labels.get(), batched});
+    if (!e.ok()) return status_response(e.status());
     const bool binary = e->header_length.has_value();
     Response res = make_response(200, std::move(e->body), binary ? "application/octet-stream" : kJson);
     if (binary) res.set("Inference-Header-Content-Length", std::to_string(*e->header_length));
-    reply(std::move(res));
+    return res;
   }
 };
 
@@ -75,11 +90,24 @@ void decode_and_submit(const std::shared_ptr<InferContext>& ctx, Request& req, s
   req.body().shrink_to_fit();
   if (!decoded.ok()) return ctx->reply(status_response(decoded.status()));
   ctx->decoded = std::move(*decoded);
-  if (Status s = ctx->state->core.shared_memory().read_inputs(ctx->decoded.shm_inputs, &ctx->decoded.request);
-      !s.ok())
+  if (Status s = ctx->state->core.shared_memory().read_inputs(ctx->decoded.shm_inputs, &ctx->decoded.request); !s.ok())
     return ctx->reply(status_response(s));
+  if (std::any_of(ctx->decoded.outputs.begin(), ctx->decoded.outputs.end(),
+                  [](const RequestedOutput& o) { return o.class_count > 0; })) {
+    // Taken here, off the instance threads, where a LoadedModel reference may be dropped.
+    auto m = ctx->state->core.repository().get(ctx->model, ctx->version);
+    if (m.ok()) {
+      ctx->labels = (*m)->labels;
+      ctx->batched = (*m)->config.max_batch_size > 0;
+    }
+  }
   InferRequest request = std::move(ctx->decoded.request);
   request.id = ctx->state->next_request_id.fetch_add(1);
+  if (ctx->trace) {
+    request.trace = true;
+    ctx->trace->note_inputs(request.inputs);
+    ctx->trace->note_submit(request.id);
+  }
   ctx->state->core.infer(ctx->model, ctx->version, std::move(request),
                          [ctx](InferResponse r) { ctx->done(std::move(r)); });
 }
@@ -318,6 +346,10 @@ std::optional<Response> HttpSession::infer(Request& req, const std::string& mode
   ctx->session = shared_from_this();
   ctx->model = model;
   ctx->version = version;
+  {
+    auto tp = req["traceparent"];
+    ctx->trace = state_.core.traces().start(model, std::string(tp.data(), tp.size()));
+  }
   stream_.expires_never();  // no I/O until the response
   if (req.body().size() <= state_.options.inline_decode_bytes) {
     decode_and_submit(ctx, req, *header_length);
@@ -337,13 +369,19 @@ std::optional<Response> HttpSession::infer(Request& req, const std::string& mode
   return std::nullopt;
 }
 
-std::optional<Response> HttpSession::model_control(const std::string& model, bool load) {
+std::optional<Response> HttpSession::model_control(const std::string& model, bool load, const std::string& body) {
   if (Status s = state_.core.check_model_control(); !s.ok()) return status_response(s);
+  LoadOptions options;
+  if (load) {
+    Result<LoadOptions> parsed = parse_load_request(body);
+    if (!parsed.ok()) return status_response(parsed.status());
+    options = std::move(*parsed);
+  }
   // Loading takes long: the loader thread keeps the I/O threads free, one operation at a time.
   auto state = state_.shared_from_this();
   auto self = shared_from_this();
-  const bool queued = state_.control_pool->try_post([state, self, model, load] {
-    Status s = load ? state->core.load_model(model) : state->core.unload_model(model);
+  const bool queued = state_.control_pool->try_post([state, self, model, load, options] {
+    Status s = load ? state->core.load_model(model, options) : state->core.unload_model(model);
     Response res = s.ok() ? make_response(200, "", "") : status_response(s);
     asio::post(self->executor(), [self, res = std::move(res)]() mutable { self->send(std::move(res)); });
   });

@@ -107,7 +107,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::optional<Response> route(Request& req);
   std::optional<Response> route_model(Request& req, const std::vector<std::string>& seg);
   std::optional<Response> infer(Request& req, const std::string& model, const std::string& version);
-  std::optional<Response> model_control(const std::string& model, bool load);
+  std::optional<Response> model_control(const std::string& model, bool load, const std::string& body);
   // The JSON limit as the body limit for a request without the binary extension.
   uint64_t json_limit() const;
 

@@ -8,9 +8,9 @@
 //   std::string json = model_config_json(c);                  // GET .../config
 //
 // Fields read: name, platform, backend, version_policy, max_batch_size, input/output (name,
-// data_type, dims, label_filename; reshape ignored), model_transaction_policy, instance_group (count, kind), dynamic_batching (preferred_batch_size,
-// max_queue_delay_microseconds, priority_levels, default_priority_level, default_queue_policy,
-// preserve_ordering), parameters { key: "streams" value: { string_value: "2" } } for our own
+// data_type, dims, label_filename; reshape ignored), model_transaction_policy, instance_group (count, kind),
+// dynamic_batching (preferred_batch_size, max_queue_delay_microseconds, priority_levels, default_priority_level,
+// default_queue_policy, preserve_ordering), parameters { key: "streams" value: { string_value: "2" } } for our own
 // options (streams, threads, threads_per_stream, elastic_threads, split_convs, winograd,
 // cuda_graphs, precision, pin, warmup). Unknown fields are ignored, with a warning.
 
@@ -79,6 +79,9 @@ inline constexpr int kMaxConfigNesting = 64;
 // few logged). Text over kMaxConfigBytes or nested deeper than kMaxConfigNesting is refused
 // before parsing.
 [[nodiscard]] Result<ModelConfig> parse_model_config(const std::string& text, const std::string& where);
+// The same from the JSON form of a configuration (Triton's load override: the "config" parameter
+// of a load request), with the same checks; unknown fields are ignored.
+[[nodiscard]] Result<ModelConfig> parse_model_config_json(const std::string& json, const std::string& where);
 // A configuration derived from the model alone: its inputs and outputs; max_batch_size 8 with
 // dynamic batching off when every input's first dimension is symbolic, else 0.
 ModelConfig derive_model_config(const std::string& name, const Model& model);

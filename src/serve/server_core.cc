@@ -135,7 +135,7 @@ std::string ServerCore::server_metadata_json() const {
   json_key(out.w, "extensions");
   out.w.StartArray();
   for (const char* e : {"binary_tensor_data", "model_repository", "statistics", "model_configuration",
-                        "system_shared_memory", "logging"})
+                        "system_shared_memory", "cuda_shared_memory", "logging", "trace", "classification"})
     out.w.String(e);
   out.w.EndArray();
   out.w.EndObject();
@@ -147,7 +147,8 @@ Result<ModelMetadata> ServerCore::model_metadata(const std::string& model, const
   const bool batch = m->config.max_batch_size > 0;
   ModelMetadata md;
   md.name = model;
-  md.versions = {m->version};
+  for (const auto& v : repo_.versions(model)) md.versions.push_back(v->version);
+  if (md.versions.empty()) md.versions = {m->version};
   md.platform = "streamline_onnx";
   auto add = [batch](const std::vector<TensorConfig>& from, std::vector<TensorMetadata>* to) {
     for (const auto& t : from) {
@@ -193,13 +194,17 @@ std::string ServerCore::model_metadata_json(const ModelMetadata& m) {
   return out.str();
 }
 
-Result<std::string> ServerCore::statistics_json(const std::string& model) const {
+Result<std::string> ServerCore::statistics_json(const std::string& model, const std::string& version) const {
   std::vector<std::shared_ptr<LoadedModel>> models;
   if (model.empty()) {
     models = repo_.ready_models();
+  } else if (!version.empty()) {
+    SL_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> m, repo_.get(model, version));
+    models.push_back(std::move(m));
   } else {
     SL_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> m, repo_.get(model));
-    models.push_back(std::move(m));
+    models = repo_.versions(model);
+    if (models.empty()) models.push_back(std::move(m));
   }
   JsonOut out;
   JsonWriter& w = out.w;
@@ -323,9 +328,9 @@ Status ServerCore::check_model_control() const {
   return ok_status();
 }
 
-Status ServerCore::load_model(const std::string& model) {
+Status ServerCore::load_model(const std::string& model, const LoadOptions& options) {
   SL_RETURN_IF_ERROR(check_model_control());
-  return repo_.load(model);
+  return repo_.load(model, options);
 }
 
 Status ServerCore::unload_model(const std::string& model) {

@@ -26,6 +26,7 @@
 #include "core/status.h"
 #include "serve/repository.h"
 #include "serve/shared_memory.h"
+#include "serve/trace.h"
 #include "streamline/serving.h"
 
 namespace streamline::serve {
@@ -75,11 +76,14 @@ class ServerCore {
   // The shared memory regions clients registered (both front ends see the same ones).
   SharedMemoryRegistry& shared_memory() { return shm_; }
   const SharedMemoryRegistry& shared_memory() const { return shm_; }
+  // Trace settings and traces (both front ends sample through it).
+  TraceManager& traces() { return traces_; }
+  const TraceManager& traces() const { return traces_; }
 
   // Triton's repository extension (load, unload by model name). Unsupported "explicit model load
   // / unload is not allowed ..." unless options().allow_model_control; else as Repository::load
   // and unload. Blocks while the model loads or drains: call it off the I/O threads.
-  [[nodiscard]] Status load_model(const std::string& model);
+  [[nodiscard]] Status load_model(const std::string& model, const LoadOptions& options = {});
   [[nodiscard]] Status unload_model(const std::string& model);
   // What load_model and unload_model would refuse with now, without doing anything: lets a front
   // end answer a refused call at once instead of queueing it behind a load.
@@ -91,8 +95,9 @@ class ServerCore {
   static std::string model_metadata_json(const ModelMetadata& m);
   // Triton's statistics extension: {"model_stats":[{name, version, last_inference,
   // inference_count, execution_count, inference_stats:{success:{count,ns}, fail, queue,
-  // compute_infer}, batch_stats:[...]}]}. model "" = every ready model.
-  [[nodiscard]] Result<std::string> statistics_json(const std::string& model) const;
+  // compute_infer}, batch_stats:[...]}]}. model "" = every ready model; version "" = every served
+  // version of it.
+  [[nodiscard]] Result<std::string> statistics_json(const std::string& model, const std::string& version = "") const;
   // Prometheus text format (version 0.0.4): per-model counters and summaries, batch-size
   // histogram, pending requests, per-instance busy time, process CPU seconds and resident memory.
   std::string metrics_text() const;
@@ -120,6 +125,7 @@ class ServerCore {
   Repository& repo_;
   ServerOptions options_;
   SharedMemoryRegistry shm_;
+  TraceManager traces_;
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};
   mutable std::mutex mu_;

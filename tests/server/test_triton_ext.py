@@ -31,6 +31,14 @@ model_transaction_policy { decoupled: true }
 """
 
 
+LABELLED_CONFIG = """
+name: "labelled"
+max_batch_size: 8
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 16 ] } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ 8 ] label_filename: "labels.txt" } ]
+"""
+
+
 def rows_model():
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"], name="relu")], "rows",
@@ -46,6 +54,8 @@ def repo(tmp_path_factory):
     root = tmp_path_factory.mktemp("ext_models")
     write_model(root, "tiny", mlp_model(16, 8, 1, seed=1), TINY_CONFIG)
     write_model(root, "rows", rows_model(), ROWS_CONFIG)
+    write_model(root, "labelled", mlp_model(16, 8, 1, seed=1), LABELLED_CONFIG)
+    (root / "labelled" / "labels.txt").write_text("".join(f"class{i}\n" for i in range(8)))
     return root
 
 
@@ -284,7 +294,7 @@ def test_index_lists_unloaded_models_in_explicit_mode(repo):
     try:
         c = httpclient.InferenceServerClient(s.http_addr)
         index = {m["name"]: m for m in c.get_model_repository_index()}
-        assert set(index) == {"tiny", "rows"}
+        assert set(index) == {"tiny", "rows", "labelled"}
         assert index["tiny"]["state"] == "UNAVAILABLE" and index["tiny"]["reason"] == "not loaded"
         c.load_model("tiny")
         index = {m["name"]: m for m in c.get_model_repository_index()}
@@ -340,3 +350,130 @@ def test_http_response_is_compressed_when_accepted_and_corrupt_bodies_refused(sr
     res = conn.getresponse()
     assert res.status == 400 and "br" in js.loads(res.read())["error"]
     conn.close()
+
+
+# --- traces --------------------------------------------------------------------------------------
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_ID = "00f067aa0ba902b7"
+
+
+def raw_infer(srv, x, headers=None):
+    import http.client
+    import json as js
+    body = js.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": list(x.shape),
+                                 "data": x.flatten().tolist()}]})
+    conn = http.client.HTTPConnection("127.0.0.1", srv.http_port, timeout=30)
+    conn.request("POST", "/v2/models/tiny/infer", body=body, headers=headers or {})
+    res = conn.getresponse()
+    res.read()
+    conn.close()
+    return res
+
+
+def test_trace_settings_and_a_chrome_trace_of_the_request(srv, tmp_path):
+    import json as js
+    h = httpclient.InferenceServerClient(srv.http_addr)
+    path = tmp_path / "trace.json"
+    s = h.update_trace_settings(settings={"trace_level": ["TIMESTAMPS", "TENSORS"], "trace_rate": "1",
+                                          "trace_count": "-1", "log_frequency": "1", "trace_file": str(path)})
+    assert s["trace_level"] == ["TIMESTAMPS", "TENSORS"] and s["trace_rate"] == "1"
+    try:
+        res = raw_infer(srv, x16(2, seed=5), {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"})
+        assert res.status == 200
+        assert res.getheader("traceparent").startswith(f"00-{TRACE_ID}-")
+        files = sorted(tmp_path.glob("trace.json.*"))
+        assert files, "no trace file written"
+        events = js.loads(files[-1].read_text())["traceEvents"]
+        slices = [e for e in events if e["ph"] == "X"]
+        names = {e["name"] for e in slices}
+        assert {"request tiny", "receive", "queue", "batch", "compute input", "compute infer", "compute output",
+                "response"} <= names, names
+        steps = [e for e in slices if e["cat"] == "step"]
+        assert steps and all("op" in e["args"] for e in steps)
+        tracks = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+        assert "stream 0" in tracks and "request" in tracks
+        req = next(e for e in slices if e["name"] == "request tiny")
+        assert req["args"]["trace_id"] == TRACE_ID and req["args"]["parent_span_id"] == PARENT_ID
+        assert req["args"]["inputs"]["x"]["shape"] == [2, 16]
+        assert req["args"]["outputs"]["y"]["shape"] == [2, 8]
+        # The request's span holds every other slice of it.
+        end = req["ts"] + req["dur"]
+        for e in slices:
+            assert req["ts"] - 1 <= e["ts"] and e["ts"] + e["dur"] <= end + 1, e
+        # Per model: tiny switched off while the global level stays on.
+        h.update_trace_settings(model_name="tiny", settings={"trace_level": ["OFF"]})
+        assert h.get_trace_settings(model_name="tiny")["trace_level"] == ["OFF"]
+        before = len(list(tmp_path.glob("trace.json.*")))
+        raw_infer(srv, x16(1, seed=6))
+        assert len(list(tmp_path.glob("trace.json.*"))) == before
+        h.update_trace_settings(model_name="tiny", settings={"trace_level": None})  # follow the global again
+        assert h.get_trace_settings(model_name="tiny")["trace_level"] == ["TIMESTAMPS", "TENSORS"]
+        # trace_count: two more traces, then none.
+        h.update_trace_settings(settings={"trace_count": "2"})
+        for i in range(4):
+            raw_infer(srv, x16(1, seed=10 + i))
+        assert len(list(tmp_path.glob("trace.json.*"))) == before + 2
+        assert h.get_trace_settings()["trace_count"] == "0"
+        with pytest.raises(InferenceServerException, match="trace_level"):
+            h.update_trace_settings(settings={"trace_level": ["SOMETIMES"]})
+    finally:
+        h.update_trace_settings(settings={"trace_level": ["OFF"], "trace_count": "-1", "trace_rate": "1000"})
+
+
+def test_trace_settings_over_grpc_and_a_traced_stream(srv, tmp_path):
+    import json as js
+    g = grpcclient.InferenceServerClient(srv.grpc_addr)
+    path = tmp_path / "g.json"
+    g.update_trace_settings(settings={"trace_level": ["TIMESTAMPS"], "trace_rate": "1", "log_frequency": "1",
+                                      "trace_file": str(path)})
+    try:
+        got = g.get_trace_settings(as_json=True)["settings"]
+        assert got["trace_level"]["value"] == ["TIMESTAMPS"]
+        q = queue.Queue()
+        g.start_stream(callback=lambda result, error: q.put((result, error)),
+                       headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"})
+        x = x16(1, seed=3)
+        inp = grpcclient.InferInput("x", list(x.shape), "FP32")
+        inp.set_data_from_numpy(x)
+        g.async_stream_infer("tiny", [inp])
+        ((result, error),) = stream_results(q, 1)
+        g.stop_stream()
+        assert error is None
+        events = js.loads(sorted(tmp_path.glob("g.json.*"))[-1].read_text())["traceEvents"]
+        req = next(e for e in events if e["ph"] == "X" and e["name"] == "request tiny")
+        assert req["args"]["trace_id"] == TRACE_ID
+    finally:
+        g.update_trace_settings(settings={"trace_level": ["OFF"], "trace_rate": "1000"})
+
+
+# --- classification ------------------------------------------------------------------------------
+
+def expected_classes(y, k, labels=None):
+    out = []
+    for row in y:
+        idx = sorted(range(len(row)), key=lambda i: (-row[i], i))[:k]
+        out.append([f"{row[i]:f}:{i}" + (f":{labels[i]}" if labels else "") for i in idx])
+    return out
+
+
+@pytest.mark.parametrize("protocol,binary", [("http", False), ("http", True), ("grpc", True)])
+def test_class_count_classification(srv, repo, protocol, binary):
+    client_mod = httpclient if protocol == "http" else grpcclient
+    c = client_mod.InferenceServerClient(srv.http_addr if protocol == "http" else srv.grpc_addr)
+    x = x16(3, seed=31)
+    ref = tiny_ref(repo, x)
+    for model, labels in [("tiny", None), ("labelled", [f"class{i}" for i in range(8)])]:
+        inp = client_mod.InferInput("x", list(x.shape), "FP32")
+        inp.set_data_from_numpy(x)
+        out = (httpclient.InferRequestedOutput("y", binary_data=binary, class_count=3) if protocol == "http"
+               else grpcclient.InferRequestedOutput("y", class_count=3))
+        r = c.infer(model, [inp], outputs=[out])
+        got = r.as_numpy("y")
+        assert got.shape == (3, 3)
+        got = [[v.decode() if isinstance(v, bytes) else v for v in row] for row in got]
+        want = expected_classes(ref, 3, labels)
+        # The value's text is rounded to 6 decimals on both sides; compare index and label exactly.
+        for g_row, w_row in zip(got, want):
+            assert [g.split(":")[1:] for g in g_row] == [w.split(":")[1:] for w in w_row], (g_row, w_row)
+            assert all(abs(float(g.split(":")[0]) - float(w.split(":")[0])) < 1e-4 for g, w in zip(g_row, w_row))
