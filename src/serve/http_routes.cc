@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "serve/dashboard.h"
 #include "serve/echo.h"
 #include "serve/http_codec.h"
 #include "serve/http_extensions.h"
@@ -104,6 +105,15 @@ std::optional<Response> HttpSession::route(Request& req) {
   if (seg.size() == 1 && seg[0] == "metrics") {
     if (!get) return method_not_allowed("GET");
     return make_response(200, core.metrics_text(), kMetricsType);
+  }
+  if (!state_.options.metrics_only && !seg.empty() && seg[0] == "dashboard") {
+    if (!get) return method_not_allowed("GET");
+    if (seg.size() == 2 && seg[1] == "trace.json") return make_response(200, core.traces().last_trace_json(), kJson);
+    const EmbeddedFile* f = dashboard_file(target);
+    if (!f) return error_response(404, no_route);
+    Response res = make_response(200, std::string(reinterpret_cast<const char*>(f->data), f->size), f->content_type);
+    res.set(http::field::cache_control, "no-cache");
+    return res;
   }
   if (state_.options.metrics_only || seg.empty() || seg[0] != "v2") return error_response(404, no_route);
   if (seg.size() == 1) {
