@@ -69,9 +69,10 @@ enum class Borrow {
 };
 // numpy array (or anything np.asarray accepts) -> Tensor over the same memory when it is
 // C-contiguous, aligned and of native byte order; otherwise over a contiguous copy. With
-// Borrow::kForCall, an array the call made (that copy, or the array made from a list or other
-// array-like) goes to `keep`, which the caller holds until the run ends. InvalidArgument (naming
-// `what`) for dtypes streamline lacks.
+// Borrow::kForCall the array the Tensor reads (the caller's, a copy, or one made from a list or
+// other array-like) goes to `keep`, which the caller holds until the run ends: the GIL is released
+// during the run, and another thread may drop the caller's last reference meanwhile.
+// InvalidArgument (naming `what`) for dtypes streamline lacks.
 Tensor tensor_from_numpy(py::handle obj, const std::string& what, Borrow borrow, std::vector<py::object>* keep);
 // Tensor -> numpy array over the same memory; the array owns a copy of the Tensor handle (the
 // memory is freed when both are gone). `writeable` false marks the array read-only.

@@ -155,12 +155,10 @@ std::string ort_type_name(DType t) {
 
 Tensor tensor_from_numpy(py::handle obj, const std::string& what, Borrow borrow, std::vector<py::object>* keep) {
   py::array arr;
-  // A list or other array-like becomes an array of our own, which must outlive the run like a copy.
-  const bool converted = !py::isinstance<py::array>(obj);
-  if (converted) {
-    arr = py::array(py::module_::import("numpy").attr("asarray")(obj));
-  } else {
+  if (py::isinstance<py::array>(obj)) {
     arr = py::reinterpret_borrow<py::array>(obj);
+  } else {
+    arr = py::array(py::module_::import("numpy").attr("asarray")(obj));
   }
   const DType dtype = dtype_of(arr.dtype());
   if (dtype == DType::kUndefined)
@@ -176,7 +174,7 @@ Tensor tensor_from_numpy(py::handle obj, const std::string& what, Borrow borrow,
   Tensor t = Tensor::view(dtype, shape, const_cast<void*>(arr.data()));
   if (borrow == Borrow::kShared) {
     t.set_owner(py_owner(arr));
-  } else if ((converted || !usable) && keep) {
+  } else if (keep) {
     keep->push_back(arr);
   }
   return t;
