@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -37,6 +38,10 @@
 #include "runtime/device_runner.h"
 
 namespace streamline {
+
+namespace exec {
+class TraceRecorder;
+}  // namespace exec
 
 struct ModelOptions {
   // Graph rewrite passes (folding, fusion, elimination); off only for debugging. Takes effect at load.
@@ -98,6 +103,19 @@ enum class ExecutionMode {
 // "planned" / "eager".
 const char* execution_mode_name(ExecutionMode m);
 
+// What the ONNX file says about itself (ModelProto and main GraphProto fields); empty or 0 where
+// the file has nothing.
+struct ModelMetadata {
+  std::string producer_name;                  // the exporter ("pytorch")
+  std::string producer_version;               // its version ("2.1.0")
+  std::string graph_name;                     // the main graph's name
+  std::string domain;                         // the model's domain (reverse-DNS by convention)
+  std::string description;                    // the model's doc_string
+  std::string graph_description;              // the main graph's doc_string
+  int64_t version = 0;                        // model_version
+  std::map<std::string, std::string> custom;  // metadata_props, key -> value
+};
+
 // An input or output as the model declares it; dims are -1 where symbolic or unknown.
 struct TensorDesc {
   std::string name;
@@ -111,12 +129,18 @@ class Model {
   // Loads, optimises and prepares kernels. Errors: NotFound (no file), InvalidArgument (corrupt
   // or inconsistent model), Unsupported (ops/dtypes/opsets we cannot run; all listed at once).
   static Result<std::shared_ptr<Model>> load(const std::string& path, const ModelOptions& options = {});
+  // Same, from the bytes of an ONNX file (a serialized ModelProto) held in memory; the bytes are
+  // only read during the call. External data is refused (there is no folder to find it in).
+  // Errors as load(), with "model bytes" in place of the path.
+  static Result<std::shared_ptr<Model>> load_bytes(std::string_view bytes, const ModelOptions& options = {});
   // Same, from an imported graph (tests, servers that fetch models themselves).
   static Result<std::shared_ptr<Model>> from_graph(graph::Graph g, const ModelOptions& options = {});
 
   const std::vector<TensorDesc>& inputs() const { return inputs_; }
   const std::vector<TensorDesc>& outputs() const { return outputs_; }
   const ModelOptions& options() const { return options_; }
+  // Producer, names, descriptions and custom key/value pairs from the file.
+  const ModelMetadata& metadata() const { return metadata_; }
   const graph::Graph& graph() const { return graph_; }
   const graph::PassReport& pass_report() const { return report_; }
   // The device the model was loaded for.
@@ -167,6 +191,7 @@ class Model {
   graph::PassReport report_;
   plan::KernelSet kernels_;
   std::vector<TensorDesc> inputs_, outputs_;
+  ModelMetadata metadata_;
   // Plans by shape key. An entry is made when a shape set is first asked for and completed when
   // its planning ends; the lock guards only the map, never planning, so a new shape never holds up
   // runs of shapes already planned, and concurrent first runs of one shape set plan it once.
@@ -198,6 +223,50 @@ class Session {
   // Made on the first run, so that a missing GPU is an error of run(), not of construction.
   std::unique_ptr<runtime::DeviceRunner> runner_;
 };
+
+// Records planned runs as Chrome trace events (open the file in Perfetto or chrome://tracing):
+// one track per stream, one slice per step with its op and tensor shapes, a flow arrow for every
+// event between streams.
+//
+//   Trace trace;
+//   RunOptions ro;
+//   ro.observer = trace.observer();
+//   auto outs = session.run(inputs, ro);                // record as many runs as needed
+//   SL_RETURN_IF_ERROR(trace.write("run.json"));
+//
+// Thread-safety: one run at a time per Trace (runs of several sessions recorded into one Trace
+// must be serialised by the caller); slices(), to_json() and write() must not overlap a run.
+class Trace {
+ public:
+  // Stops recording after `max_slices` step slices, so long runs stay bounded.
+  explicit Trace(size_t max_slices = 100000);
+  ~Trace();
+  Trace(const Trace&) = delete;
+  Trace& operator=(const Trace&) = delete;
+
+  // The hooks to put in RunOptions::observer; owned by this Trace, valid as long as it is.
+  exec::ExecObserver* observer();
+  // Step slices recorded so far.
+  size_t slices() const;
+  // The trace as one JSON object {"traceEvents": [...]}.
+  std::string to_json() const;
+  // Writes to_json() to `path`. Unavailable naming the path when it cannot be written.
+  [[nodiscard]] Status write(const std::string& path) const;
+
+ private:
+  std::unique_ptr<exec::TraceRecorder> recorder_;
+};
+
+// Devices models can be loaded for and run on in this process: "cpu", then "cuda:0", "cuda:1", ...
+// for each usable GPU when the CUDA backend is built in. Thread-safe.
+std::vector<std::string> available_devices();
+
+// The process-wide threshold of streamline's log (stderr): messages below it are dropped. It
+// starts from the SL_LOG_LEVEL environment variable (debug|info|warning|error), else warning.
+// Thread-safe; takes effect at once for every model.
+enum class LogSeverity { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
+void set_log_severity(LogSeverity severity);
+LogSeverity log_severity();
 
 // "0.1.0 (oneDNN 2.6.3, CPU; CUDA: no)"; with the CUDA backend built in, "CUDA: yes (runtime 13.0,
 // driver 13.0, cuDNN 9.19.0, 1 device: NVIDIA H200 sm_90)" or "CUDA: yes (..., no device: reason)".

@@ -362,6 +362,7 @@ Status import_graph(onnx::GraphProto& gp, ImportContext& ctx, const Scope* outer
   const bool main_graph = outer == nullptr;
   g.opsets = ctx.opsets;
   g.name = gp.name();
+  g.doc_string = gp.doc_string();
   std::unordered_map<std::string, ValueId> names;
   const std::vector<std::string> node_names = unique_node_names(gp);
   SL_RETURN_IF_ERROR(import_initializers(gp, ctx, g, names));
@@ -476,6 +477,11 @@ Result<Graph> import_model(onnx::ModelProto& model, const std::string& base_dir,
   Status s = import_graph(*model.mutable_graph(), ctx, nullptr, g);
   if (!s.ok()) return s.with_context(what);
   g.producer_name = model.producer_name();
+  g.producer_version = model.producer_version();
+  g.model_domain = model.domain();
+  g.model_doc_string = model.doc_string();
+  g.model_version = model.model_version();
+  for (const auto& prop : model.metadata_props()) g.metadata_props[prop.key()] = prop.value();
   // Inference reads the proto, whose nodes keep the model's opset; the upgrade then needs the
   // ranks it found.
   infer_shapes(model, ctx.opsets, g, what);
@@ -489,7 +495,7 @@ Result<Graph> import_model(onnx::ModelProto& model, const std::string& base_dir,
 
 }  // namespace
 
-Result<Graph> import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const ImportOptions& options,
+Result<Graph> import_onnx_bytes(std::string_view bytes, const std::string& base_dir, const ImportOptions& options,
                                 const std::string& what) {
   onnx::ModelProto model;
   SL_RETURN_IF_ERROR(parse_model(bytes.data(), bytes.size(), what, &model));

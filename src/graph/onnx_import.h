@@ -10,6 +10,7 @@
 // opset 1..6 that cannot be upgraded to opset 7 (graph/legacy_opset.h).
 
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 #include "graph/ir.h"
@@ -28,7 +29,7 @@ struct ImportOptions {
 // Reads and converts `path`; external data is looked up relative to the file's folder.
 Result<Graph> import_onnx_file(const std::string& path, const ImportOptions& options = {});
 // Converts serialized ModelProto bytes; `base_dir` resolves external-data locations ("" = none allowed).
-Result<Graph> import_onnx_bytes(const std::string& bytes, const std::string& base_dir,
-                                const ImportOptions& options = {}, const std::string& what = "model");
+Result<Graph> import_onnx_bytes(std::string_view bytes, const std::string& base_dir, const ImportOptions& options = {},
+                                const std::string& what = "model");
 
 }  // namespace streamline::graph

@@ -36,6 +36,19 @@ TensorDesc describe(const graph::Graph& g, graph::ValueId v) {
   return d;
 }
 
+ModelMetadata metadata_of(const graph::Graph& g) {
+  ModelMetadata md;
+  md.producer_name = g.producer_name;
+  md.producer_version = g.producer_version;
+  md.graph_name = g.name;
+  md.domain = g.model_domain;
+  md.description = g.model_doc_string;
+  md.graph_description = g.doc_string;
+  md.version = g.model_version;
+  md.custom = g.metadata_props;
+  return md;
+}
+
 std::string shapes_key(const std::vector<Shape>& shapes) {
   std::string k;
   for (const auto& s : shapes) k += s.to_string() + ";";
@@ -63,6 +76,15 @@ Result<std::shared_ptr<Model>> Model::load(const std::string& path, const ModelO
   return m;
 }
 
+Result<std::shared_ptr<Model>> Model::load_bytes(std::string_view bytes, const ModelOptions& options) {
+  const std::string what = "model bytes";
+  auto g = graph::import_onnx_bytes(bytes, /*base_dir=*/"", {}, what);
+  if (!g.ok()) return g.status();
+  auto m = from_graph(std::move(g).value(), options);
+  if (!m.ok()) return m.status().with_context(what);
+  return m;
+}
+
 Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOptions& options) {
   if (options.split_convs < 0 || options.split_convs > 64)
     return invalid_argument("split_convs must be 0 (off) or a slice count from 2 to 64, got " +
@@ -86,6 +108,7 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
     m->options_.blocked_layout = false;
   }
   m->graph_ = std::move(g);
+  m->metadata_ = metadata_of(m->graph_);
   // Pass 1: graph rewrites.
   graph::PassOptions po;
   po.enabled = options.optimize;
