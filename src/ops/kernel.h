@@ -96,17 +96,19 @@ class Kernel {
   // For kAny: true when these inputs (shapes and layouts) can be handled without conversion.
   virtual bool accepts(std::span<const TensorInfo> inputs) const { return true; }
   // For kPreferChannelsLast: the layout its rank-4 activation inputs should have, given their
-  // shapes. `allow_blocked` says whether kBlocked8 may be chosen.
-  virtual Layout preferred_layout(std::span<const TensorInfo> inputs, bool allow_blocked) const {
-    return Layout::kChannelsLast;
-  }
+  // shapes and current layouts. `block` is the channels per block of the blocked layout it may
+  // choose (8: kBlocked8, 16: kBlocked16), 0 when blocked layouts are off.
+  virtual Layout preferred_layout(std::span<const TensorInfo> inputs, int block) const { return Layout::kChannelsLast; }
 };
 
 struct KernelOptions {
   // Lets conv-like kernels keep activations channels-last between layers.
   bool allow_channels_last = true;
-  // Lets them use the blocked nChw8c layout where channel counts allow (with allow_channels_last).
+  // Lets them use a blocked layout where channel counts allow (with allow_channels_last).
   bool allow_blocked = true;
+  // Channels per block of that layout: 8 (nChw8c, AVX2) or 16 (nChw16c, AVX-512). The model sets
+  // it from the CPU (ops::cpu::native_block()); the planner's PlannerOptions::block must agree.
+  int block = 8;
   // Lets 3x3 stride-1 convolutions on nChw8c activations run Winograd F(2x2, 3x3) where it pays
   // (see ops/cpu/conv_winograd.h).
   bool allow_winograd = true;

@@ -8,7 +8,7 @@ namespace streamline::plan {
 namespace {
 std::string layout_suffix(Layout l) {
   if (l == Layout::kChannelsLast) return ":nhwc";
-  if (l == Layout::kBlocked8) return ":nChw8c";
+  if (is_blocked(l)) return std::string(":") + layout_name(l);
   return "";
 }
 }  // namespace
@@ -54,13 +54,21 @@ const char* slot_kind_name(SlotKind k) {
   return "unknown";
 }
 
+int ExecutionPlan::layout_converts() const {
+  int n = 0;
+  for (const Step& st : steps) n += st.op == "LayoutConvert" ? 1 : 0;
+  return n;
+}
+
 std::string ExecutionPlan::to_json() const {
   std::ostringstream o;
-  o << "{\n  \"device\": " << q(ops::device_name(device)) << ",\n  \"streams_used\": " << num_streams << ",\n  \"events_inserted\": " << events_inserted
-    << ",\n  \"events_after_pruning\": " << num_events << ",\n  \"arena_bytes\": " << arena_bytes
-    << ",\n  \"naive_bytes\": " << naive_bytes << ",\n  \"critical_path_cost\": " << static_cast<int64_t>(critical_path_cost)
-    << ",\n  \"total_cost\": " << static_cast<int64_t>(total_cost) << ",\n  \"verified\": " << (verified ? "true" : "false")
-    << ",\n  \"folded_nodes\": " << folded_nodes << ",\n  \"inputs\": [";
+  o << "{\n  \"device\": " << q(ops::device_name(device)) << ",\n  \"streams_used\": " << num_streams
+    << ",\n  \"events_inserted\": " << events_inserted << ",\n  \"events_after_pruning\": " << num_events
+    << ",\n  \"arena_bytes\": " << arena_bytes << ",\n  \"naive_bytes\": " << naive_bytes
+    << ",\n  \"critical_path_cost\": " << static_cast<int64_t>(critical_path_cost)
+    << ",\n  \"total_cost\": " << static_cast<int64_t>(total_cost)
+    << ",\n  \"verified\": " << (verified ? "true" : "false") << ",\n  \"folded_nodes\": " << folded_nodes
+    << ",\n  \"layout_converts\": " << layout_converts() << ",\n  \"inputs\": [";
   for (size_t i = 0; i < input_names.size(); ++i)
     o << (i ? ", " : "") << "{\"name\": " << q(input_names[i]) << ", \"shape\": " << q(input_shapes[i].to_string()) << "}";
   o << "],\n  \"outputs\": [";

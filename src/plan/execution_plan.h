@@ -84,6 +84,9 @@ struct ExecutionPlan {
 
   // One JSON object: streams, steps (name, op, provider, stream, inputs/outputs with shapes),
   // slots, arena/naive bytes. Stable across runs for golden tests.
+  // Steps that only change a tensor's layout (LayoutConvert), which the planner inserts where a
+  // consumer needs another layout than its producer wrote.
+  int layout_converts() const;
   std::string to_json() const;
   // Graphviz DOT of the steps, coloured by stream.
   std::string to_dot() const;

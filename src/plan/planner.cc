@@ -368,7 +368,7 @@ class Planner {
         if (opts_.channels_last) {
           std::vector<ops::TensorInfo> infos;
           for (int s : in_slots) infos.push_back(info_of(s));
-          target = kernel->preferred_layout(infos, opts_.blocked);
+          target = kernel->preferred_layout(infos, opts_.blocked ? opts_.block : 0);
         }
         break;
       case ops::LayoutSupport::kAny: {

@@ -28,7 +28,8 @@ namespace streamline::plan {
 
 struct PlannerOptions {
   bool channels_last = true;   // let conv-like kernels keep activations NHWC between layers
-  bool blocked = true;         // with channels_last: nChw8c where a kernel prefers it (C % 8 == 0)
+  bool blocked = true;         // with channels_last: a blocked layout where a kernel prefers it
+  int block = 8;               // its channels per block: 8 (nChw8c) or 16 (nChw16c)
   bool inplace = true;         // let kernels write outputs over inputs that die at them
   bool reuse_memory = true;    // false gives every buffer its own arena range (debugging)
   int num_streams = 1;         // at most this many streams; 1 = single-stream plan

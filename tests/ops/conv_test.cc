@@ -46,15 +46,16 @@ TEST(ConvOp, RandomShapesMatchReference) {
   }
 }
 
-// nChw8c: dense, depthwise and first-layer (C < 8) convolutions in the blocked layout, with bias,
-// fused activation and residual, against the reference.
+// nChw8c and nChw16c: dense, depthwise and first-layer (C < 8) convolutions in the blocked layout,
+// with bias, fused activation and residual, against the reference.
 TEST(ConvOp, BlockedLayoutMatchesReference) {
   std::mt19937 rng(4321);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  for (int iter = 0; iter < 24; ++iter) {
+  for (int iter = 0; iter < 48; ++iter) {
+    const int block = iter < 24 ? 8 : 16;
     const int kind = iter % 3;  // 0 dense, 1 depthwise, 2 first layer
-    const int64_t c = kind == 2 ? pick(1, 7) : 8 * pick(1, 3);
-    const int64_t m = kind == 1 ? c : 8 * pick(1, 3);
+    const int64_t c = kind == 2 ? pick(1, 7) : block * pick(1, 3);
+    const int64_t m = kind == 1 ? c : block * pick(1, 3);
     const int64_t gr = kind == 1 ? c : 1;
     const int64_t k = pick(1, 3), s = pick(1, 2), h = pick(5, 11), w = pick(5, 11), n = pick(1, 2);
     const int64_t p = pick(0, k - 1);
@@ -68,17 +69,19 @@ TEST(ConvOp, BlockedLayoutMatchesReference) {
         {"group", one_int(gr)}, {"strides", ints({s, s})}, {"pads", ints({p, p, p, p})}, {"activation", str("Relu")}};
     RunOpts o;
     o.blocked = true;
+    o.block = block;
     o.threads = 1 + iter % 2;
-    SCOPED_TRACE("iter " + std::to_string(iter) + " kind " + std::to_string(kind));
+    SCOPED_TRACE("iter " + std::to_string(iter) + " kind " + std::to_string(kind) + " block " + std::to_string(block));
     compare("FusedConv", "streamline", in, attrs, o);
   }
 }
 
-// The layouts a convolution asks for: nChw8c for whole blocks, plain for a first layer, channels-last
-// otherwise (grouped, odd channels, or when nChw8c is not allowed).
+// The layouts a convolution asks for: blocked for whole blocks, plain for a first layer,
+// channels-last otherwise (grouped, odd channels, or when blocked layouts are off). With 16-channel
+// blocks, groups of exactly 16 channels stay blocked too.
 TEST(ConvOp, PreferredLayouts) {
   std::mt19937 rng(4322);
-  auto layout_for = [&](int64_t c, int64_t m, int64_t group, bool allow) {
+  auto layout_for = [&](int64_t c, int64_t m, int64_t group, int block) {
     Tensor x = random_tensor({1, c, 6, 6}, rng);
     Tensor w = random_tensor({m, c / group, 3, 3}, rng);
     auto n = make_node("Conv", "", {x, w}, {{"group", one_int(group)}});
@@ -93,14 +96,21 @@ TEST(ConvOp, PreferredLayouts) {
     infos[0].shape = x.shape();
     infos[1].shape = w.shape();
     infos[1].value = &w;
-    return (*k)->preferred_layout(infos, allow);
+    return (*k)->preferred_layout(infos, block);
   };
-  EXPECT_EQ(layout_for(16, 32, 1, true), Layout::kBlocked8);
-  EXPECT_EQ(layout_for(16, 16, 16, true), Layout::kBlocked8);     // depthwise
-  EXPECT_EQ(layout_for(3, 64, 1, true), Layout::kPlain);          // first layer
-  EXPECT_EQ(layout_for(16, 16, 2, true), Layout::kChannelsLast);  // grouped
-  EXPECT_EQ(layout_for(12, 16, 1, true), Layout::kChannelsLast);  // partial block
-  EXPECT_EQ(layout_for(16, 32, 1, false), Layout::kChannelsLast);
+  EXPECT_EQ(layout_for(16, 32, 1, 8), Layout::kBlocked8);
+  EXPECT_EQ(layout_for(16, 16, 16, 8), Layout::kBlocked8);     // depthwise
+  EXPECT_EQ(layout_for(3, 64, 1, 8), Layout::kPlain);          // first layer
+  EXPECT_EQ(layout_for(16, 16, 2, 8), Layout::kChannelsLast);  // grouped
+  EXPECT_EQ(layout_for(12, 16, 1, 8), Layout::kChannelsLast);  // partial block
+  EXPECT_EQ(layout_for(16, 32, 1, 0), Layout::kChannelsLast);
+  EXPECT_EQ(layout_for(16, 32, 1, 16), Layout::kBlocked16);
+  EXPECT_EQ(layout_for(32, 32, 32, 16), Layout::kBlocked16);    // depthwise
+  EXPECT_EQ(layout_for(3, 32, 1, 16), Layout::kPlain);          // first layer
+  EXPECT_EQ(layout_for(3, 24, 1, 16), Layout::kChannelsLast);   // a first layer without whole blocks
+  EXPECT_EQ(layout_for(24, 32, 1, 16), Layout::kChannelsLast);  // partial block
+  EXPECT_EQ(layout_for(64, 64, 4, 16), Layout::kBlocked16);     // groups of 16
+  EXPECT_EQ(layout_for(64, 64, 8, 16), Layout::kChannelsLast);  // groups of 8
 }
 
 TEST(ConvOp, AutoPadModes) {

@@ -90,6 +90,17 @@ TEST(TensorOp, ConcatBlockedEqualsPlain) {
   auto blocked = n.run(cpu_reg(), ins, o);
   ASSERT_TRUE(blocked.ok()) << blocked.status().to_string();
   EXPECT_TRUE(same_tensor((*blocked)[0], (*plain)[0]));
+  const std::vector<Tensor> ins16 = {random_tensor(DType::kFloat32, Shape{2, 16, 4, 5}, rng),
+                                     random_tensor(DType::kFloat32, Shape{2, 48, 4, 5}, rng)};
+  OneNode n16("Concat", 13, 2);
+  n16.i("axis", 1);
+  auto plain16 = n16.cpu(ins16);
+  ASSERT_TRUE(plain16.ok()) << plain16.status().to_string();
+  o.input_layout = Layout::kBlocked16;
+  o.constant_mask = {false, false};
+  auto blocked16 = n16.run(cpu_reg(), ins16, o);
+  ASSERT_TRUE(blocked16.ok()) << blocked16.status().to_string();
+  EXPECT_TRUE(same_tensor((*blocked16)[0], (*plain16)[0]));
 }
 
 TEST(TensorOp, ConcatAcceptsOnlyUniformLayouts) {

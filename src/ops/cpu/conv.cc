@@ -4,7 +4,7 @@
 // (Y is filled with Z first, or already holds it when the plan gives Y the buffer of Z), the
 // activation an eltwise post-op. Constant weights are reordered once into the layout oneDNN prefers:
 // at create when the graph declares the input's spatial size, else per shape at reshape.
-// 3x3 stride-1 convolutions on nChw8c activations with enough channels and pixels run Winograd
+// 3x3 stride-1 convolutions on blocked activations with enough channels and pixels run Winograd
 // F(2x2, 3x3) instead (conv_winograd.h); their filters are transformed once at create.
 
 #include <algorithm>
@@ -182,31 +182,37 @@ memory::desc activation_md(const ConvGeom& g, Layout layout, bool is_src) {
   for (size_t i = 0; i < g.in.size(); ++i) d.push_back(is_src ? g.in[i] : g.out[i]);
   if (layout == Layout::kChannelsLast) return permuted_md(d, {0, 2, 3, 1});
   if (layout == Layout::kBlocked8) return memory::desc(d, memory::data_type::f32, memory::format_tag::nChw8c);
+  if (layout == Layout::kBlocked16) return memory::desc(d, memory::data_type::f32, memory::format_tag::nChw16c);
   return plain_md(d);
 }
 
-// The activation layout for a 2-D convolution with c input and m output channels. oneDNN's AVX2
-// convolutions are fastest on nChw8c, but mixing nChw8c with NHWC falls back to its reference
-// code, so nChw8c is chosen only when both sides have whole blocks (plain, grouped-by-blocks
-// or depthwise); everything else stays channels-last.
-// A first layer (fewer than 8 input channels, as images have) reads plain NCHW and writes nChw8c,
-// for which oneDNN has a dedicated kernel; conv_layout() then returns kPlain for its input.
-bool first_layer(int64_t c, int64_t m, int64_t group) {
-  return c < 8 && m % 8 == 0 && group == 1;
+// The activation layout for a 2-D convolution with c input and m output channels, given the
+// blocked layout's channels per block (0: blocked layouts off). oneDNN's blocked convolutions
+// (nChw8c for AVX2, nChw16c for AVX-512) are its fastest, but mixing a blocked layout with NHWC
+// falls back to its reference code, so a blocked layout is chosen only when both sides have whole
+// blocks (plain, grouped by whole blocks, or depthwise); everything else stays channels-last.
+// A first layer (fewer than 8 input channels, as images have) reads plain NCHW and writes the
+// blocked layout, for which oneDNN has a dedicated kernel; conv_layout() then returns kPlain for
+// its input.
+bool first_layer(int64_t c, int64_t m, int64_t group, int block) {
+  return block > 0 && c < 8 && m % block == 0 && group == 1;
 }
 
-Layout conv_layout(int64_t c, int64_t m, int64_t group, bool allow_blocked) {
-  if (allow_blocked && first_layer(c, m, group)) return Layout::kPlain;
-  const bool whole = c % 8 == 0 && m % 8 == 0;
-  const bool groups_ok = group == 1 || (group == c && group == m);
-  return allow_blocked && whole && groups_ok ? Layout::kBlocked8 : Layout::kChannelsLast;
+Layout conv_layout(int64_t c, int64_t m, int64_t group, int block) {
+  if (first_layer(c, m, group, block)) return Layout::kPlain;
+  if (block == 0) return Layout::kChannelsLast;
+  const bool whole = c % block == 0 && m % block == 0;
+  const bool depthwise = group == c && group == m;
+  // On AVX-512, groups of exactly one block each way run oneDNN's blocked grouped kernels (6x
+  // faster than NHWC for 16-channel groups); wider and narrower groups run faster channels-last.
+  const bool group_blocks = block == 16 && group > 1 && c / group == block && m / group == block;
+  return whole && (group == 1 || depthwise || group_blocks) ? blocked_layout(block) : Layout::kChannelsLast;
 }
 
 // The output layout for an input in `in`: the same, except that a first layer (see above) given
-// a plain input writes nChw8c when blocked layouts are allowed.
-Layout conv_out_layout(Layout in, const ConvGeom& g, bool blocked_ok) {
-  if (in == Layout::kPlain && blocked_ok && g.in.size() == 2 && first_layer(g.c, g.m, g.group))
-    return Layout::kBlocked8;
+// a plain input writes the blocked layout when blocked layouts are allowed (block > 0).
+Layout conv_out_layout(Layout in, const ConvGeom& g, int block) {
+  if (in == Layout::kPlain && g.in.size() == 2 && first_layer(g.c, g.m, g.group, block)) return blocked_layout(block);
   return in;
 }
 
@@ -235,7 +241,7 @@ class ConvKernel final : public Kernel {
     auto k = std::make_unique<ConvKernel>();
     k->who_ = args.node.describe();
     k->fused_ = args.node.domain == "streamline";
-    k->blocked_ok_ = !transposed && args.options.allow_channels_last && args.options.allow_blocked;
+    k->block_ = !transposed && args.options.allow_channels_last && args.options.allow_blocked ? args.options.block : 0;
     SL_ASSIGN_OR_RETURN(k->attrs_, parse_conv_attrs(args.node, transposed));
     if (!k->fused_) k->attrs_.act = Activation{};
     if (args.node.inputs.size() < 2) return invalid_argument(k->who_ + ": needs inputs X and W");
@@ -251,10 +257,10 @@ class ConvKernel final : public Kernel {
   LayoutSupport layout_support() const override {
     return attrs_.transposed ? LayoutSupport::kPlainOnly : LayoutSupport::kPreferChannelsLast;
   }
-  Layout preferred_layout(std::span<const TensorInfo> inputs, bool allow_blocked) const override {
+  Layout preferred_layout(std::span<const TensorInfo> inputs, int block) const override {
     if (inputs.size() < 2 || inputs[0].shape.rank() != 4 || inputs[1].shape.rank() != 4 || !weights_const_)
       return Layout::kChannelsLast;
-    return conv_layout(inputs[0].shape[1], inputs[1].shape[0], attrs_.group, allow_blocked);
+    return conv_layout(inputs[0].shape[1], inputs[1].shape[0], attrs_.group, block);
   }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const override {
@@ -274,9 +280,11 @@ class ConvKernel final : public Kernel {
     const Layout layout = x.layout;
     if (layout != Layout::kPlain && (x.shape.rank() != 4 || attrs_.transposed))
       return invalid_argument(who_ + ": " + layout_name(layout) + " input must be rank 4");
-    if (layout == Layout::kBlocked8 && (g.c % 8 != 0 || g.m % 8 != 0))
-      return invalid_argument(who_ + ": nChw8c needs input and output channels divisible by 8");
-    const Layout out_layout = weights_const_ ? conv_out_layout(layout, g, blocked_ok_) : layout;
+    const int64_t blk = layout_block(layout);
+    if (blk && (g.c % blk != 0 || g.m % blk != 0))
+      return invalid_argument(who_ + ": " + layout_name(layout) + " needs input and output channels divisible by " +
+                              std::to_string(blk));
+    const Layout out_layout = weights_const_ ? conv_out_layout(layout, g, block_) : layout;
     st->has_bias = inputs.size() > 2 && inputs[2].present();
     if (st->has_bias && (inputs[2].shape.rank() != 1 || inputs[2].shape[0] != g.m))
       return invalid_argument(who_ + ": bias " + inputs[2].shape.to_string() + " must be [" + std::to_string(g.m) +
@@ -301,6 +309,7 @@ class ConvKernel final : public Kernel {
     if (winograd_applies(g, layout, out_layout)) {
       st->winograd = true;
       st->wgeom = winograd_geom(wino_.f, g.n, g.c, g.m, g.in[0], g.in[1], g.out[0], g.out[1], g.pad_l[0], g.pad_l[1]);
+      st->wgeom.block = wino_.block;
       r.workspace_bytes = st->wgeom.workspace_bytes();
       r.state = std::move(st);
       return r;
@@ -422,13 +431,13 @@ class ConvKernel final : public Kernel {
 
   // Whether a reshape with these geometry and layouts runs the transformed filters.
   bool winograd_applies(const ConvGeom& g, Layout in, Layout out) const {
-    return wino_.u && in == Layout::kBlocked8 && out == Layout::kBlocked8 && g.in.size() == 2 && g.c == wino_.c &&
-           g.m == wino_.m && g.k == std::vector<int64_t>{3, 3} && g.strides == std::vector<int64_t>{1, 1} &&
-           g.dil == std::vector<int64_t>{1, 1} && g.group == 1 &&
-           winograd_worthwhile(wino_.f, g.c, g.m, g.n, g.out[0], g.out[1]);
+    return wino_.u && is_blocked(in) && out == in && layout_block(in) == wino_.block && g.in.size() == 2 &&
+           g.c == wino_.c && g.m == wino_.m && g.k == std::vector<int64_t>{3, 3} &&
+           g.strides == std::vector<int64_t>{1, 1} && g.dil == std::vector<int64_t>{1, 1} && g.group == 1 &&
+           winograd_worthwhile(wino_.block, wino_.f, g.c, g.m, g.n, g.out[0], g.out[1]);
   }
 
-  // Transforms the filters at create when the planner will give this convolution nChw8c activations
+  // Transforms the filters at create when the planner will give this convolution blocked activations
   // and the declared input size makes it a candidate (winograd_tile). Each reshape then runs
   // Winograd where it pays for that shape (winograd_worthwhile) and the direct primitive otherwise.
   void prepare_winograd(const KernelCreateArgs& args) {
@@ -436,15 +445,17 @@ class ConvKernel final : public Kernel {
     if (!args.options.allow_winograd || !args.options.allow_blocked || !args.options.allow_channels_last) return;
     if (w.dtype() != DType::kFloat32 || !winograd_shape(w.shape())) return;
     const int64_t m = w.shape()[0], c = w.shape()[1];
-    if (conv_layout(c, m, 1, true) != Layout::kBlocked8) return;
+    const int block = args.options.block;
+    if (conv_layout(c, m, 1, block) != blocked_layout(block)) return;
     const graph::Value& xv = args.graph.value(args.node.inputs[0]);
     if (!xv.dims || xv.dims->size() != 4 || !(*xv.dims)[2].fixed() || !(*xv.dims)[3].fixed()) return;
     auto geom = conv_geometry(who_, attrs_, Shape{1, c, (*xv.dims)[2].value, (*xv.dims)[3].value}, w.shape());
     if (!geom.ok()) return;
-    const int f = winograd_tile(c, m, geom->out[0], geom->out[1]);
+    const int f = winograd_tile(block, c, m, geom->out[0], geom->out[1]);
     // Transformed when a batch of two would use them.
-    if (f == 0 || !winograd_worthwhile(f, c, m, 2, geom->out[0], geom->out[1])) return;
+    if (f == 0 || !winograd_worthwhile(block, f, c, m, 2, geom->out[0], geom->out[1])) return;
     wino_ = winograd_weights(w.data<float>(), m, c, f);
+    wino_.block = block;
   }
 
   // Reorders constant weights into oneDNN's preferred layout for the input size the graph
@@ -470,15 +481,16 @@ class ConvKernel final : public Kernel {
     st.geom = *geom;
     // Pack for the layout the planner will give this convolution (see preferred_layout).
     Layout layout = Layout::kPlain;
+    const int block = args.options.allow_blocked ? args.options.block : 0;
     if (xs.rank() == 4 && !attrs_.transposed && args.options.allow_channels_last)
-      layout = conv_layout(st.geom.c, st.geom.m, attrs_.group, args.options.allow_blocked);
+      layout = conv_layout(st.geom.c, st.geom.m, attrs_.group, block);
     st.has_bias = args.node.inputs.size() > 2 && args.node.inputs[2] != graph::kNoValue;
     st.has_z = args.node.inputs.size() > 3 && args.node.inputs[3] != graph::kNoValue;
     st.src_md = activation_md(st.geom, layout, true);
     st.dst_md = activation_md(
         st.geom,
         layout == Layout::kPlain && xs.rank() == 4 && !attrs_.transposed && args.options.allow_channels_last
-            ? conv_out_layout(layout, st.geom, args.options.allow_blocked)
+            ? conv_out_layout(layout, st.geom, block)
             : layout,
         false);
     st.bias_md = st.has_bias ? plain_md({st.geom.m}) : memory::desc();
@@ -503,7 +515,7 @@ class ConvKernel final : public Kernel {
   bool fused_ = false;
   ConvAttrs attrs_;
   bool weights_const_ = false;
-  bool blocked_ok_ = false;  // nChw8c outputs allowed (see conv_out_layout)
+  int block_ = 0;            // channels per block of blocked outputs allowed, 0: none (conv_out_layout)
   PackedWeights packed_;     // constant weights reordered at create, if any
   WinogradWeights wino_;     // transformed filters, when prepare_winograd chose Winograd
 };

@@ -19,12 +19,12 @@ struct ChunkState {
 };
 
 // Physical dims of a logical shape stored in `layout`.
-// The dimensions of a rank-4 tensor's memory: NHWC for channels-last, [N, C/8, H*W*8] for nChw8c
-// (concatenating along C then moves whole blocks).
+// The dimensions of a rank-4 tensor's memory: NHWC for channels-last, [N, C/B, H*W*B] for a
+// blocked layout of B channels per block (concatenating along C then moves whole blocks).
 Shape physical_dims(const Shape& s, Layout layout) {
   if (s.rank() != 4) return s;
   if (layout == Layout::kChannelsLast) return Shape{s[0], s[2], s[3], s[1]};
-  if (layout == Layout::kBlocked8) return Shape{s[0], s[1] / 8, s[2] * s[3] * 8};
+  if (const int64_t b = layout_block(layout)) return Shape{s[0], s[1] / b, s[2] * s[3] * b};
   return s;
 }
 
@@ -129,10 +129,12 @@ class ConcatKernel final : public DataKernel {
     if (f.layout == Layout::kChannelsLast) {
       if (rank != 4 || axis != 1) return unsupported_error("channels-last inputs concatenate only along axis 1");
       phys_axis = 3;
-    } else if (f.layout == Layout::kBlocked8) {
-      if (rank != 4 || axis != 1) return unsupported_error("nChw8c inputs concatenate only along axis 1");
+    } else if (const int64_t b = layout_block(f.layout)) {
+      const std::string name = layout_name(f.layout);
+      if (rank != 4 || axis != 1) return unsupported_error(name + " inputs concatenate only along axis 1");
       for (const auto& t : in)
-        if (t.shape[1] % 8 != 0) return unsupported_error("nChw8c inputs need channels divisible by 8");
+        if (t.shape[1] % b != 0)
+          return unsupported_error(name + " inputs need channels divisible by " + std::to_string(b));
       phys_axis = 1;
     }
     std::vector<Shape> parts;
