@@ -355,12 +355,22 @@ class Planner {
     return unsupported(msg + " (run the model on the CPU device)");
   }
 
+  // Layouts: a kernel that takes any layout gets its rank-4 activations in the layout they share
+  // (when it accepts them so), one that prefers a layout gets that, the rest get plain. A rank-4
+  // tensor of one pixel per image ([N, C, 1, 1], a squeeze-excitation scale, say) has the same
+  // bytes in every layout, so it neither decides a common layout nor is converted for a kernel
+  // that takes other layouts than plain.
   Status choose_layouts(const ops::Kernel* kernel, std::vector<int>& in_slots) {
+    auto one_pixel = [&](int s) {
+      const Shape& sh = plan_->slots[static_cast<size_t>(s)].shape;
+      return sh.rank() == 4 && sh[2] * sh[3] == 1;
+    };
     auto activation = [&](int s) {
       if (s < 0) return false;
       const TensorSlot& t = plan_->slots[static_cast<size_t>(s)];
-      return t.kind != SlotKind::kConstant && t.shape.rank() == 4;
+      return t.kind != SlotKind::kConstant && t.shape.rank() == 4 && !one_pixel(s);
     };
+    const bool plain_only = kernel->layout_support() == ops::LayoutSupport::kPlainOnly;
     Layout target = Layout::kPlain;
     switch (kernel->layout_support()) {
       case ops::LayoutSupport::kPlainOnly: target = Layout::kPlain; break;
@@ -393,9 +403,22 @@ class Planner {
     for (int& s : in_slots)
       if (activation(s)) {
         SL_ASSIGN_OR_RETURN(s, in_layout(s, target));
-      } else if (s >= 0 && plan_->slots[static_cast<size_t>(s)].layout != Layout::kPlain) {
+      } else if (s >= 0 && plan_->slots[static_cast<size_t>(s)].layout != Layout::kPlain &&
+                 (plain_only || !one_pixel(s))) {
         SL_ASSIGN_OR_RETURN(s, in_layout(s, Layout::kPlain));
       }
+    if (kernel->layout_support() == ops::LayoutSupport::kAny) {
+      // One-pixel tensors left in their own layout: the kernel must take them so (Concat wants
+      // one layout for all its inputs), or they get the target layout too.
+      std::vector<ops::TensorInfo> infos;
+      for (int s : in_slots) infos.push_back(info_of(s));
+      if (!kernel->accepts(infos))
+        for (int& s : in_slots)
+          if (s >= 0 && !activation(s) && plan_->slots[static_cast<size_t>(s)].layout != target &&
+              plan_->slots[static_cast<size_t>(s)].kind != SlotKind::kConstant) {
+            SL_ASSIGN_OR_RETURN(s, in_layout(s, target));
+          }
+    }
     return ok_status();
   }
 
