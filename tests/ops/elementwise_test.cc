@@ -196,7 +196,9 @@ TEST(Elementwise, BlockedLayoutsWithBroadcasts) {
           opt.input_layout = layout;
           opt.num_threads = threads;
           EXPECT_TRUE(match_reference({op}, {a, b}, {}, opt)) << op << " " << other.to_string();
-          if (!prelu) EXPECT_TRUE(match_reference({op}, {b, a}, {}, opt)) << op << " " << other.to_string();
+          if (!prelu) {
+            EXPECT_TRUE(match_reference({op}, {b, a}, {}, opt)) << op << " " << other.to_string();
+          }
         }
       }
       Tensor cond = random_tensor(DType::kBool, other, rng);

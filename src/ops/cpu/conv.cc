@@ -12,6 +12,7 @@
 
 #include "core/layout_convert.h"
 #include "ops/cpu/conv_winograd.h"
+#include "ops/cpu/ew_lower.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/onednn_common.h"
 
@@ -175,6 +176,8 @@ struct ConvState {
   PrimitiveCache cache;
   bool winograd = false;  // runs winograd_conv with `wgeom` instead of a primitive
   WinogradGeom wgeom;
+  EwEpilogue::ShapePlan epi;  // the elementwise epilogue: post-ops, or our loop over y afterwards
+  int epi_post_op_base = 0;   // post-ops before the epilogue's (sum, activation)
 };
 
 memory::desc activation_md(const ConvGeom& g, Layout layout, bool is_src) {
@@ -245,8 +248,11 @@ class ConvKernel final : public Kernel {
     SL_ASSIGN_OR_RETURN(k->attrs_, parse_conv_attrs(args.node, transposed));
     if (!k->fused_) k->attrs_.act = Activation{};
     if (args.node.inputs.size() < 2) return invalid_argument(k->who_ + ": needs inputs X and W");
+    if (k->fused_ && !transposed) {
+      SL_ASSIGN_OR_RETURN(k->epi_, EwEpilogue::create(args.node, 4));
+    }
     const size_t max_inputs = k->fused_ ? 4 : 3;
-    if (args.node.inputs.size() > max_inputs)
+    if (k->epi_.empty() && args.node.inputs.size() > max_inputs)
       return invalid_argument(k->who_ + ": at most " + std::to_string(max_inputs) + " inputs");
     k->weights_const_ = args.constants.size() > 1 && args.constants[1] != nullptr;
     if (k->weights_const_) k->prepare_winograd(args);
@@ -266,9 +272,12 @@ class ConvKernel final : public Kernel {
   Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const override {
     if (inputs.size() < 2 || !inputs[0].present() || !inputs[1].present())
       return invalid_argument(who_ + ": needs inputs X and W");
-    for (const auto& in : inputs)
-      if (in.present() && in.dtype != DType::kFloat32)
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const auto& in = inputs[i];
+      const bool extra = !epi_.empty() && i >= epi_.first_input();  // epilogue operands may be masks
+      if (in.present() && in.dtype != DType::kFloat32 && !(extra && in.dtype == DType::kBool))
         return unsupported(who_ + ": only float32 is supported, got " + dtype_name(in.dtype));
+    }
     const TensorInfo& x = inputs[0];
     const TensorInfo& w = inputs[1];
     const bool w_cl = w.layout == Layout::kChannelsLast;
@@ -289,7 +298,7 @@ class ConvKernel final : public Kernel {
     if (st->has_bias && (inputs[2].shape.rank() != 1 || inputs[2].shape[0] != g.m))
       return invalid_argument(who_ + ": bias " + inputs[2].shape.to_string() + " must be [" + std::to_string(g.m) +
                               "]");
-    st->has_z = inputs.size() > 3 && inputs[3].present();
+    st->has_z = inputs.size() > 3 && inputs[3].present() && (epi_.empty() || epi_.first_input() > 3);
     if (st->has_z && inputs[3].shape != g.y_shape)
       return invalid_argument(who_ + ": residual Z " + inputs[3].shape.to_string() + " must match output " +
                               g.y_shape.to_string());
@@ -306,7 +315,9 @@ class ConvKernel final : public Kernel {
     ReshapeResult r;
     r.outputs.push_back(OutputInfo{DType::kFloat32, g.y_shape, out_layout});
     if (st->has_z && inputs[3].layout == r.outputs[0].layout) r.inplace = {3};
-    if (winograd_applies(g, layout, out_layout)) {
+    const bool wino = winograd_applies(g, layout, out_layout);
+    if (!epi_.empty()) SL_RETURN_IF_ERROR(plan_epilogue(*st, inputs, out_layout, !wino));
+    if (wino) {
       st->winograd = true;
       st->wgeom = winograd_geom(wino_.f, g.n, g.c, g.m, g.in[0], g.in[1], g.out[0], g.out[1], g.pad_l[0], g.pad_l[1]);
       st->wgeom.block = wino_.block;
@@ -348,8 +359,10 @@ class ConvKernel final : public Kernel {
       e.bias = st->has_bias ? ctx.inputs[2].data<float>() : nullptr;
       e.accumulate = st->has_z;
       e.act = attrs_.act;
-      return winograd_conv(st->wgeom, wino_, x.data<float>(), y.data<float>(), e, ctx.workspace, nthr)
-          .with_context(who_);
+      SL_RETURN_IF_ERROR(
+          winograd_conv(st->wgeom, wino_, x.data<float>(), y.data<float>(), e, ctx.workspace, nthr).with_context(who_));
+      if (!epi_.empty()) epi_.run(st->epi, y.data<float>(), ctx.inputs, nthr);
+      return ok_status();
     }
     SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p,
                         st->cache.get(nthr, [&] { return build(*st, nthr, st->scratch_budget, w.raw()); }));
@@ -362,10 +375,13 @@ class ConvKernel final : public Kernel {
       args.emplace(DNNL_ARG_WEIGHTS, wrap(p->weights_md, wptr));
       if (st->has_bias) args.emplace(DNNL_ARG_BIAS, wrap(st->bias_md, ctx.inputs[2].raw()));
       args.emplace(DNNL_ARG_DST, wrap(st->dst_md, y.raw()));
+      if (st->epi.post_ops) epi_.add_args(args, st->epi, st->epi_post_op_base, ctx.inputs);
     } catch (const dnnl::error& e) {
       return dnnl_error_status(e, who_);
     }
-    return execute(*p, args, ws).with_context(who_);
+    SL_RETURN_IF_ERROR(execute(*p, args, ws).with_context(who_));
+    if (!epi_.empty() && !st->epi.post_ops) epi_.run(st->epi, y.data<float>(), ctx.inputs, nthr);
+    return ok_status();
   }
 
  private:
@@ -402,15 +418,47 @@ class ConvKernel final : public Kernel {
     return Deconv::primitive_desc(d, attr, eng);
   }
 
+  // The post-ops of the conv itself (residual sum, activation), then the epilogue's.
+  dnnl::post_ops post_ops(const ConvState& st) const {
+    dnnl::post_ops po;
+    if (st.has_z) po.append_sum(1.f);
+    append_activation(po, attrs_.act);
+    if (st.epi.post_ops) epi_.append(po, st.epi);
+    return po;
+  }
+
+  // Decides how the elementwise epilogue runs for this shape: as post-ops when they map, the
+  // primitive still is one of oneDNN's optimised ones with them (not its reference code), and
+  // `post_ops_ok` (not Winograd); otherwise our loop over y after the convolution.
+  Status plan_epilogue(ConvState& st, std::span<const TensorInfo> inputs, Layout out_layout, bool post_ops_ok) const {
+    auto sp = epi_.plan(st.geom.y_shape, out_layout, st.dst_md, inputs, post_ops_ok);
+    if (!sp.ok()) return sp.status().with_context(who_);
+    st.epi = std::move(sp).value();
+    dnnl::post_ops base;
+    if (st.has_z) base.append_sum(1.f);
+    append_activation(base, attrs_.act);
+    st.epi_post_op_base = base.len();
+    if (!st.epi.post_ops) return ok_status();
+    bool fast = false;
+    try {
+      dnnl::primitive_attr attr;
+      attr.set_post_ops(post_ops(st));
+      const std::string impl = make_pd(st, attr).impl_info_str();
+      fast = impl.find("ref") == std::string::npos;
+    } catch (const dnnl::error&) {
+      fast = false;
+    }
+    if (fast) return ok_status();
+    SL_ASSIGN_OR_RETURN(st.epi, epi_.plan(st.geom.y_shape, out_layout, st.dst_md, inputs, false));
+    return ok_status();
+  }
+
   // Builds the primitive for `nthr` threads and decides where its weights come from. `plain_w`
   // holds the constant weights in ONNX layout when they are not prepacked yet.
   Result<std::unique_ptr<BuiltPrimitive>> build(const ConvState& st, int nthr, size_t budget,
                                                 const void* plain_w) const {
     dnnl::primitive_attr attr;
-    dnnl::post_ops po;
-    if (st.has_z) po.append_sum(1.f);
-    append_activation(po, attrs_.act);
-    attr.set_post_ops(po);
+    attr.set_post_ops(post_ops(st));
     SL_ASSIGN_OR_RETURN(std::unique_ptr<BuiltPrimitive> p,
                         build_primitive(
                             nthr, budget, attr, [&](const dnnl::primitive_attr& a) { return make_pd(st, a); }, who_));
@@ -517,6 +565,7 @@ class ConvKernel final : public Kernel {
   bool weights_const_ = false;
   int block_ = 0;            // channels per block of blocked outputs allowed, 0: none (conv_out_layout)
   PackedWeights packed_;     // constant weights reordered at create, if any
+  EwEpilogue epi_;           // FusedConv's elementwise epilogue (ew_* attributes), inputs 4..
   WinogradWeights wino_;     // transformed filters, when prepare_winograd chose Winograd
 };
 
