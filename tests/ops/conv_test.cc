@@ -81,7 +81,7 @@ TEST(ConvOp, BlockedLayoutMatchesReference) {
 // blocks, groups of exactly 16 channels stay blocked too.
 TEST(ConvOp, PreferredLayouts) {
   std::mt19937 rng(4322);
-  auto layout_for = [&](int64_t c, int64_t m, int64_t group, int block) {
+  auto layout_for = [&](int64_t c, int64_t m, int64_t group, int block, Layout given = Layout::kPlain) {
     Tensor x = random_tensor({1, c, 6, 6}, rng);
     Tensor w = random_tensor({m, c / group, 3, 3}, rng);
     auto n = make_node("Conv", "", {x, w}, {{"group", one_int(group)}});
@@ -94,6 +94,7 @@ TEST(ConvOp, PreferredLayouts) {
     std::vector<TensorInfo> infos(2);
     infos[0].dtype = infos[1].dtype = DType::kFloat32;
     infos[0].shape = x.shape();
+    infos[0].layout = given;
     infos[1].shape = w.shape();
     infos[1].value = &w;
     return (*k)->preferred_layout(infos, block);
@@ -111,6 +112,11 @@ TEST(ConvOp, PreferredLayouts) {
   EXPECT_EQ(layout_for(24, 32, 1, 16), Layout::kChannelsLast);  // partial block
   EXPECT_EQ(layout_for(64, 64, 4, 16), Layout::kBlocked16);     // groups of 16
   EXPECT_EQ(layout_for(64, 64, 8, 16), Layout::kChannelsLast);  // groups of 8
+  // With 16-channel blocks an input that arrives channels-last stays so; with 8 it does not.
+  EXPECT_EQ(layout_for(32, 32, 1, 16, Layout::kChannelsLast), Layout::kChannelsLast);
+  EXPECT_EQ(layout_for(32, 32, 32, 16, Layout::kChannelsLast), Layout::kChannelsLast);
+  EXPECT_EQ(layout_for(32, 32, 1, 16, Layout::kBlocked16), Layout::kBlocked16);
+  EXPECT_EQ(layout_for(32, 32, 1, 8, Layout::kChannelsLast), Layout::kBlocked8);
 }
 
 TEST(ConvOp, AutoPadModes) {

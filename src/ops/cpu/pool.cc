@@ -62,8 +62,11 @@ class PoolKernel final : public Kernel {
   }
 
   LayoutSupport layout_support() const override { return LayoutSupport::kPreferChannelsLast; }
+  // Blocked when the channels fill blocks, except that on AVX-512 a channels-last input stays so
+  // (as convolutions do there; see conv.cc).
   Layout preferred_layout(std::span<const TensorInfo> inputs, int block) const override {
     const bool whole = block > 0 && !inputs.empty() && inputs[0].shape.rank() == 4 && inputs[0].shape[1] % block == 0;
+    if (block == 16 && !inputs.empty() && inputs[0].layout == Layout::kChannelsLast) return Layout::kChannelsLast;
     return whole ? blocked_layout(block) : Layout::kChannelsLast;
   }
 
