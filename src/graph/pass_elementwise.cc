@@ -13,8 +13,12 @@
 // only by nodes already in the group and is not protected. Scalar float constants become
 // immediates. SiLU (x * sigmoid(x)), HardSwish, the GELUs and squeeze-excitation scaling are all
 // such groups; the kernels recognise the named functions among them (ops/cpu/ew_lower.cc).
+// BatchNormalization layers left after folding into convolutions (pre-activation ones) join as a
+// per-channel scale and shift (a Mul and an Add), so even a lone one becomes an Elementwise node,
+// which takes the layout of its input where the BatchNormalization kernel took plain only.
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -215,9 +219,72 @@ struct Group {
   ValueId output = kNoValue;
 };
 
+// A BatchNormalization in inference form with constant per-channel parameters (one not folded
+// into a convolution: DenseNet's pre-activation ones) becomes Mul(x, a) then Add(., b) with
+// a = scale / sqrt(var + eps) and b = bias - mean * a shaped [C, 1, ...], so that it joins the
+// elementwise group around it. Returns the number rewritten.
+int decompose_batchnorm(Graph& g, const ProtectedValues& prot) {
+  int count = 0;
+  const size_t n0 = g.num_nodes();
+  for (size_t i = 0; i < n0; ++i) {
+    const NodeId id = static_cast<NodeId>(i);
+    const Node& bn = g.node(id);
+    if (!detail::is_onnx_op(bn, "BatchNormalization") || bn.inputs.size() < 5 || bn.outputs.empty()) continue;
+    if (bn.attr_int("training_mode", 0) != 0 || (bn.opset > 0 && bn.opset < 9 && bn.attr_int("spatial", 1) != 1))
+      continue;
+    bool extra_outputs = false;
+    for (size_t k = 1; k < bn.outputs.size(); ++k)
+      extra_outputs |=
+          bn.outputs[k] != kNoValue && (!g.value(bn.outputs[k]).consumers.empty() || prot.contains(bn.outputs[k]));
+    const ValueId x = bn.inputs[0], y = bn.outputs[0];
+    if (extra_outputs || x == kNoValue || y == kNoValue || !is_f32(g, x) || !g.value(x).dims) continue;
+    const size_t rank = g.value(x).dims->size();
+    if (rank < 2) continue;
+    const Tensor* p[4];
+    bool ok = true;
+    for (int k = 0; k < 4; ++k) {
+      p[k] = constant_of(g, bn.inputs[static_cast<size_t>(k) + 1]);
+      ok = ok && p[k] && (p[k]->dtype() == DType::kFloat32 || p[k]->dtype() == DType::kFloat64);
+    }
+    if (!ok) continue;
+    const int64_t c = p[0]->numel();
+    for (int k = 1; k < 4; ++k) ok = ok && p[k]->numel() == c;
+    if (!ok) continue;
+    const double eps = bn.attr_float("epsilon", 1e-5f);
+    std::vector<int64_t> dims(rank - 1, 1);
+    dims[0] = c;
+    Tensor a = Tensor::empty(DType::kFloat32, Shape(dims)), b = Tensor::empty(DType::kFloat32, Shape(dims));
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const double s = element_as_double(*p[0], ch) / std::sqrt(element_as_double(*p[3], ch) + eps);
+      a.data<float>()[ch] = static_cast<float>(s);
+      b.data<float>()[ch] = static_cast<float>(element_as_double(*p[1], ch) - element_as_double(*p[2], ch) * s);
+    }
+    const std::string base = bn.name.empty() ? g.value(y).name : bn.name;
+    const ValueId av = g.add_constant(detail::unique_value_name(g, base + "_scale"), std::move(a));
+    const ValueId bv = g.add_constant(detail::unique_value_name(g, base + "_shift"), std::move(b));
+    const ValueId mid = g.add_value(detail::unique_value_name(g, base + "_scaled"), DType::kFloat32, g.value(x).dims);
+    const NodeId mul = g.add_node("Mul", base + "/scale", {x, av}, {mid});
+    g.node(mul).opset = g.node(id).opset;
+    Node& add = g.node(id);  // the BN becomes the Add and keeps its output value
+    add.op_type = "Add";
+    add.inputs = {mid, bv};
+    add.outputs = {y};
+    add.attrs.clear();
+    ++count;
+  }
+  if (count) g.rebuild_edges();
+  return count;
+}
+
 }  // namespace
 
 int fuse_elementwise(Graph& g) {
+  {
+    auto pre = detail::live_order(g);
+    if (!pre) return 0;
+    const ProtectedValues prot0(g);
+    decompose_batchnorm(g, prot0);
+  }
   auto order = detail::live_order(g);
   if (!order) return 0;
   const ProtectedValues prot(g);
@@ -286,7 +353,7 @@ int fuse_elementwise(Graph& g) {
       host = p;
       main = k;
     }
-    if (host == kNoNode && grp.nodes.size() < 2) continue;
+    if (host == kNoNode && grp.nodes.size() < 2) continue;  // a lone node stays as it is
     // Registers: the main input first (the host's result, or the first input), then the rest.
     std::rotate(grp.inputs.begin(), grp.inputs.begin() + static_cast<std::ptrdiff_t>(main),
                 grp.inputs.begin() + static_cast<std::ptrdiff_t>(main) + 1);

@@ -39,6 +39,7 @@ struct PassOptions {
   bool constant_folding = true;    // needs an evaluator; skipped without one
   bool eliminate_identity = true;  // Identity, Dropout (inference mode)
   bool fold_batchnorm = true;      // BatchNormalization after Conv folded into its weights
+  bool fuse_pad = true;            // zero Pad -> the following Conv's / AveragePool's own padding
   bool fuse_conv = true;           // Conv [+ Add residual] [+ Relu/Clip/...] -> FusedConv
   bool fuse_gemm = true;           // Gemm/MatMul [+ Add bias] [+ activation] -> FusedGemm/FusedMatMul
   bool fuse_layer_norm = true;     // ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div [+ Mul + Add] -> LayerNormalization
@@ -61,6 +62,7 @@ struct PassReport {
   int folded = 0;
   int eliminated = 0;
   int batchnorm_folded = 0;
+  int pads_fused = 0;
   int conv_fused = 0;
   int gemm_fused = 0;
   int layer_norm_fused = 0;
@@ -79,6 +81,7 @@ Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evalu
 int eliminate_identity(Graph& g);
 int fold_constants(Graph& g, ConstantEvaluator& evaluator, int64_t max_bytes);
 int fold_batchnorm_into_conv(Graph& g);
+int fuse_pad_into_consumer(Graph& g);
 int fuse_conv_activation(Graph& g);
 int fuse_gemm_activation(Graph& g);
 // Transformer fusions (pass_transformer.cc).

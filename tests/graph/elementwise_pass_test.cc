@@ -2,6 +2,8 @@
 // epilogue of the Conv/MatMul before them or into one Elementwise node, the outputs stay within
 // 1e-5 relative of the unfused graph (every fused graph here is run with the CPU kernels), and
 // values that must survive (read elsewhere, graph outputs, broadcast-sized) are left alone.
+// Also the rewrites that feed it: standalone BatchNormalization as a scale and shift, and zero
+// Pads folded into the Conv or AveragePool after them.
 
 #include <gtest/gtest.h>
 
@@ -305,6 +307,60 @@ TEST(FuseElementwise, ValuesThatMustSurviveStayOutside) {
     EXPECT_EQ(o.report.elementwise_fused, 0);
     EXPECT_EQ(count_op(o.fused, "Sigmoid"), 1);
     EXPECT_EQ(count_op(o.fused, "Mul"), 1);
+  }
+}
+
+// DenseNet's pre-activation: BatchNormalization -> Relu -> Conv. The BN cannot fold into a conv
+// before it, so it becomes a per-channel scale and shift inside one Elementwise node with the Relu.
+TEST(FuseElementwise, StandaloneBatchNormJoinsTheGroup) {
+  OnnxModel m(13);
+  m.input("x", kFloat, {"1", "8", "6", "6"});
+  m.initializer(float_tensor("scale", {8}, random_values(8, 20)));
+  m.initializer(float_tensor("shift", {8}, random_values(8, 21)));
+  m.initializer(float_tensor("mean", {8}, random_values(8, 22)));
+  std::vector<float> var = random_values(8, 23);
+  for (float& v : var) v = 0.6f + v;
+  m.initializer(float_tensor("var", {8}, var));
+  m.initializer(float_tensor("w", {4, 8, 1, 1}, random_values(32, 24)));
+  m.node("BatchNormalization", "bn", {"x", "scale", "shift", "mean", "var"}, {"b"});
+  m.node("Relu", "relu", {"b"}, {"r"});
+  m.node("Conv", "conv", {"r", "w"}, {"y"});
+  m.output("y", kFloat, {"1", "4", "6", "6"});
+  Optimised o = optimise_and_compare(m, {random_input({1, 8, 6, 6}, 25)});
+  EXPECT_EQ(count_op(o.fused, "BatchNormalization"), 0);
+  EXPECT_EQ(count_op(o.fused, "Relu"), 0);
+  EXPECT_EQ(count_op(o.fused, "Elementwise"), 1);
+  EXPECT_EQ(count_op(o.fused, "Conv"), 1);
+}
+
+// Zero padding before an AveragePool becomes the pool's own padding, counted as the Pad's zeros
+// were; before a Conv it adds to the Conv's pads. A Pad of another value, mode or of the channels
+// stays.
+TEST(FusePad, ZeroPadsBecomeTheConsumersPadding) {
+  for (int kind = 0; kind < 5; ++kind) {
+    OnnxModel m(13);
+    m.input("x", kFloat, {"1", "4", "7", "7"});
+    const std::vector<int64_t> pads =
+        kind == 4 ? std::vector<int64_t>{0, 1, 0, 0, 0, 1, 0, 0} : std::vector<int64_t>{0, 0, 1, 2, 0, 0, 2, 1};
+    m.initializer(testing::raw_tensor<int64_t>("pads", onnx::TensorProto::INT64, {8}, pads));
+    m.initializer(float_tensor("fill", {}, {kind == 3 ? 1.f : 0.f}));
+    auto* p = m.node("Pad", "pad", {"x", "pads", "fill"}, {"p"});
+    testing::attr_string(p, "mode", kind == 2 ? "reflect" : "constant");
+    const int64_t c = kind == 4 ? 6 : 4, h = kind == 4 ? 7 : 10;
+    if (kind == 1) {
+      m.initializer(float_tensor("w", {3, 4, 3, 3}, random_values(108, 30)));
+      auto* conv = m.node("Conv", "conv", {"p", "w"}, {"y"});
+      attr_ints(conv, "pads", {1, 0, 0, 1});
+      m.output("y", kFloat, {"1", "3", "9", "9"});
+    } else {
+      auto* pool = m.node("AveragePool", "pool", {"p"}, {"y"});
+      attr_ints(pool, "kernel_shape", {3, 3});
+      m.output("y", kFloat, {"1", std::to_string(c), std::to_string(h - 2), std::to_string(h - 2)});
+    }
+    Optimised o = optimise_and_compare(m, {random_input({1, 4, 7, 7}, 31)});
+    SCOPED_TRACE(kind);
+    EXPECT_EQ(count_op(o.fused, "Pad"), kind >= 2 ? 1 : 0);
+    EXPECT_EQ(o.report.pads_fused, kind >= 2 ? 0 : 1);
   }
 }
 
