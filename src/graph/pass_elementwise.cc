@@ -219,11 +219,15 @@ struct Group {
   ValueId output = kNoValue;
 };
 
+}  // namespace
+
 // A BatchNormalization in inference form with constant per-channel parameters (one not folded
 // into a convolution: DenseNet's pre-activation ones) becomes Mul(x, a) then Add(., b) with
 // a = scale / sqrt(var + eps) and b = bias - mean * a shaped [C, 1, ...], so that it joins the
 // elementwise group around it. Returns the number rewritten.
-int decompose_batchnorm(Graph& g, const ProtectedValues& prot) {
+int decompose_batchnorm(Graph& g) {
+  if (!detail::live_order(g)) return 0;
+  const ProtectedValues prot(g);
   int count = 0;
   const size_t n0 = g.num_nodes();
   for (size_t i = 0; i < n0; ++i) {
@@ -276,15 +280,7 @@ int decompose_batchnorm(Graph& g, const ProtectedValues& prot) {
   return count;
 }
 
-}  // namespace
-
 int fuse_elementwise(Graph& g) {
-  {
-    auto pre = detail::live_order(g);
-    if (!pre) return 0;
-    const ProtectedValues prot0(g);
-    decompose_batchnorm(g, prot0);
-  }
   auto order = detail::live_order(g);
   if (!order) return 0;
   const ProtectedValues prot(g);

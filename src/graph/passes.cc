@@ -152,6 +152,7 @@ Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evalu
   if (options.fuse_attention) r.attention_fused += fuse_attention(g);
   if (options.fuse_gemm) r.gemm_fused += fuse_gemm_activation(g);
   if (options.fuse_gelu) r.gemm_fused += fuse_matmul_gelu(g);
+  if (options.fuse_elementwise && options.fold_batchnorm) decompose_batchnorm(g);
   if (options.fuse_elementwise) r.elementwise_fused += fuse_elementwise(g);
   if (options.split_conv_parts >= 2)
     r.convs_split += split_heavy_convolutions(g, options.split_conv_parts, options.split_conv_min_share);

@@ -92,6 +92,8 @@ int fuse_attention(Graph& g);
 int fuse_matmul_gelu(Graph& g);
 // Elementwise groups -> epilogues and streamline.Elementwise nodes (pass_elementwise.cc).
 int fuse_elementwise(Graph& g);
+// BatchNormalization left after folding -> Mul and Add of per-channel constants (pass_elementwise.cc).
+int decompose_batchnorm(Graph& g);
 int eliminate_dead_code(Graph& g);
 // Heavy convolutions -> `parts` slices along output channels (pass_split.cc); see PassOptions.
 int split_heavy_convolutions(Graph& g, int parts, double min_share);
