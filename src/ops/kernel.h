@@ -101,6 +101,13 @@ class Kernel {
   virtual Layout preferred_layout(std::span<const TensorInfo> inputs, int block) const { return Layout::kChannelsLast; }
 };
 
+// How convolutions pick their algorithm per shape (see ops/cpu/conv.cc).
+enum class ConvAlgorithm {
+  kMeasure,   // time the candidates (direct, along the long axis, Winograd) once per shape, keep the fastest
+  kDirect,    // oneDNN's direct convolution as the shape is, or Winograd where its heuristic says so
+  kLongAxis,  // a Kx1 convolution over a width-1 tensor always runs as 1xK over a height-1 one
+};
+
 struct KernelOptions {
   // Lets conv-like kernels keep activations channels-last between layers.
   bool allow_channels_last = true;
@@ -112,6 +119,8 @@ struct KernelOptions {
   // Lets 3x3 stride-1 convolutions on nChw8c activations run Winograd F(2x2, 3x3) where it pays
   // (see ops/cpu/conv_winograd.h).
   bool allow_winograd = true;
+  // How convolutions choose between their algorithms where there is a choice.
+  ConvAlgorithm conv_algorithm = ConvAlgorithm::kMeasure;
   // Device kernels: the math mode (see Precision). kFp16 models arrive with float16 dtypes, so the
   // dtype picks the def and this field only tells fp32 defs whether TF32 is allowed.
   Precision precision = Precision::kFp32;

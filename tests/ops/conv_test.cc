@@ -380,3 +380,56 @@ TEST(ConvTransposeOp, ShapeFollowsSpec) {
 
 }  // namespace
 }  // namespace streamline::ops
+
+namespace streamline::ops {
+namespace {
+
+using namespace test_util;
+
+// 1-D convolutions written as 2-D ([N, C, L, 1], Kx1 filters) run with their long axis as the width
+// (ConvAlgorithm::kLongAxis, and whatever kMeasure picks): same results as the reference in every
+// layout, with padding, strides, dilations, groups, a residual and a fused activation.
+TEST(ConvOp, WidthOneConvolutionsAlongTheLongAxis) {
+  std::mt19937 rng(4400);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int iter = 0; iter < 24; ++iter) {
+    const int64_t c = 16 * pick(1, 2), m = 16 * pick(1, 3), l = pick(9, 40), k = pick(1, 5);
+    const int64_t s = pick(1, 2), d = iter % 5 == 0 ? 2 : 1, p = pick(0, k - 1), group = iter % 4 == 3 ? c : 1;
+    const int64_t mm = group > 1 ? c : m;
+    const int64_t out = (l + 2 * p - d * (k - 1) - 1) / s + 1;
+    std::vector<Tensor> in{random_tensor({1 + iter % 2, c, l, 1}, rng), random_tensor({mm, c / group, k, 1}, rng),
+                           random_tensor({mm}, rng)};
+    if (iter % 3 == 1) in.push_back(random_tensor({1 + iter % 2, mm, out, 1}, rng));
+    std::map<std::string, graph::Attribute> attrs{{"strides", ints({s, 1})},
+                                                  {"dilations", ints({d, 1})},
+                                                  {"pads", ints({p, 0, p, 0})},
+                                                  {"group", one_int(group)},
+                                                  {"activation", str("Relu")}};
+    for (int lay = 0; lay < 3; ++lay)
+      for (ConvAlgorithm algo : {ConvAlgorithm::kLongAxis, ConvAlgorithm::kMeasure}) {
+        RunOpts o;
+        o.blocked = lay == 1;
+        o.block = 16;
+        o.channels_last = lay == 2;
+        o.threads = 1 + iter % 2;
+        SCOPED_TRACE("iter " + std::to_string(iter) + " layout " + std::to_string(lay) + " algo " +
+                     std::to_string(static_cast<int>(algo)));
+        auto n = make_node("FusedConv", "streamline", in, attrs);
+        EvalOptions eo;
+        eo.num_threads = o.threads;
+        eo.input_layout = lay == 1 ? Layout::kBlocked16 : lay == 2 ? Layout::kChannelsLast : Layout::kPlain;
+        eo.kernel_options.block = 16;
+        eo.kernel_options.conv_algorithm = algo;
+        eo.constant_mask.assign(in.size(), false);
+        eo.constant_mask[1] = eo.constant_mask[2] = true;
+        auto got = evaluate_node(cpu_reg(), n->g, n->node(), in, eo);
+        ASSERT_TRUE(got.ok()) << got.status().to_string();
+        auto want = evaluate_node(ref_reg(), n->g, n->node(), in);
+        ASSERT_TRUE(want.ok()) << want.status().to_string();
+        expect_close((*got)[0], (*want)[0]);
+      }
+  }
+}
+
+}  // namespace
+}  // namespace streamline::ops

@@ -9,8 +9,11 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
+#include <functional>
 
 #include "core/layout_convert.h"
+#include "ops/cpu/algo_choice.h"
 #include "ops/cpu/conv_winograd.h"
 #include "ops/cpu/ew_lower.h"
 #include "ops/cpu/families.h"
@@ -167,6 +170,11 @@ Result<ConvGeom> conv_geometry(const std::string& who, const ConvAttrs& a, const
 // Per-shape state: descriptors and the primitives built for them.
 struct ConvState {
   ConvGeom geom;
+  // The geometry the primitive is built for: geom, or geom with its two spatial axes exchanged
+  // (long_axis: a Kx1 convolution over a width-1 tensor runs as 1xK over a height-1 one; the bytes
+  // of such tensors are the same in every layout, and oneDNN's kernels run far faster along W).
+  ConvGeom prim;
+  bool long_axis = false;
   memory::desc src_md, dst_md, bias_md, user_w_md, any_w_md;
   bool has_bias = false;
   bool has_z = false;
@@ -245,6 +253,7 @@ class ConvKernel final : public Kernel {
     k->who_ = args.node.describe();
     k->fused_ = args.node.domain == "streamline";
     k->block_ = !transposed && args.options.allow_channels_last && args.options.allow_blocked ? args.options.block : 0;
+    k->algo_ = args.options.conv_algorithm;
     SL_ASSIGN_OR_RETURN(k->attrs_, parse_conv_attrs(args.node, transposed));
     if (!k->fused_) k->attrs_.act = Activation{};
     if (args.node.inputs.size() < 2) return invalid_argument(k->who_ + ": needs inputs X and W");
@@ -311,28 +320,34 @@ class ConvKernel final : public Kernel {
       for (size_t i = 0; i < g.in.size(); ++i)
         if (g.pad_l[i] < 0)
           return unsupported(who_ + ": output_shape larger than the natural output (negative leading padding)");
-    st->src_md = activation_md(g, layout, true);
-    st->dst_md = activation_md(g, out_layout, false);
-    st->bias_md = st->has_bias ? plain_md({g.m}) : memory::desc();
-    st->user_w_md = user_weights_md(g, attrs_.transposed, w_cl);
-    st->any_w_md = memory::desc(st->user_w_md.dims(), memory::data_type::f32, memory::format_tag::any);
+    describe(*st, layout, out_layout, w_cl);
 
     ReshapeResult r;
     r.outputs.push_back(OutputInfo{DType::kFloat32, g.y_shape, out_layout});
     if (st->has_z && inputs[3].layout == r.outputs[0].layout) r.inplace = {3};
+    const int nthr = current_omp_threads();
+    const void* plain_w = w.value ? w.value->raw() : nullptr;
+    // The algorithm: oneDNN's direct convolution as the shape is, along the long axis, or Winograd.
     const bool wino = winograd_applies(g, layout, out_layout);
-    if (!epi_.empty()) SL_RETURN_IF_ERROR(plan_epilogue(*st, inputs, out_layout, !wino));
-    if (wino) {
+    const bool long_axis = !w_cl && weights_const_ && long_axis_applies(g);
+    Algo algo = wino ? Algo::kWinograd : Algo::kDirect;
+    if (algo_ == ConvAlgorithm::kLongAxis && long_axis) algo = Algo::kLongAxis;
+    if (algo_ == ConvAlgorithm::kMeasure && weights_const_ && (wino || long_axis)) {
+      SL_ASSIGN_OR_RETURN(algo, measure(*st, wino, long_axis, layout, out_layout, nthr, plain_w));
+    }
+    if (algo == Algo::kLongAxis) {
+      st->long_axis = true;
+      describe(*st, layout, out_layout, w_cl);
+    }
+    if (!epi_.empty()) SL_RETURN_IF_ERROR(plan_epilogue(*st, inputs, out_layout, algo != Algo::kWinograd));
+    if (algo == Algo::kWinograd) {
       st->winograd = true;
-      st->wgeom = winograd_geom(wino_.f, g.n, g.c, g.m, g.in[0], g.in[1], g.out[0], g.out[1], g.pad_l[0], g.pad_l[1]);
-      st->wgeom.block = wino_.block;
+      st->wgeom = winograd_geometry(g);
       r.workspace_bytes = st->wgeom.workspace_bytes();
       r.state = std::move(st);
       return r;
     }
 
-    const int nthr = current_omp_threads();
-    const void* plain_w = w.value ? w.value->raw() : nullptr;
     SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p,
                         st->cache.get(nthr, [&] { return build(*st, nthr, SIZE_MAX, plain_w); }));
     st->scratch_budget = p->scratchpad_bytes;
@@ -390,9 +405,105 @@ class ConvKernel final : public Kernel {
   }
 
  private:
+  enum class Algo { kDirect, kLongAxis, kWinograd };
+
+  // oneDNN's descriptors of `st` for its geometry (st.prim: st.geom, its spatial axes exchanged
+  // when st.long_axis) and layouts.
+  void describe(ConvState& st, Layout layout, Layout out_layout, bool w_cl) const {
+    st.prim = st.geom;
+    if (st.long_axis)
+      for (auto* v :
+           {&st.prim.in, &st.prim.k, &st.prim.out, &st.prim.strides, &st.prim.dil, &st.prim.pad_l, &st.prim.pad_r})
+        std::swap((*v)[0], (*v)[1]);
+    st.src_md = activation_md(st.prim, layout, true);
+    st.dst_md = activation_md(st.prim, out_layout, false);
+    st.bias_md = st.has_bias ? plain_md({st.geom.m}) : memory::desc();
+    st.user_w_md = user_weights_md(st.prim, attrs_.transposed, w_cl);
+    st.any_w_md = memory::desc(st.user_w_md.dims(), memory::data_type::f32, memory::format_tag::any);
+  }
+
+  // A 2-D convolution that only runs down a width-1 tensor (Kx1 filters, nothing along W), as
+  // 1-D convolutions are written for 2-D runtimes: [N, C, L, 1].
+  bool long_axis_applies(const ConvGeom& g) const {
+    return !attrs_.transposed && g.in.size() == 2 && g.in[1] == 1 && g.out[1] == 1 && g.k[1] == 1 && g.pad_l[1] == 0 &&
+           g.pad_r[1] == 0 && g.in[0] > 1;
+  }
+
+  WinogradGeom winograd_geometry(const ConvGeom& g) const {
+    WinogradGeom wg =
+        winograd_geom(wino_.f, g.n, g.c, g.m, g.in[0], g.in[1], g.out[0], g.out[1], g.pad_l[0], g.pad_l[1]);
+    wg.block = wino_.block;
+    return wg;
+  }
+
+  // Times the candidates on scratch buffers (algo_choice.h) and returns the fastest.
+  Result<Algo> measure(const ConvState& st, bool wino, bool long_axis, Layout layout, Layout out_layout, int nthr,
+                       const void* plain_w) const {
+    const ConvGeom& g = st.geom;
+    std::vector<Algo> algos{Algo::kDirect};
+    if (long_axis) algos.push_back(Algo::kLongAxis);
+    if (wino) algos.push_back(Algo::kWinograd);
+    auto x = AlignedBuffer::allocate(st.src_md.get_size());
+    auto y = AlignedBuffer::allocate(st.dst_md.get_size());
+    auto bias = AlignedBuffer::allocate(static_cast<size_t>(g.m) * sizeof(float));
+    if (!x || !y || !bias) return resource_exhausted(who_ + ": out of memory measuring algorithms");
+    std::memset(x->data(), 0, st.src_md.get_size());
+    std::memset(bias->data(), 0, static_cast<size_t>(g.m) * sizeof(float));
+    std::vector<std::shared_ptr<ConvState>> states;
+    std::vector<std::shared_ptr<AlignedBuffer>> scratch;
+    std::vector<std::function<void()>> runs;
+    for (Algo a : algos) {
+      if (a == Algo::kWinograd) {
+        const WinogradGeom wg = winograd_geometry(g);
+        auto ws = AlignedBuffer::allocate(wg.workspace_bytes());
+        if (!ws) return resource_exhausted(who_ + ": out of memory measuring Winograd");
+        scratch.push_back(ws);
+        runs.push_back([this, wg, ws, &x, &y, &bias, nthr] {
+          WinogradEpilogue e;
+          e.bias = bias->as<float>();
+          e.act = attrs_.act;
+          (void)winograd_conv(wg, wino_, x->as<float>(), y->as<float>(), e, ws->data(), nthr);
+        });
+        continue;
+      }
+      auto cand = std::make_shared<ConvState>();
+      cand->geom = st.geom;
+      cand->has_bias = st.has_bias;
+      cand->long_axis = a == Algo::kLongAxis;
+      describe(*cand, layout, out_layout, false);
+      SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p,
+                          cand->cache.get(nthr, [&] { return build(*cand, nthr, SIZE_MAX, plain_w); }));
+      auto ws = AlignedBuffer::allocate(std::max<size_t>(p->scratchpad_bytes, 64));
+      if (!ws) return resource_exhausted(who_ + ": out of memory measuring convolutions");
+      scratch.push_back(ws);
+      states.push_back(cand);
+      const void* wptr = p->weights_source == WeightsSource::kKernelPacked ? packed_.buf->data()
+                         : p->packed_weights                               ? p->packed_weights->data()
+                                                                           : plain_w;
+      runs.push_back([cand, p, ws, wptr, &x, &y, &bias] {
+        std::unordered_map<int, memory> args;
+        args.emplace(DNNL_ARG_SRC, wrap(cand->src_md, x->data()));
+        args.emplace(DNNL_ARG_WEIGHTS, wrap(p->weights_md, wptr));
+        if (cand->has_bias) args.emplace(DNNL_ARG_BIAS, wrap(cand->bias_md, bias->data()));
+        args.emplace(DNNL_ARG_DST, wrap(cand->dst_md, y->data()));
+        (void)execute(*p, args, ws->data());
+      });
+    }
+    std::string key = "conv " + std::to_string(g.n) + "x" + std::to_string(g.c) + "->" + std::to_string(g.m) + " g" +
+                      std::to_string(g.group) + " " + layout_name(layout) + "/" + layout_name(out_layout) + " t" +
+                      std::to_string(nthr);
+    for (const auto* v : {&g.in, &g.k, &g.strides, &g.dil, &g.pad_l, &g.pad_r}) {
+      key += " ";
+      for (int64_t d : *v) key += std::to_string(d) + ",";
+    }
+    for (Algo a : algos) key += " " + std::to_string(static_cast<int>(a));
+    OmpThreadsGuard guard(nthr);
+    return algos[static_cast<size_t>(choose_by_time(key, runs))];
+  }
+
   // Creates the primitive descriptor for `st` (weights in any layout) with `attr`.
   dnnl::primitive_desc make_pd(const ConvState& st, const dnnl::primitive_attr& attr) const {
-    const ConvGeom& g = st.geom;
+    const ConvGeom& g = st.prim;
     memory::dims strides(g.strides.begin(), g.strides.end());
     memory::dims dil;
     for (int64_t d : g.dil) dil.push_back(d - 1);
@@ -467,7 +578,9 @@ class ConvKernel final : public Kernel {
     SL_ASSIGN_OR_RETURN(std::unique_ptr<BuiltPrimitive> p,
                         build_primitive(
                             nthr, budget, attr, [&](const dnnl::primitive_attr& a) { return make_pd(st, a); }, who_));
-    SL_RETURN_IF_ERROR(resolve_weights(*p, nthr, st.user_w_md, weights_const_, packed_, plain_w, who_));
+    // The copy packed at create has the unexchanged axes: a long-axis primitive packs from plain.
+    SL_RETURN_IF_ERROR(resolve_weights(*p, nthr, st.user_w_md, weights_const_, st.long_axis ? PackedWeights{} : packed_,
+                                       plain_w, who_));
     return p;
   }
 
@@ -532,6 +645,7 @@ class ConvKernel final : public Kernel {
     if (!geom.ok()) return ok_status();  // reshape reports the error with the real shapes
     ConvState st;
     st.geom = *geom;
+    st.prim = *geom;
     // Pack for the layout the planner will give this convolution (see preferred_layout).
     Layout layout = Layout::kPlain;
     const int block = args.options.allow_blocked ? args.options.block : 0;
@@ -568,6 +682,7 @@ class ConvKernel final : public Kernel {
   bool fused_ = false;
   ConvAttrs attrs_;
   bool weights_const_ = false;
+  ConvAlgorithm algo_ = ConvAlgorithm::kMeasure;
   int block_ = 0;            // channels per block of blocked outputs allowed, 0: none (conv_out_layout)
   PackedWeights packed_;     // constant weights reordered at create, if any
   EwEpilogue epi_;           // FusedConv's elementwise epilogue (ew_* attributes), inputs 4..
