@@ -8,9 +8,10 @@
 //   - otherwise into one streamline.Elementwise(inputs...) node, when the group has two or more
 //     nodes (a single node is left as it is).
 //
-// A group grows backwards from a sink: a node joins when it is elementwise, its output has the
-// sink's known shape (so no value is computed at a broadcast size and no work is repeated), is read
-// only by nodes already in the group and is not protected. Scalar float constants become
+// A group grows backwards from a sink: a node joins when it is elementwise, its output provably has
+// the sink's shape (so no value is computed at a broadcast size and no work is repeated; see
+// ShapeKeys for shapes that inference left unknown), is read only by nodes already in the group
+// and is not protected. Scalar float constants become
 // immediates. SiLU (x * sigmoid(x)), HardSwish, the GELUs and squeeze-excitation scaling are all
 // such groups; the kernels recognise the named functions among them (ops/cpu/ew_lower.cc).
 // BatchNormalization layers left after folding into convolutions (pre-activation ones) join as a
@@ -219,6 +220,94 @@ struct Group {
   ValueId output = kNoValue;
 };
 
+// Shape keys: whether two values provably have the same shape: equal known dims (fixed sizes or
+// the same named symbols), or equal keys. Shape inference leaves many values of
+// transformer graphs without dims (everything after a Reshape to a computed shape); those compare
+// by a key derived from their producers: an elementwise op keeps the key its full-size operands
+// share (scalar constants, and [N] constants against a key ending in N, do not change it), a
+// product with constant [K, N] weights makes "A's key x N", a value with known dims and no such
+// producer is keyed by its dims, and anything else gets a key of its own, so nothing is ever
+// taken for a shape it might not have.
+class ShapeKeys {
+ public:
+  explicit ShapeKeys(const Graph& g) : g_(g), keys_(g.num_values()) {}
+
+  bool same(ValueId a, ValueId b) {
+    if (known(a) && known(b) && detail::same_known_dims(g_.value(a), g_.value(b))) return true;
+    return key(a) == key(b);
+  }
+
+ private:
+  bool known(ValueId v) const {
+    const auto& dims = g_.value(v).dims;
+    return dims && std::all_of(dims->begin(), dims->end(), [](const Dim& d) { return d.fixed() || !d.symbol.empty(); });
+  }
+
+  std::string dims_key(ValueId v) const {
+    std::string s = "[";
+    for (const Dim& d : *g_.value(v).dims) s += (d.fixed() ? std::to_string(d.value) : "$" + d.symbol) + ",";
+    return s + "]";
+  }
+
+  const std::string& key(ValueId v) {
+    std::optional<std::string>& k = keys_[static_cast<size_t>(v)];
+    if (k) return *k;
+    const std::string own = "?" + std::to_string(v);
+    k = own;  // provisional while the producers are keyed
+    const Value& val = g_.value(v);
+    std::string derived = own;
+    if (val.producer != kNoNode && !val.constant) derived = from_producer(g_.node(val.producer), own);
+    if (derived == own && known(v)) derived = dims_key(v);
+    keys_[static_cast<size_t>(v)] = derived;
+    return *keys_[static_cast<size_t>(v)];
+  }
+
+  // The last dim a key names, or -1.
+  static int64_t last_dim(const std::string& key) {
+    const size_t end = key.find_last_of(',');
+    if (end == std::string::npos || end == 0) return -1;
+    const size_t begin = key.find_last_of(",x[", end - 1);
+    const std::string d = key.substr(begin == std::string::npos ? 0 : begin + 1, end - begin - 1);
+    return !d.empty() && d.find_first_not_of("0123456789") == std::string::npos ? std::stoll(d) : -1;
+  }
+
+  std::string from_producer(const Node& p, const std::string& own) {
+    if (p.outputs.size() != 1) return own;
+    const bool product =
+        (p.domain.empty() && p.op_type == "MatMul") || (p.domain == kStreamlineDomain && p.op_type == "FusedMatMul");
+    if (product && p.inputs.size() >= 2) {
+      const Tensor* w = constant_of(g_, p.inputs[1]);
+      if (!w || w->shape().rank() != 2) return own;
+      return "(" + key(p.inputs[0]) + ")x" + std::to_string(w->shape()[1]) + ",";
+    }
+    if (!ew_node(g_, p)) return own;
+    // Elementwise: the key the operands of the output's size share.
+    std::optional<std::string> shared;
+    std::vector<const Tensor*> consts;
+    for (ValueId in : p.inputs) {
+      if (in == kNoValue) continue;
+      if (const Tensor* c = constant_of(g_, in)) {
+        consts.push_back(c);
+        continue;
+      }
+      const std::string& k = key(in);
+      if (shared && *shared != k) return own;
+      shared = k;
+    }
+    if (!shared) return own;
+    for (const Tensor* c : consts) {
+      const Shape& cs = c->shape();
+      const bool scalar = cs.numel() == 1 && cs.rank() <= 1;
+      const bool row = cs.rank() == 1 && cs[0] == last_dim(*shared);
+      if (!scalar && !row) return own;
+    }
+    return *shared;
+  }
+
+  const Graph& g_;
+  std::vector<std::optional<std::string>> keys_;
+};
+
 }  // namespace
 
 // A BatchNormalization in inference form with constant per-channel parameters (one not folded
@@ -290,13 +379,13 @@ int fuse_elementwise(Graph& g) {
   for (NodeId id : *order) info[static_cast<size_t>(id)] = ew_node(g, g.node(id));
   std::vector<char> taken(g.num_nodes(), 0);
   std::vector<Group> groups;
+  ShapeKeys keys(g);
 
   // 1. Groups, grown backwards from sinks in reverse topological order.
   for (auto it = order->rbegin(); it != order->rend(); ++it) {
     const NodeId sink = *it;
     if (taken[static_cast<size_t>(sink)] || !info[static_cast<size_t>(sink)]) continue;
-    const Value& out = g.value(g.node(sink).outputs[0]);
-    if (!out.dims) continue;
+    const ValueId out = g.node(sink).outputs[0];
     std::set<NodeId> members{sink};
     for (bool grew = true; grew;) {
       grew = false;
@@ -306,7 +395,7 @@ int fuse_elementwise(Graph& g) {
           const NodeId p = g.value(v).producer;
           if (p == kNoNode || members.count(p) || taken[static_cast<size_t>(p)] || !info[static_cast<size_t>(p)])
             continue;
-          if (!detail::same_known_dims(g.value(v), out)) continue;
+          if (!keys.same(v, out)) continue;
           const auto& cons = g.value(v).consumers;
           if (!std::all_of(cons.begin(), cons.end(), [&](NodeId c) { return members.count(c) != 0; })) continue;
           members.insert(p);
@@ -332,7 +421,6 @@ int fuse_elementwise(Graph& g) {
   // 2. Each group into its host's epilogue, or into one Elementwise node.
   int count = 0;
   for (Group& grp : groups) {
-    const Value& out = g.value(grp.output);
     // The host: the producer of a full-size input read only by the group.
     NodeId host = kNoNode;
     size_t main = 0;
@@ -340,7 +428,7 @@ int fuse_elementwise(Graph& g) {
       const ValueId v = grp.inputs[k];
       const NodeId p = g.value(v).producer;
       if (p == kNoNode || prot.contains(v) || !epilogue_host(g, g.node(p))) continue;
-      if (!detail::same_known_dims(g.value(v), out)) continue;
+      if (!keys.same(v, grp.output)) continue;
       const auto& cons = g.value(v).consumers;
       const bool only_group = std::all_of(cons.begin(), cons.end(), [&](NodeId c) {
         return std::find(grp.nodes.begin(), grp.nodes.end(), c) != grp.nodes.end();

@@ -364,5 +364,32 @@ TEST(FusePad, ZeroPadsBecomeTheConsumersPadding) {
   }
 }
 
+// Shapes inference cannot know (as after a Reshape to a computed shape) are still compared: two
+// products of one input with [K, N] weights have the same shape, so a SwiGLU gate joins the first
+// product as its epilogue, reading the second.
+TEST(FuseElementwise, UnknownShapesFollowTheirProducers) {
+  OnnxModel m(13);
+  m.input("in", kFloat, {"?", "?", "?"});  // no dims known anywhere
+  m.node("Identity", "id", {"in"}, {"h"});
+  m.initializer(float_tensor("w1", {8, 6}, random_values(48, 40)));
+  m.initializer(float_tensor("w3", {8, 6}, random_values(48, 41)));
+  m.node("MatMul", "mm1", {"h", "w1"}, {"a"});
+  m.node("MatMul", "mm3", {"h", "w3"}, {"b"});
+  m.node("Sigmoid", "sig", {"a"}, {"sa"});
+  m.node("Mul", "silu", {"a", "sa"}, {"g"});
+  m.node("Mul", "gate", {"g", "b"}, {"y"});
+  m.output("y", kFloat, {"2", "4", "6"});  // declared, but unknown inside the graph
+  Optimised o = optimise_and_compare(m, {random_input({2, 4, 8}, 42)});
+  EXPECT_EQ(count_op(o.fused, "Sigmoid"), 0);
+  EXPECT_EQ(count_op(o.fused, "Mul"), 0);
+  const Node* host = nullptr;
+  for (size_t i = 0; i < o.fused.num_nodes(); ++i) {
+    const Node& n = o.fused.node(static_cast<NodeId>(i));
+    if (!n.dead && n.op_type == "FusedMatMul" && n.has_attr("ew_ops")) host = &n;
+  }
+  ASSERT_NE(host, nullptr);
+  EXPECT_EQ(host->inputs.size(), 4u);  // A, B, no bias, the other product
+}
+
 }  // namespace
 }  // namespace streamline::graph
