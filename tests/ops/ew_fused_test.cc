@@ -129,6 +129,41 @@ TEST(EwFused, LargeOutputsSplitAcrossThreadsAndMasks) {
   }
 }
 
+// Broadcast operands are gathered once per span and reused by the following chunks (EwWalk::period):
+// spans that are and are not multiples of the chunk, per-channel and per-pixel operands, chunks
+// split across threads, in every layout.
+TEST(EwFused, BroadcastOperandsReusedAcrossChunksMatchReference) {
+  std::mt19937 rng(11);
+  EwProgram p;  // relu(x * scale + shift) * pixel: a BatchNormalization, an activation, a mask
+  p.num_inputs = 4;
+  const int a = p.add(EwOp::kMul, {0, 1});
+  const int b = p.add(EwOp::kAdd, {a, 2});
+  const int r = p.add(EwOp::kRelu, {b});
+  p.add(EwOp::kMul, {r, 3});
+  const Shape shapes[] = {{1, 64, 16, 16}, {2, 48, 7, 9}, {1, 32, 5, 5}, {2, 16, 33, 17}};
+  int checked = 0;
+  for (const Shape& out : shapes) {
+    const int64_t c = out[1];
+    Tensor x = random_tensor(out, rng, -2.f, 2.f);
+    Tensor scale = random_tensor({c, 1, 1}, rng, 0.5f, 2.f), shift = random_tensor({1, c, 1, 1}, rng, -1.f, 1.f);
+    Tensor pixel = random_tensor({1, 1, out[2], out[3]}, rng, -2.f, 2.f);
+    auto n = make_node("Elementwise", "streamline", {x, scale, shift, pixel}, program_attrs(p));
+    for (Layout layout : {Layout::kPlain, Layout::kChannelsLast, Layout::kBlocked8, Layout::kBlocked16}) {
+      if (layout == Layout::kBlocked16 && c % 16 != 0) continue;
+      for (int threads : {1, 3}) {
+        EvalOptions eo;
+        eo.constant_mask = {false, true, true, false};
+        eo.num_threads = threads;
+        eo.input_layout = layout;
+        SCOPED_TRACE(out.to_string() + " " + layout_name(layout) + " threads " + std::to_string(threads));
+        expect_matches_reference(*n, {x, scale, shift, pixel}, eo);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 32);
+}
+
 // SiLU, GELU and HardSwish written in different ways all map onto oneDNN's functions; close
 // relatives do not.
 TEST(EwFused, NamedFunctionsAreRecognisedInAnySpelling) {

@@ -320,6 +320,16 @@ Result<EwWalk> make_ew_walk(const Shape& out, Layout out_layout, std::span<const
     w.read.push_back(r);
     w.strides.push_back(st);
     w.dtypes.push_back(inputs[k].dtype);
+    // The innermost dims along which the input moves (or of size 1) make its period; the dims
+    // just outside them along which it is broadcast stretch that pattern over a span.
+    int d = static_cast<int>(w.dims.size()) - 1;
+    int64_t period = 1;
+    for (; d >= 0 && (st[static_cast<size_t>(d)] != 0 || w.dims[static_cast<size_t>(d)] == 1); --d)
+      period *= w.dims[static_cast<size_t>(d)];
+    int64_t span = period;
+    for (; d >= 0 && st[static_cast<size_t>(d)] == 0; --d) span *= w.dims[static_cast<size_t>(d)];
+    w.period.push_back(period);
+    w.span.push_back(span);
   }
   return w;
 }
@@ -373,6 +383,8 @@ void run_ew(const EwExec& ex, const EwWalk& w, std::span<const void* const> inpu
     std::vector<const float*> in(static_cast<size_t>(ni));
     std::vector<float> uni_vals(static_cast<size_t>(ni));
     std::vector<char> uniform(static_cast<size_t>(ni));
+    // Per gathered input: the first element and length of the chunk its buffer holds (-1: none).
+    std::vector<int64_t> held_at(static_cast<size_t>(ni), -1), held_len(static_cast<size_t>(ni), 0);
     for (int k = 0; k < ni; ++k) {
       uniform[static_cast<size_t>(k)] = w.read[static_cast<size_t>(k)] == EwWalk::Read::kUniform;
       if (uniform[static_cast<size_t>(k)]) {
@@ -391,11 +403,18 @@ void run_ew(const EwExec& ex, const EwWalk& w, std::span<const void* const> inpu
           in[static_cast<size_t>(k)] = static_cast<const float*>(inputs[k]) + e;
         } else if (read == EwWalk::Read::kGather) {
           float* dst = bufs.data() + k * kChunk;
+          in[static_cast<size_t>(k)] = dst;
+          const auto uk = static_cast<size_t>(k);
+          const int64_t span = w.span[uk], period = w.period[uk], prev = held_at[uk];
+          if (prev >= 0 && held_len[uk] == len && span > period && (e - prev) % period == 0 &&
+              prev / span == (e + len - 1) / span)
+            continue;  // the buffer already holds these values: same span, same phase
+          held_at[uk] = e;
+          held_len[uk] = len;
           if (w.dtypes[static_cast<size_t>(k)] == DType::kBool)
             gather(w, static_cast<size_t>(k), static_cast<const uint8_t*>(inputs[k]), e, len, dst);
           else
             gather(w, static_cast<size_t>(k), static_cast<const float*>(inputs[k]), e, len, dst);
-          in[static_cast<size_t>(k)] = dst;
         }
       }
       ex.run_chunk(in.data(), reinterpret_cast<const bool*>(uniform.data()), len, out + e, bufs.data());

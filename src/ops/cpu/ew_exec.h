@@ -9,7 +9,8 @@
 // The output is walked in memory order in chunks of kChunk elements. Per chunk, each input is read
 // in place when it has the output's shape and layout, read as one value when it is a scalar or
 // broadcast to the whole chunk, and otherwise gathered through its strides (a per-channel
-// [1, C, 1, 1] tensor against a blocked output, say) into a chunk buffer; then every instruction
+// [1, C, 1, 1] tensor against a blocked output, say) into a chunk buffer, which the next chunk
+// reuses when it would gather the same values (see EwWalk::period); then every instruction
 // is one vectorised loop over the chunk, and the last writes the output. Registers that are dead
 // share buffers. The output may be the buffer of an input that has its shape and layout.
 //
@@ -67,6 +68,13 @@ struct EwWalk {
   std::vector<std::vector<int64_t>> strides;  // per input, per dim (0: broadcast)
   std::vector<Read> read;
   std::vector<DType> dtypes;
+  // Per input, for gathered ones: within each aligned span of span[k] output elements, input k's
+  // value at element e depends only on the span and on e % period[k] (the input is broadcast over
+  // the dims between). A per-channel [C, 1, 1] operand of a blocked [1, C, H, W] output has period
+  // 16 (the block) and span H * W * 16, so every chunk of such a span gathers the same values.
+  // span == period: no such reuse.
+  std::vector<int64_t> period;
+  std::vector<int64_t> span;
   int64_t numel = 0;
 };
 
