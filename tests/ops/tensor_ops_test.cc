@@ -347,6 +347,59 @@ TEST(TensorOp, SplitForms) {
             StatusCode::kInvalidArgument);
 }
 
+// Split along the channels keeps a channels-last or blocked input's layout (parts of whole blocks),
+// with the plain result; other splits of such inputs are left to plain.
+TEST(TensorOp, SplitChannelsInTheInputLayoutEqualsPlain) {
+  std::mt19937 rng(104);
+  const Tensor x = random_tensor(DType::kFloat32, Shape{2, 64, 5, 3}, rng);
+  struct Case {
+    Layout layout;
+    std::vector<int64_t> split;
+  };
+  const Case cases[] = {{Layout::kChannelsLast, {5, 27, 32}},
+                        {Layout::kBlocked8, {8, 40, 16}},
+                        {Layout::kBlocked16, {32, 32}},
+                        {Layout::kBlocked16, {16, 0, 48}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(layout_name(c.layout)) + " into " + std::to_string(c.split.size()));
+    OneNode n("Split", 13, 2, c.split.size());
+    n.i("axis", 1);
+    const std::vector<Tensor> ins{x, i64(c.split)};
+    auto plain = n.cpu(ins);
+    ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+    EvalOptions o;
+    o.input_layout = c.layout;
+    o.constant_mask = {false, true};
+    auto got = n.run(cpu_reg(), ins, o);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    ASSERT_EQ(got->size(), c.split.size());
+    for (size_t i = 0; i < c.split.size(); ++i) EXPECT_TRUE(same_tensor((*got)[i], (*plain)[i])) << "part " << i;
+    auto k = n.kernel(ins);
+    ASSERT_TRUE(k.ok());
+    EXPECT_EQ((*k)->layout_support(), LayoutSupport::kAny);
+    TensorInfo xi = info_of(x, false);
+    xi.layout = c.layout;
+    auto rr = (*k)->reshape(std::vector<TensorInfo>{xi, info_of(ins[1], true)});
+    ASSERT_TRUE(rr.ok()) << rr.status().to_string();
+    EXPECT_EQ(rr->outputs[0].layout, c.layout);
+  }
+  // Parts that are not whole blocks, or a split off the channels, need the plain layout.
+  TensorInfo b16 = info_of(x, false);
+  b16.layout = Layout::kBlocked16;
+  OneNode odd("Split", 13, 2, 2);
+  odd.i("axis", 1);
+  const Tensor odd_split = i64({8, 56});
+  auto ko = odd.kernel({x, odd_split});
+  ASSERT_TRUE(ko.ok());
+  EXPECT_FALSE((*ko)->accepts(std::vector<TensorInfo>{b16, info_of(odd_split, true)}));
+  EXPECT_TRUE((*ko)->accepts(std::vector<TensorInfo>{info_of(x, false), info_of(odd_split, true)}));
+  OneNode rows("Split", 13, 1, 5);
+  rows.i("axis", 2);
+  auto kr = rows.kernel({x});
+  ASSERT_TRUE(kr.ok());
+  EXPECT_FALSE((*kr)->accepts(std::vector<TensorInfo>{b16}));
+}
+
 TEST(TensorOp, DepthToSpaceAndBack) {
   // The ONNX DCR example: [1,8,2,3] blocksize 2.
   const Tensor x = iota_f32({1, 8, 2, 3});
