@@ -537,6 +537,61 @@ TEST(TensorOp, ResizeMatchesReference) {
   }
 }
 
+// Nearest resizing of the spatial axes runs in a channels-last or blocked input's own layout, with
+// the plain result; linear modes, and resizes of N or C, are left to plain.
+TEST(TensorOp, ResizeNearestInTheInputLayoutEqualsPlain) {
+  std::mt19937 rng(110);
+  const char* coords[] = {"asymmetric", "half_pixel", "align_corners"};
+  const std::vector<float> scales[] = {{1, 1, 2, 2}, {1, 1, 0.5f, 1.5f}, {1, 1, 3, 1}};
+  int checked = 0;
+  for (Layout layout : {Layout::kChannelsLast, Layout::kBlocked8, Layout::kBlocked16}) {
+    for (int k = 0; k < 3; ++k) {
+      const Shape s{2, 32, 5 + k, 4};
+      OneNode n("Resize", 13, 3, 1, {true, false, true});
+      n.s("mode", "nearest").s("coordinate_transformation_mode", coords[k]).s("nearest_mode", "floor");
+      const std::vector<Tensor> ins{random_tensor(DType::kFloat32, s, rng), Tensor(),
+                                    Tensor::from_vector<float>(Shape{4}, scales[k])};
+      auto plain = n.cpu(ins);
+      ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+      for (int threads : {1, 3}) {
+        EvalOptions o;
+        o.input_layout = layout;
+        o.constant_mask = {false, true, true};
+        o.num_threads = threads;
+        auto got = n.run(cpu_reg(), ins, o);
+        ASSERT_TRUE(got.ok()) << got.status().to_string();
+        EXPECT_TRUE(same_tensor((*got)[0], (*plain)[0])) << layout_name(layout) << " " << coords[k];
+        ++checked;
+      }
+      auto kernel = n.kernel(ins);
+      ASSERT_TRUE(kernel.ok());
+      TensorInfo x = info_of(ins[0], false);
+      x.layout = layout;
+      const std::vector<TensorInfo> infos{x, TensorInfo{}, info_of(ins[2], true)};
+      EXPECT_TRUE((*kernel)->accepts(infos));
+      auto rr = (*kernel)->reshape(infos);
+      ASSERT_TRUE(rr.ok()) << rr.status().to_string();
+      EXPECT_EQ(rr->outputs[0].layout, layout);
+    }
+  }
+  EXPECT_EQ(checked, 18);
+  const Tensor x4 = Tensor::empty(DType::kFloat32, Shape{1, 32, 4, 4});
+  TensorInfo b16 = info_of(x4, false);
+  b16.layout = Layout::kBlocked16;
+  const Tensor spatial = Tensor::from_vector<float>(Shape{4}, {1, 1, 2, 2});
+  const Tensor channels = Tensor::from_vector<float>(Shape{4}, {1, 2, 2, 2});
+  OneNode linear("Resize", 13, 3, 1, {true, false, true});
+  linear.s("mode", "linear");
+  auto kl = linear.kernel({x4, Tensor(), spatial});
+  ASSERT_TRUE(kl.ok());
+  EXPECT_FALSE((*kl)->accepts(std::vector<TensorInfo>{b16, TensorInfo{}, info_of(spatial, true)}));
+  OneNode nearest("Resize", 13, 3, 1, {true, false, true});
+  nearest.s("mode", "nearest");
+  auto kn = nearest.kernel({x4, Tensor(), channels});
+  ASSERT_TRUE(kn.ok());
+  EXPECT_FALSE((*kn)->accepts(std::vector<TensorInfo>{b16, TensorInfo{}, info_of(channels, true)}));
+}
+
 TEST(TensorOp, ResizeOlderOpsetsAndUpsample) {
   std::mt19937 rng(109);
   for (int iter = 0; iter < 20; ++iter) {
