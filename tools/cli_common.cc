@@ -56,6 +56,8 @@ void add_model_flags(CLI::App* c, ModelFlags& f) {
   c->add_flag("--safe", f.safe, "Safe mode: canaries checked after every step, dead buffers poisoned");
   c->add_flag("--no-optimize", f.no_optimize, "Turn graph passes off (debugging)");
   c->add_flag("--no-winograd", f.no_winograd, "Run every convolution with oneDNN's direct algorithm");
+  c->add_option("--block", f.block, "Channels per block of the blocked layout: 8 or 16 (default: 16 with AVX-512)")
+      ->check(CLI::IsMember({0, 8, 16}));
   c->add_option("--device", f.device, "Where to run: cpu, cuda (GPU 0) or cuda:N");
   c->add_option("--precision", f.precision, "GPU arithmetic: fp32, tf32 or fp16 (weights converted at load)");
   c->add_flag("--no-cuda-graphs", f.no_cuda_graphs, "GPU: launch every kernel instead of replaying a CUDA graph");
@@ -72,6 +74,7 @@ Result<std::shared_ptr<Model>> load_model(const ModelFlags& f) {
   ModelOptions mo;
   mo.optimize = !f.no_optimize;
   mo.winograd = !f.no_winograd;
+  mo.blocked_channels = f.block;
   mo.num_threads = f.threads;
   mo.num_streams = f.streams;
   mo.threads_per_stream = f.threads_per_stream;

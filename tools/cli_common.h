@@ -58,6 +58,7 @@ struct ModelFlags {
   bool safe = false;
   bool no_optimize = false;
   bool no_winograd = false;
+  int block = 0;                   // channels per block of the blocked layout; 0 = by CPU
   std::string device = "cpu";      // cpu, cuda, cuda:N
   std::string precision = "fp32";  // fp32, tf32, fp16 (GPU only)
   bool no_cuda_graphs = false;

@@ -48,9 +48,13 @@ struct ModelOptions {
   bool optimize = true;
   // Keep convolution activations channels-last between layers. Takes effect at load.
   bool channels_last = true;
-  // With channels_last: keep activations in oneDNN's blocked nChw8c layout between convolutions
-  // whose channel counts are multiples of 8 (faster on AVX2). Takes effect when plans are made.
+  // With channels_last: keep activations in oneDNN's blocked layout between convolutions whose
+  // channel counts are multiples of the block: nChw16c on CPUs with AVX-512, nChw8c otherwise
+  // (see blocked_channels). Takes effect at load.
   bool blocked_layout = true;
+  // Channels per block of the blocked layout: 8 (nChw8c) or 16 (nChw16c); 0 = 16 where oneDNN
+  // runs AVX-512 code, else 8. Takes effect at load.
+  int blocked_channels = 0;
   // With blocked_layout: 3x3 stride-1 convolutions with enough channels and pixels run Winograd
   // F(2x2, 3x3) (2.25x fewer multiply-adds; results within float32 rounding of the direct
   // convolution). Off: every convolution runs oneDNN's direct algorithm. Takes effect at load.

@@ -9,6 +9,8 @@ const char* layout_name(Layout l) {
     case Layout::kPlain: return "plain";
     case Layout::kChannelsLast: return "channels_last";
     case Layout::kBlocked8: return "nChw8c";
+    case Layout::kBlocked16:
+      return "nChw16c";
   }
   return "unknown";
 }

@@ -93,6 +93,9 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
     return invalid_argument("elastic_threads and pin_threads cannot be combined: elastic steps use any core");
   std::shared_ptr<Model> m(new Model());
   m->options_ = options;
+  if (options.blocked_channels == 0) m->options_.blocked_channels = ops::native_block();
+  if (m->options_.blocked_channels != 8 && m->options_.blocked_channels != 16)
+    return invalid_argument("blocked_channels must be 0, 8 or 16, got " + std::to_string(options.blocked_channels));
   SL_ASSIGN_OR_RETURN(m->device_, runtime::parse_device(options.device));
   const bool on_cuda = m->device_.kind == ops::Device::kCuda;
   if (!on_cuda && options.precision != ops::Precision::kFp32)
@@ -125,6 +128,7 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
   ops::KernelOptions ko;
   ko.allow_channels_last = m->options_.channels_last;
   ko.allow_blocked = m->options_.blocked_layout;
+  ko.block = m->options_.blocked_channels;
   ko.allow_winograd = m->options_.winograd;
   ko.precision = options.precision;
   SL_ASSIGN_OR_RETURN(m->kernels_, plan::create_kernels(m->graph_, *m->registry_, ko, m->device_.kind));
@@ -218,6 +222,7 @@ Result<Model::Prepared> Model::plan_shapes(const std::vector<Shape>& shapes, con
   plan::PlannerOptions po;
   po.channels_last = options_.channels_last;
   po.blocked = options_.blocked_layout;
+  po.block = options_.blocked_channels;
   po.num_streams = std::max(1, options_.num_streams);
   po.num_threads = elastic_threads() > 0 ? elastic_threads() : threads_per_stream();
   po.pinned_streams = options_.pinned_streams;

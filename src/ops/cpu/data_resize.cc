@@ -280,7 +280,38 @@ class ResizeKernel final : public DataKernel {
     return std::unique_ptr<Kernel>(std::move(k));
   }
 
+  LayoutSupport layout_support() const override { return LayoutSupport::kAny; }
+
+  // Nearest resizing of the spatial axes of a rank-4 channels-last or blocked tensor runs in that
+  // layout: a pixel (channels-last) or a pixel of one channel block (blocked) moves as one element,
+  // so an upsampling in a feature pyramid needs no conversion either side.
+  bool accepts(std::span<const TensorInfo> in) const override {
+    if (in.empty() || !in[0].present()) return false;
+    if (in[0].layout == Layout::kPlain) return true;
+    if (attrs_.mode != Interp::kNearest || in[0].shape.rank() != 4) return false;
+    if (const int64_t b = layout_block(in[0].layout); b != 0 && in[0].shape[1] % b != 0) return false;
+    auto plan = make_plan(in);
+    return plan.ok() && spatial_only(**plan);
+  }
+
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    SL_ASSIGN_OR_RETURN(std::shared_ptr<ResizePlan> plan, make_plan(in));
+    const Layout layout = in[0].layout;
+    ReshapeResult r;
+    if (layout != Layout::kPlain) {
+      if (!accepts(in)) return unsupported_error(std::string(layout_name(layout)) + " input cannot resize so");
+      const Shape out{plan->out_dims[0], plan->out_dims[1], plan->out_dims[2], plan->out_dims[3]};
+      r.outputs.push_back({in[0].dtype, out, layout});
+      r.state = in_memory_order(*plan, layout);
+      return r;
+    }
+    r.outputs.push_back({in[0].dtype, Shape(plan->out_dims), Layout::kPlain});
+    r.state = plan;
+    return r;
+  }
+
+  // The plan for a plain input of in[0]'s shape.
+  Result<std::shared_ptr<ResizePlan>> make_plan(std::span<const TensorInfo> in) const {
     if (in.empty() || !in[0].present()) return invalid("missing input 'X'");
     SL_RETURN_IF_ERROR(check_movable(in[0].dtype, desc_));
     if (attrs_.mode != Interp::kNearest && in[0].dtype != DType::kFloat32)
@@ -385,10 +416,41 @@ class ResizeKernel final : public DataKernel {
     if (combos > kMaxCombos) return unsupported_error("too many interpolated axes");
     store_scalar(in[0].dtype, attrs_.extrapolation, plan->extrap);
     plan->extrap_f = static_cast<float>(attrs_.extrapolation);
-    ReshapeResult r;
-    r.outputs.push_back({in[0].dtype, Shape(out_dims), Layout::kPlain});
-    r.state = plan;
-    return r;
+    return plan;
+  }
+
+  // Whether a rank-4 nearest plan keeps N and C as they are and samples nothing outside.
+  static bool spatial_only(const ResizePlan& p) {
+    if (p.rank != 4 || p.mode != Interp::kNearest) return false;
+    for (const AxisTable& t : p.axes)
+      if (t.any_outside) return false;
+    return p.axes[0].identity && p.axes[1].identity;
+  }
+
+  // A spatial-only plan over the memory of `layout`: [N, H, W] of pixels of C elements for
+  // channels-last, [N, C/B, H, W] of pixels of B elements for a blocked layout of B channels.
+  static std::shared_ptr<ResizePlan> in_memory_order(const ResizePlan& p, Layout layout) {
+    auto q = std::make_shared<ResizePlan>(p);
+    const int64_t n = p.in_dims[0], c = p.in_dims[1];
+    AxisTable blocks;  // the identity over the channel blocks
+    if (layout == Layout::kChannelsLast) {
+      q->rank = 3;
+      q->esz = p.esz * static_cast<size_t>(c);
+      q->in_dims = {n, p.in_dims[2], p.in_dims[3]};
+      q->out_dims = {n, p.out_dims[2], p.out_dims[3]};
+      q->axes = {p.axes[0], p.axes[2], p.axes[3]};
+    } else {
+      const int64_t b = layout_block(layout);
+      for (int32_t i = 0; i < static_cast<int32_t>(c / b); ++i) blocks.idx.push_back(i);
+      blocks.outside.assign(blocks.idx.size(), 0);
+      blocks.identity = true;
+      q->esz = p.esz * static_cast<size_t>(b);
+      q->in_dims = {n, c / b, p.in_dims[2], p.in_dims[3]};
+      q->out_dims = {n, c / b, p.out_dims[2], p.out_dims[3]};
+      q->axes = {p.axes[0], blocks, p.axes[2], p.axes[3]};
+    }
+    q->in_strides = dense_strides(q->in_dims);
+    return q;
   }
 
   Status run(const RunContext& ctx) const override {
@@ -403,8 +465,10 @@ class ResizeKernel final : public DataKernel {
     }
     const int last = p.rank - 1;
     const int64_t n_out = p.out_dims[static_cast<size_t>(last)];
-    const int64_t rows = numel / n_out;
-    const bool big = ctx.num_threads > 1 && numel * static_cast<int64_t>(p.esz) >= kParallelBytes;
+    // Rows of the plan's dims (pixels of several channels for a plan in a layout's memory order).
+    int64_t rows = 1;
+    for (int d = 0; d < last; ++d) rows *= p.out_dims[static_cast<size_t>(d)];
+    const bool big = ctx.num_threads > 1 && rows * n_out * static_cast<int64_t>(p.esz) >= kParallelBytes;
     const int64_t chunks = big ? std::min<int64_t>(rows, int64_t{omp_threads(ctx.num_threads)} * 4) : 1;
     const bool nearest = p.mode == Interp::kNearest;
 #pragma omp parallel for num_threads(omp_threads(ctx.num_threads)) if (big) schedule(static)

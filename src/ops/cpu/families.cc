@@ -29,6 +29,7 @@ Status register_cpu_kernels(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(cpu::register_signal(reg));
   SL_RETURN_IF_ERROR(cpu::register_value_shaped(reg));
   SL_RETURN_IF_ERROR(cpu::register_control_flow(reg));
+  SL_RETURN_IF_ERROR(cpu::register_fused_elementwise(reg));
   return ok_status();
 }
 

@@ -31,5 +31,6 @@ Status register_optimizer(KernelRegistry& reg);    // Adagrad, Momentum, Adam (a
 Status register_signal(KernelRegistry& reg);       // DFT, TfIdfVectorizer
 Status register_value_shaped(KernelRegistry& reg); // NonZero, Unique, Compress, NMS, *Window (constant inputs)
 Status register_control_flow(KernelRegistry& reg); // If, Loop, Scan (run eagerly: ops/eager.h)
+Status register_fused_elementwise(KernelRegistry& reg);  // streamline.Elementwise (ew_kernel.cc)
 
 }  // namespace streamline::ops::cpu
