@@ -1,7 +1,9 @@
 #include "serve/http_codec.h"
 
 #include <rapidjson/document.h>
+#include <rapidjson/encodedstream.h>
 #include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -20,7 +22,8 @@ using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer, rapidjson::UTF8<>,
                                      rapidjson::CrtAllocator, rapidjson::kWriteNanAndInfFlag>;
 
 // Iterative parsing keeps deep nesting off the call stack; invalid UTF-8 is refused; numbers are
-// parsed exactly. Trailing bytes after the document are an error (kParseStopWhenDoneFlag is off).
+// parsed exactly. Trailing bytes after the document are an error (kParseStopWhenDoneFlag is off, and
+// parse_document checks that a NUL byte did not end the input early).
 constexpr unsigned kParseFlags =
     rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag | rapidjson::kParseFullPrecisionFlag;
 
@@ -30,10 +33,16 @@ const Value* member(const Value& obj, const char* key) {
 }
 
 Status parse_document(std::string_view text, rapidjson::Document* doc) {
-  doc->Parse<kParseFlags>(text.data(), text.size());
+  rapidjson::MemoryStream ms(text.data(), text.size());
+  rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> is(ms);
+  doc->ParseStream<kParseFlags>(is);
   if (doc->HasParseError())
     return invalid_argument("malformed JSON at byte " + std::to_string(doc->GetErrorOffset()) + ": " +
                             rapidjson::GetParseError_En(doc->GetParseError()));
+  // RapidJSON takes a NUL byte for the end of its input; what follows one is not a document.
+  if (is.Tell() != text.size())
+    return invalid_argument("malformed JSON at byte " + std::to_string(is.Tell()) + ": " +
+                            rapidjson::GetParseError_En(rapidjson::kParseErrorDocumentRootNotSingular));
   return ok_status();
 }
 

@@ -30,7 +30,8 @@ using rapidjson::Value;
 using Stream = rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream>;
 
 // Iterative parsing keeps deep nesting off the call stack; invalid UTF-8 is refused; numbers are
-// parsed exactly. Trailing bytes after the document are an error (kParseStopWhenDoneFlag is off).
+// parsed exactly. Trailing bytes after the document are an error (kParseStopWhenDoneFlag is off, and
+// read_request checks that a NUL byte did not end the input early).
 constexpr unsigned kParseFlags =
     rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag | rapidjson::kParseFullPrecisionFlag;
 constexpr size_t kMaxRank = 32;
@@ -57,6 +58,11 @@ bool as_count(const Value& v, int64_t* out) {
 Status malformed(const rapidjson::Reader& reader) {
   return invalid_argument("malformed JSON at byte " + std::to_string(reader.GetErrorOffset()) + ": " +
                           rapidjson::GetParseError_En(reader.GetParseErrorCode()));
+}
+
+Status trailing_bytes(size_t offset) {
+  return invalid_argument("malformed JSON at byte " + std::to_string(offset) + ": " +
+                          rapidjson::GetParseError_En(rapidjson::kParseErrorDocumentRootNotSingular));
 }
 
 // The dtype and dims an input object declares, as far as they were seen before its "data".
@@ -406,6 +412,8 @@ Status read_request(std::string_view text, rapidjson::Document* doc, std::vector
   doc->Populate(generate);
   if (!handler.status().ok()) return handler.status();
   if (!parsed) return malformed(reader);
+  // RapidJSON takes a NUL byte for the end of its input; what follows one is not a document.
+  if (is.Tell() != text.size()) return trailing_bytes(is.Tell());
   *data = std::move(handler.inputs_data());
   return ok_status();
 }
