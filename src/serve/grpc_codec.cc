@@ -1,5 +1,6 @@
 #include "serve/grpc_codec.h"
 
+#include <grpcpp/impl/codegen/proto_utils.h>
 #include <rapidjson/document.h>
 
 #include <cstring>
@@ -191,6 +192,14 @@ std::string get_string(const rapidjson::Value& o, const char* key) {
 }
 
 }  // namespace
+
+Status parse_message(const grpc::ByteBuffer& bytes, google::protobuf::Message* out) {
+  grpc::ByteBuffer copy(bytes);  // shares the slices; Deserialize consumes its buffer
+  if (!grpc::SerializationTraits<google::protobuf::Message>::Deserialize(&copy, out).ok())
+    return invalid_argument("the request is not a valid " + out->GetDescriptor()->full_name() + " message (" +
+                            std::to_string(bytes.Length()) + " bytes)");
+  return ok_status();
+}
 
 Status decode_infer_request(const pb::ModelInferRequest& in, InferRequest* out) {
   const int raw_count = in.raw_input_contents_size();

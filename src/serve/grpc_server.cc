@@ -222,11 +222,8 @@ class InferenceService final
     auto* call = new Call<Req, Resp>(ctx, out);
     grpc::ServerUnaryReactor* reactor = call->reactor;
     last_call_ns_.store(steady_ns());
-    grpc::ByteBuffer bytes(*in);  // Deserialize consumes its buffer
-    if (!grpc::SerializationTraits<Req>::Deserialize(&bytes, &call->request).ok()) {
-      call->finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the request is not a valid " +
-                                                                        Req::descriptor()->full_name() + " message (" +
-                                                                        std::to_string(in->Length()) + " bytes)"));
+    if (Status parsed = parse_message(*in, &call->request); !parsed.ok()) {
+      call->finish(parsed);
       return reactor;
     }
     {
