@@ -141,7 +141,8 @@ class Planner {
       plan_->input_slots.push_back(slot);
     }
     for (const auto& [name, shape] : given)
-      if (std::none_of(g_.inputs().begin(), g_.inputs().end(), [&](graph::ValueId v) { return g_.value(v).name == name; }))
+      if (std::none_of(g_.inputs().begin(), g_.inputs().end(),
+                       [&, &name = name](graph::ValueId v) { return g_.value(v).name == name; }))
         return invalid_argument("model has no input named '" + name + "'");
     return ok_status();
   }
