@@ -185,10 +185,10 @@ class InferenceService final
       for (const auto& e : core_.repository().index()) {
         if (c.request.ready() && e.state != ModelState::kReady) continue;
         auto* m = c.response.add_models();
-        m->set_name(e.name);
+        m->set_name(valid_utf8(e.name));
         m->set_version(e.version);
         m->set_state(model_state_name(e.state));
-        m->set_reason(e.reason);
+        m->set_reason(valid_utf8(e.reason));
       }
       c.finish(grpc::Status::OK);
     });
