@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "core/logging.h"
+#include "core/cpu_set.h"
 #include "core/version.h"
 #include "graph/onnx_import.h"
 #include "ops/eager.h"
@@ -114,9 +115,7 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
 }
 
 int Model::default_threads() const {
-  if (options_.num_threads > 0) return options_.num_threads;
-  const unsigned n = std::thread::hardware_concurrency();
-  return n ? static_cast<int>(n) : 1;
+  return options_.num_threads > 0 ? options_.num_threads : core::usable_cores();
 }
 
 Result<std::vector<Shape>> Model::default_shapes(int64_t batch) const {
@@ -258,13 +257,8 @@ namespace {
 exec::ContextOptions context_options(const Model& m) {
   exec::ContextOptions co;
   if (!m.options().pin_threads) return co;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int t = m.threads_per_stream();
-  for (int s = 0; s < std::max(1, m.options().num_streams); ++s) {
-    std::vector<int> set;
-    for (int i = 0; i < t; ++i) set.push_back((s * t + i) % cores);
-    co.stream_cores.push_back(set);
-  }
+  for (int s = 0; s < std::max(1, m.options().num_streams); ++s) co.stream_cores.push_back(core::core_block(s * t, t));
   return co;
 }
 

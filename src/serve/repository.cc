@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/cpu_set.h"
 #include "core/logging.h"
 
 namespace streamline::serve {
@@ -160,11 +161,8 @@ Result<std::shared_ptr<LoadedModel>> Repository::load_model(const std::string& n
   // Pass 3: the model. Plans use the threads each instance will have.
   ModelOptions mo = model_options(config);
   ServingOptions probe = serving_options(config);
-  int threads = probe.threads_per_instance > 0 ? probe.threads_per_instance : options_.default_threads;
-  if (threads <= 0) {
-    const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads = std::max(1, hw / std::max(1, config.instance_count));
-  }
+  const int threads = core::share_threads(
+      probe.threads_per_instance > 0 ? probe.threads_per_instance : options_.default_threads, 0, config.instance_count);
   if (mo.num_threads == 0) mo.num_threads = threads;
   SL_ASSIGN_OR_RETURN(std::shared_ptr<Model> model, Model::load(path, mo));
 
