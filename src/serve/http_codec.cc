@@ -22,11 +22,12 @@ using rapidjson::Value;
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer, rapidjson::UTF8<>, rapidjson::UTF8<>,
                                      rapidjson::CrtAllocator, rapidjson::kWriteNanAndInfFlag>;
 
-// Iterative parsing keeps deep nesting off the call stack; invalid UTF-8 is refused; numbers are
-// parsed exactly. Trailing bytes after the document are an error (kParseStopWhenDoneFlag is off, and
-// parse_document checks that a NUL byte did not end the input early).
-constexpr unsigned kParseFlags =
-    rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag | rapidjson::kParseFullPrecisionFlag;
+// Iterative parsing keeps deep nesting off the call stack; invalid UTF-8 is refused. Only a bool is
+// read from these documents, so numbers take RapidJSON's plain conversion (its full-precision one
+// misreads a zero significand, see JsonNumber::from_text). Trailing bytes after the document are an
+// error (kParseStopWhenDoneFlag is off, and parse_document checks that a NUL byte did not end the
+// input early).
+constexpr unsigned kParseFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag;
 
 const Value* member(const Value& obj, const char* key) {
   auto it = obj.FindMember(key);
