@@ -101,6 +101,18 @@ def server_totals(output, model):
     return int(m.group(1)), failures
 
 
+def recording(errors, lock, fn):
+    """fn, with whatever it raises kept in `errors` (a thread's exception would otherwise only be
+    printed, and its failed check lost)."""
+    def run(*args):
+        try:
+            fn(*args)
+        except BaseException as e:  # noqa: B036 - every failure counts, re-raised by the test
+            with lock:
+                errors.append(f"{fn.__name__}{args}: {e!r}")
+    return run
+
+
 # --- overload -------------------------------------------------------------------------------
 
 def test_overload_with_a_small_queue_refuses_cleanly_and_counts_everything(repo, ref):
@@ -108,6 +120,7 @@ def test_overload_with_a_small_queue_refuses_cleanly_and_counts_everything(repo,
     lock = threading.Lock()
     seen = collections.Counter()
     probes = []
+    errors = []
     stop_probes = threading.Event()
 
     def http_client(k):
@@ -160,7 +173,7 @@ def test_overload_with_a_small_queue_refuses_cleanly_and_counts_everything(repo,
             time.sleep(0.02)
 
     try:
-        probe = threading.Thread(target=prober)
+        probe = threading.Thread(target=recording(errors, lock, prober))
         probe.start()
         with cf.ThreadPoolExecutor(48) as ex:
             futures = [ex.submit(http_client, k) for k in range(24)] + [ex.submit(grpc_client, k) for k in range(24)]
@@ -172,6 +185,7 @@ def test_overload_with_a_small_queue_refuses_cleanly_and_counts_everything(repo,
     finally:
         stop_probes.set()
         srv.stop()
+    assert not errors, errors[:5]
     ok = seen["http 200"] + seen["grpc OK"]
     refused = seen["http 429"] + seen["grpc StatusCode.RESOURCE_EXHAUSTED"]
     print(f"\noverload: {dict(seen)}; probes: {len(probes)}, slowest {max(t for _, t in probes) * 1e3:.0f} ms")
@@ -311,9 +325,10 @@ def test_sigterm_under_mixed_load_answers_every_request(repo, ref, seed):
                 assert e.code() in gc.expect | {grpc.StatusCode.UNAVAILABLE}, (gc.kind, e.code())
         channel.close()
 
-    workers = [threading.Thread(target=http_client, args=(k,)) for k in range(8)]
-    workers += [threading.Thread(target=grpc_client, args=(k,)) for k in range(8)]
-    workers += [threading.Thread(target=malformed_client, args=(k,)) for k in range(2)]
+    errors = []
+    workers = [threading.Thread(target=recording(errors, lock, http_client), args=(k,)) for k in range(8)]
+    workers += [threading.Thread(target=recording(errors, lock, grpc_client), args=(k,)) for k in range(8)]
+    workers += [threading.Thread(target=recording(errors, lock, malformed_client), args=(k,)) for k in range(2)]
     try:
         for t in workers:
             t.start()
@@ -330,6 +345,8 @@ def test_sigterm_under_mixed_load_answers_every_request(repo, ref, seed):
         srv.stop()
     out = srv.output()
     print(f"\nSIGTERM round {seed}: HTTP {dict(counts)}; gRPC {dict(codes)}")
+    assert not errors, "\n".join(errors[:5])
+    assert not any(t.is_alive() for t in workers), "a client still waits for an answer"
     assert rc == 0, f"exit code {rc}\n{out[-3000:]}"
     assert counts["reset"] == 0 and counts["unanswered"] == 0, dict(counts)
     assert set(counts) <= {200, 503, "sent", "unanswered", "reset", "malformed answered"}, dict(counts)
