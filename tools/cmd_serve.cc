@@ -44,6 +44,7 @@ struct ServeFlags {
   int http_threads = 2;
   int decode_threads = 2;
   double max_json_body_mb = 64;
+  double max_request_mb = 256;
   int max_connections = 1024;
   std::string metrics_buckets_ms;  // "0.5,1,2,5": the latency histograms' bounds; "" = defaults
   bool triton_metrics = true;
@@ -164,6 +165,7 @@ int serve_models(const ServeFlags& f) {
   serve::ServerOptions so;
   so.allow_model_control = explicit_control;
   so.triton_metric_names = f.triton_metrics;
+  so.max_request_bytes = static_cast<int64_t>(f.max_request_mb * (1 << 20));
   serve::ServerCore core(repo, so);
   std::optional<serve::HttpServer> http, metrics;
   std::optional<serve::GrpcServer> grpc;
@@ -262,6 +264,10 @@ Runner add_serve_command(CLI::App& app) {
   c->add_option("--max-json-body-mb", f->max_json_body_mb,
                 "Largest JSON text of an HTTP request, in MiB; larger gets 413 (binary tensors are not counted; "
                 "default 64)")
+      ->check(number_range(0.001, 4096.0, false));
+  c->add_option(
+       "--max-request-mb", f->max_request_mb,
+       "Largest request (HTTP body or gRPC message), in MiB; larger gets 413 or RESOURCE_EXHAUSTED (default 256)")
       ->check(number_range(0.001, 4096.0, false));
   c->add_option("--max-connections", f->max_connections,
                 "HTTP connections open at once (each port); more get 503 and are closed; 0 = no cap (default 1024)")

@@ -2,6 +2,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -110,8 +111,10 @@ std::vector<std::string> unique_node_names(const onnx::GraphProto& gp) {
 
 Status import_graph(onnx::GraphProto& gp, ImportContext& ctx, const Scope* outer, Graph& g);
 
+// `schema`: the node's ONNX schema, when its op has one at the model's opset; an attribute it lists
+// must have the type it gives (the kernels read an attribute of another type as that type's zero).
 Result<Attribute> convert_attribute(onnx::AttributeProto& a, ImportContext& ctx, const Scope& scope,
-                                    const std::string& node_text) {
+                                    const std::string& node_text, const onnx::OpSchema* schema) {
   using A = onnx::AttributeProto;
   const std::string what = "attribute " + quoted(a.name()) + " of node " + node_text;
   A::AttributeType type = a.type();
@@ -137,6 +140,13 @@ Result<Attribute> convert_attribute(onnx::AttributeProto& a, ImportContext& ctx,
       type = A::TENSORS;
     else
       return invalid_argument(what + " has no type and no value");
+  }
+  if (schema) {
+    auto declared = schema->attributes().find(a.name());
+    if (declared != schema->attributes().end() && static_cast<int>(declared->second.type) != static_cast<int>(type))
+      return invalid_argument(what + " must be " +
+                              A::AttributeType_Name(static_cast<A::AttributeType>(declared->second.type)) + ", not " +
+                              A::AttributeType_Name(type));
   }
   Attribute out;
   switch (type) {
@@ -340,12 +350,15 @@ Status import_nodes(onnx::GraphProto& gp, const std::vector<std::string>& node_n
 
     std::map<std::string, Attribute> attrs;
     const Scope scope{&names, &g, outer};
+    const onnx::OpSchema* schema = domain.empty() && opset != ctx.opsets.end()
+                                       ? onnx::OpSchemaRegistry::Schema(n.op_type(), opset->second, "")
+                                       : nullptr;
     for (int k = 0; k < n.attribute_size(); ++k) {
       onnx::AttributeProto& a = *n.mutable_attribute(k);
       if (a.name().empty()) return invalid_argument("node " + text + " has an attribute with no name");
       if (attrs.count(a.name()))
         return invalid_argument("node " + text + " has attribute " + quoted(a.name()) + " twice");
-      SL_ASSIGN_OR_RETURN(Attribute attr, convert_attribute(a, ctx, scope, text));
+      SL_ASSIGN_OR_RETURN(Attribute attr, convert_attribute(a, ctx, scope, text, schema));
       attrs.emplace(a.name(), std::move(attr));
     }
     const NodeId id = g.add_node(n.op_type(), node_names[i], std::move(inputs), std::move(outputs), domain);

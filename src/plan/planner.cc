@@ -145,7 +145,7 @@ class Planner {
     }
     for (const auto& [name, shape] : given)
       if (std::none_of(g_.inputs().begin(), g_.inputs().end(),
-                       [&](graph::ValueId v) { return g_.value(v).name == name; }))
+                       [&, &name = name](graph::ValueId v) { return g_.value(v).name == name; }))
         return invalid_argument("model has no input named '" + name + "'");
     return ok_status();
   }

@@ -328,7 +328,8 @@ Result<std::map<std::string, Tensor>> Session::run(const std::map<std::string, T
     ordered.push_back(it->second);
   }
   for (const auto& [name, t] : inputs)
-    if (std::none_of(model_->inputs().begin(), model_->inputs().end(), [&](const TensorDesc& d) { return d.name == name; }))
+    if (std::none_of(model_->inputs().begin(), model_->inputs().end(),
+                     [&name = name](const TensorDesc& d) { return d.name == name; }))
       return invalid_argument("model has no input named '" + name + "'");
   SL_ASSIGN_OR_RETURN(std::vector<Tensor> outs, run(ordered, options));
   std::map<std::string, Tensor> named;

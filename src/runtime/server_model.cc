@@ -123,7 +123,7 @@ Status ServingModel::check_request(const InferRequest& r, int* rows, uint32_t* k
   const bool batching = bp.max_batch_size > 1;
   const auto& descs = model_->inputs();
   for (const auto& [name, t] : r.inputs)
-    if (std::none_of(descs.begin(), descs.end(), [&](const TensorDesc& d) { return d.name == name; }))
+    if (std::none_of(descs.begin(), descs.end(), [&name = name](const TensorDesc& d) { return d.name == name; }))
       return invalid_argument("model has no input named '" + name + "'");
   int64_t batch_rows = -1;
   std::string signature;

@@ -1,5 +1,6 @@
 #include "serve/grpc_codec.h"
 
+#include <grpcpp/impl/codegen/proto_utils.h>
 #include <rapidjson/document.h>
 
 #include <cstring>
@@ -215,6 +216,14 @@ Result<std::optional<ShmRef>> shm_ref(const google::protobuf::Map<std::string, p
 }
 
 }  // namespace
+
+Status parse_message(const grpc::ByteBuffer& bytes, google::protobuf::Message* out) {
+  grpc::ByteBuffer copy(bytes);  // shares the slices; Deserialize consumes its buffer
+  if (!grpc::SerializationTraits<google::protobuf::Message>::Deserialize(&copy, out).ok())
+    return invalid_argument("the request is not a valid " + out->GetDescriptor()->full_name() + " message (" +
+                            std::to_string(bytes.Length()) + " bytes)");
+  return ok_status();
+}
 
 Status decode_infer_request(const pb::ModelInferRequest& in, InferRequest* out, std::vector<ShmInput>* shm_inputs,
                             std::map<std::string, ShmRef>* shm_outputs, std::map<std::string, int64_t>* class_counts) {

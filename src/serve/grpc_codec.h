@@ -3,12 +3,16 @@
 // Pure functions with no server state, so the gRPC front end stays a thin dispatcher and the
 // decoding rules are testable on their own.
 //
+//   inference::ModelInferRequest grpc_request;
+//   SL_RETURN_IF_ERROR(parse_message(received_bytes, &grpc_request)); // the wire bytes gRPC got
 //   InferRequest req;
 //   SL_RETURN_IF_ERROR(decode_infer_request(grpc_request, &req));   // inputs copied out
 //   ...
 //   SL_RETURN_IF_ERROR(encode_infer_response(response, output_order, &grpc_response));
 //
 // Thread-safe (no shared state).
+
+#include <grpcpp/support/byte_buffer.h>
 
 #include <map>
 #include <string>
@@ -22,6 +26,11 @@
 #include "streamline/serving.h"
 
 namespace streamline::serve {
+
+// Parses a request message from the bytes gRPC received (in one slice or several): every method
+// is registered raw, so that a request that is not a valid message gets InvalidArgument naming
+// the message type and the size, not gRPC's UNIMPLEMENTED without a word. `bytes` is not consumed.
+[[nodiscard]] Status parse_message(const grpc::ByteBuffer& bytes, google::protobuf::Message* out);
 
 // Inputs come from raw_input_contents (one entry per input, in the order of `inputs`, checked to
 // hold exactly elements x dtype size bytes) or from the typed contents field of each input (its

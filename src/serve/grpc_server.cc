@@ -248,10 +248,10 @@ class InferenceService final : public RawService {
       for (const auto& e : core_.repository().full_index()) {
         if (c.request.ready() && e.state != ModelState::kReady) continue;
         auto* m = c.response.add_models();
-        m->set_name(e.name);
+        m->set_name(valid_utf8(e.name));
         m->set_version(e.version);
         m->set_state(model_state_name(e.state));
-        m->set_reason(e.reason);
+        m->set_reason(valid_utf8(e.reason));
       }
       c.finish(grpc::Status::OK);
     });
@@ -381,11 +381,8 @@ class InferenceService final : public RawService {
     auto* call = new Call<Req, Resp>(ctx, out);
     grpc::ServerUnaryReactor* reactor = call->reactor;
     last_call_ns_.store(steady_ns());
-    grpc::ByteBuffer bytes(*in);  // Deserialize consumes its buffer
-    if (!grpc::SerializationTraits<Req>::Deserialize(&bytes, &call->request).ok()) {
-      call->finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the request is not a valid " +
-                                                                        Req::descriptor()->full_name() + " message (" +
-                                                                        std::to_string(in->Length()) + " bytes)"));
+    if (Status parsed = parse_message(*in, &call->request); !parsed.ok()) {
+      call->finish(parsed);
       return reactor;
     }
     {

@@ -29,10 +29,12 @@ namespace {
 using rapidjson::Value;
 using Stream = rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream>;
 
-// Iterative parsing keeps deep nesting off the call stack; invalid UTF-8 is refused; numbers are
-// parsed exactly. Trailing bytes after the document are an error (kParseStopWhenDoneFlag is off).
+// Iterative parsing keeps deep nesting off the call stack; invalid UTF-8 is refused; numbers come
+// as text and are converted exactly by JsonNumber::from_text (RapidJSON's own conversion misreads
+// some). Trailing bytes after the document are an error (kParseStopWhenDoneFlag is off, and
+// read_request checks that a NUL byte did not end the input early).
 constexpr unsigned kParseFlags =
-    rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag | rapidjson::kParseFullPrecisionFlag;
+    rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag | rapidjson::kParseNumbersAsStringsFlag;
 constexpr size_t kMaxRank = 32;
 constexpr int64_t kMaxElements = int64_t{1} << 40;
 // Values of the skeleton (everything but input data) beyond which a request is refused.
@@ -57,6 +59,11 @@ bool as_count(const Value& v, int64_t* out) {
 Status malformed(const rapidjson::Reader& reader) {
   return invalid_argument("malformed JSON at byte " + std::to_string(reader.GetErrorOffset()) + ": " +
                           rapidjson::GetParseError_En(reader.GetParseErrorCode()));
+}
+
+Status trailing_bytes(size_t offset) {
+  return invalid_argument("malformed JSON at byte " + std::to_string(offset) + ": " +
+                          rapidjson::GetParseError_En(rapidjson::kParseErrorDocumentRootNotSingular));
 }
 
 // The dtype and dims an input object declares, as far as they were seen before its "data".
@@ -98,11 +105,9 @@ struct SinkHandler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, SinkHandler
   explicit SinkHandler(DataSink& s) : sink(s) {}
   bool Null() { return sink.scalar(JsonNumber::other()); }
   bool Bool(bool b) { return sink.scalar(JsonNumber::boolean(b)); }
-  bool Int(int i) { return sink.scalar(JsonNumber::signed_int(i)); }
-  bool Uint(unsigned u) { return sink.scalar(JsonNumber::signed_int(u)); }
-  bool Int64(int64_t i) { return sink.scalar(JsonNumber::signed_int(i)); }
-  bool Uint64(uint64_t u) { return sink.scalar(JsonNumber::unsigned_int(u)); }
-  bool Double(double d) { return sink.scalar(JsonNumber::real(d)); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
+    return sink.scalar(JsonNumber::from_text(std::string_view(s, n)));
+  }
   bool String(const char*, rapidjson::SizeType, bool) { return sink.scalar(JsonNumber::other()); }
   bool StartObject() { return sink.start_object(); }
   bool Key(const char*, rapidjson::SizeType, bool) { return true; }  // inside an object: not counted
@@ -129,27 +134,19 @@ class RequestHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Re
   bool Bool(bool b) {
     return scalar(JsonNumber::boolean(b), [&] { return doc_.Bool(b); });
   }
-  bool Int(int i) {
-    return scalar(JsonNumber::signed_int(i), [&] { return doc_.Int(i); });
-  }
-  bool Uint(unsigned u) {
-    return scalar(JsonNumber::signed_int(u), [&] { return doc_.Uint(u); });
-  }
-  bool Int64(int64_t i) {
-    return scalar(JsonNumber::signed_int(i), [&] { return doc_.Int64(i); });
-  }
-  bool Uint64(uint64_t u) {
-    return scalar(JsonNumber::unsigned_int(u), [&] { return doc_.Uint64(u); });
-  }
-  bool Double(double d) {
-    return scalar(JsonNumber::real(d), [&] { return doc_.Double(d); });
+  bool RawNumber(const char* s, rapidjson::SizeType size, bool) {
+    const JsonNumber n = JsonNumber::from_text(std::string_view(s, size));
+    return scalar(n, [&] {
+      if (n.kind == JsonNumber::kSigned) return doc_.Int64(n.i);
+      if (n.kind == JsonNumber::kUnsigned) return doc_.Uint64(n.u);
+      return doc_.Double(n.d);
+    });
   }
   bool String(const char* s, rapidjson::SizeType n, bool copy) {
     const std::string_view text(s, n);
     return scalar(
         JsonNumber::other(), [&] { return doc_.String(s, n, copy); }, &text);
   }
-  bool RawNumber(const char*, rapidjson::SizeType, bool) { return false; }  // not asked for
 
   bool StartObject() { return open(true); }
   bool StartArray() { return open(false); }
@@ -406,6 +403,8 @@ Status read_request(std::string_view text, rapidjson::Document* doc, std::vector
   doc->Populate(generate);
   if (!handler.status().ok()) return handler.status();
   if (!parsed) return malformed(reader);
+  // RapidJSON takes a NUL byte for the end of its input; what follows one is not a document.
+  if (is.Tell() != text.size()) return trailing_bytes(is.Tell());
   *data = std::move(handler.inputs_data());
   return ok_status();
 }

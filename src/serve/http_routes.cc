@@ -38,64 +38,14 @@ std::string repository_index_json(const std::vector<RepositoryEntry>& entries, b
   return out.str();
 }
 
-// Decodes %XX escapes of a path segment; false on a malformed escape.
-bool percent_decode(std::string_view in, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      *out += in[i];
-      continue;
-    }
-    if (i + 2 >= in.size()) return false;
-    auto hex = [](char c) -> int {
-      if (c >= '0' && c <= '9') return c - '0';
-      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-      return -1;
-    };
-    const int hi = hex(in[i + 1]), lo = hex(in[i + 2]);
-    if (hi < 0 || lo < 0) return false;
-    *out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return true;
-}
-
 }  // namespace
-
-Response make_response(unsigned status, std::string body, const char* content_type) {
-  Response res;
-  res.result(status);
-  res.set(http::field::server, "streamline");
-  if (*content_type != '\0') res.set(http::field::content_type, content_type);
-  res.body() = std::move(body);
-  return res;
-}
-
-Response error_response(unsigned status, std::string_view message) {
-  return make_response(status, error_json(cap_message(message)), kJson);
-}
-
-Response status_response(const Status& s) {
-  return error_response(static_cast<unsigned>(http_status(s)), s.message());
-}
 
 std::optional<Response> HttpSession::route(Request& req) {
   std::string_view target(req.target().data(), req.target().size());
   target = target.substr(0, target.find('?'));
-  if (target.empty() || target[0] != '/') return error_response(400, "the request target must be a path");
-  std::vector<std::string> seg;
-  for (size_t pos = 1; pos <= target.size();) {
-    size_t end = std::min(target.find('/', pos), target.size());
-    std::string s;
-    if (!percent_decode(target.substr(pos, end - pos), &s))
-      return error_response(400, "malformed %-escape in the path");
-    seg.push_back(std::move(s));
-    pos = end + 1;
-  }
-  if (!seg.empty() && seg.back().empty() && seg.size() > 1) seg.pop_back();  // a trailing slash
-  for (const std::string& s : seg)
-    if (s.empty()) return error_response(404, "no such route");
+  Result<std::vector<std::string>> parsed = split_target(target);
+  if (!parsed.ok()) return status_response(parsed.status());
+  const std::vector<std::string>& seg = *parsed;
 
   const http::verb method = req.method();
   const bool get = method == http::verb::get, post = method == http::verb::post;

@@ -8,7 +8,6 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <chrono>
-#include <set>
 
 #include "serve/echo.h"
 #include "serve/http_codec.h"
@@ -152,47 +151,34 @@ void HttpSession::start() {
   });
 }
 
-uint64_t HttpSession::json_limit() const {
-  return static_cast<uint64_t>(std::max<int64_t>(0, state_.options.max_json_bytes));
+RequestLimits HttpSession::limits() const {
+  return {.body = state_.core.options().max_request_bytes, .json = state_.options.max_json_bytes};
 }
 
 void HttpSession::read() {
   if (close_after_ || finishing_) return finish();
   if (state_.stopping() && !more_pending()) return finish();
-  parser_.emplace();
-  parser_->header_limit(kHeaderLimit);
-  body_limit_ = static_cast<uint64_t>(std::max<int64_t>(0, state_.core.options().max_request_bytes));
-  parser_->body_limit(body_limit_);
+  reader_.emplace(limits());
   if (state_.stopping())
     stream_.expires_after(kStopReadTimeout);
   else
     stream_.expires_after(std::chrono::seconds(state_.options.idle_timeout_s));
   reading_ = true;
-  http::async_read_header(stream_, buffer_, *parser_,
+  http::async_read_header(stream_, buffer_, reader_->parser(),
                           [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
 }
 
 void HttpSession::on_header(beast::error_code ec) {
   if (ec) return on_read(ec);
-  const auto& header = parser_->get();
-  // Without the binary extension the whole body is JSON: the JSON limit applies, before the body
-  // is read when its length is declared.
-  if (header.count("Inference-Header-Content-Length") == 0 && json_limit() < body_limit_) {
-    body_limit_ = json_limit();
-    const auto length = parser_->content_length();
-    if (length && *length > body_limit_) {
-      reading_ = false;
-      keep_alive_ = false;
-      version_ = header.version();
-      return send(error_response(413, "JSON request body of " + std::to_string(*length) +
-                                          " bytes is larger than the JSON limit of " + std::to_string(body_limit_) +
-                                          " bytes (--max-json-body-mb); send large tensors with the binary "
-                                          "tensor extension"));
-    }
-    parser_->body_limit(body_limit_);  // a chunked body: counted as it arrives
+  const auto& header = reader_->parser().get();
+  if (std::optional<Response> refusal = reader_->check_header()) {
+    reading_ = false;
+    keep_alive_ = false;
+    version_ = header.version();
+    return send(std::move(*refusal));
   }
   // A client that sent "Expect: 100-continue" waits for our go-ahead before it sends the body.
-  if (parser_->is_done() || !beast::iequals(header[http::field::expect], "100-continue")) return read_body();
+  if (reader_->parser().is_done() || !beast::iequals(header[http::field::expect], "100-continue")) return read_body();
   go_ahead_.emplace(http::status::continue_, header.version());
   http::async_write(stream_, *go_ahead_, [self = shared_from_this()](beast::error_code e, size_t) {
     self->go_ahead_.reset();
@@ -202,7 +188,7 @@ void HttpSession::on_header(beast::error_code ec) {
 }
 
 void HttpSession::read_body() {
-  http::async_read(stream_, buffer_, *parser_,
+  http::async_read(stream_, buffer_, reader_->parser(),
                    [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
 }
 
@@ -211,24 +197,16 @@ void HttpSession::on_read(beast::error_code ec) {
   if (ec) {
     // release() cancelled the wait for a next request: answer anything that arrived meanwhile.
     if (ec == asio::error::operation_aborted && state_.stopping()) return more_pending() ? read() : finish();
-    const auto& http_category = http::make_error_code(http::error::end_of_stream).category();
-    if (ec == http::error::end_of_stream || ec.category() != http_category) return close();
+    std::optional<Response> answer = reader_->refusal_for(ec);
+    if (!answer) return close();
     // Malformed or oversized: answer, then close (the rest of the stream cannot be trusted).
     keep_alive_ = false;
-    version_ = parser_->is_header_done() ? parser_->get().version() : 11;
-    if (ec == http::error::body_limit)
-      return send(error_response(413, "request body larger than " + std::to_string(body_limit_) + " bytes"));
-    if (ec == http::error::header_limit) return send(error_response(431, "request headers too large"));
-    if (ec == http::error::buffer_overflow)
-      return send(error_response(
-          431, parser_->is_header_done()
-                   ? "request trailers (or a chunk-size line) larger than " + std::to_string(kHeaderLimit) + " bytes"
-                   : "request headers too large"));
-    return send(error_response(400, "malformed HTTP request: " + ec.message()));
+    version_ = reader_->parser().is_header_done() ? reader_->parser().get().version() : 11;
+    return send(std::move(*answer));
   }
   state_.touch();
-  Request req = parser_->release();
-  parser_.reset();
+  Request req = reader_->parser().release();
+  reader_.reset();
   keep_alive_ = req.keep_alive();
   version_ = req.version();
   {
@@ -282,7 +260,7 @@ void HttpSession::release() {
     return send(std::move(res));
   }
   // Waiting for a next request that has not begun to arrive: stop waiting (on_read closes).
-  if (reading_ && parser_ && !parser_->got_some() && !more_pending()) {
+  if (reading_ && reader_ && !reader_->parser().got_some() && !more_pending()) {
     beast::error_code ignored;
     stream_.socket().cancel(ignored);
   }
@@ -326,20 +304,9 @@ std::optional<Response> HttpSession::infer(Request& req, const std::string& mode
     req.body() = std::move(*plain);
     req.erase(http::field::content_encoding);
   }
-  // One Inference-Header-Content-Length: repeated with different values, which one is meant?
-  std::set<std::string> lengths;
-  for (auto [it, end] = req.equal_range("Inference-Header-Content-Length"); it != end; ++it)
-    lengths.emplace(it->value().data(), it->value().size());
-  if (lengths.size() > 1)
-    return error_response(400, "Inference-Header-Content-Length is given " + std::to_string(lengths.size()) +
-                                   " times with different values");
-  const std::string header = lengths.empty() ? std::string() : *lengths.begin();
-  Result<std::optional<size_t>> header_length = parse_header_length(header, req.body().size());
-  if (!header_length.ok()) return status_response(header_length.status());
-  if (header_length->has_value() && **header_length > json_limit())
-    return error_response(413, "the JSON header of " + std::to_string(**header_length) +
-                                   " bytes is larger than the JSON limit of " + std::to_string(json_limit()) +
-                                   " bytes (--max-json-body-mb)");
+  InferFraming framing = infer_framing(req, state_.options.max_json_bytes);
+  if (framing.refusal) return std::move(*framing.refusal);
+  const std::optional<size_t> header_length = framing.header_length;
 
   auto ctx = std::make_shared<InferContext>();
   ctx->state = state_.shared_from_this();
@@ -352,11 +319,11 @@ std::optional<Response> HttpSession::infer(Request& req, const std::string& mode
   }
   stream_.expires_never();  // no I/O until the response
   if (req.body().size() <= state_.options.inline_decode_bytes) {
-    decode_and_submit(ctx, req, *header_length);
+    decode_and_submit(ctx, req, header_length);
     return std::nullopt;
   }
   auto body = std::make_shared<Request>(std::move(req));
-  const std::optional<size_t> hl = *header_length;
+  const std::optional<size_t> hl = header_length;
   const bool queued = state_.decode_pool->try_post([ctx, body, hl] {
     if (ctx->state->options.before_decode) ctx->state->options.before_decode();
     decode_and_submit(ctx, *body, hl);

@@ -27,7 +27,8 @@ std::string shape_string(const std::vector<int64_t>& dims, bool batch) {
 Status check_against_config(const ModelConfig& c, const InferRequest& r) {
   const bool batch = c.max_batch_size > 0;
   for (const auto& [name, t] : r.inputs) {
-    auto it = std::find_if(c.inputs.begin(), c.inputs.end(), [&](const TensorConfig& x) { return x.name == name; });
+    auto it =
+        std::find_if(c.inputs.begin(), c.inputs.end(), [&name = name](const TensorConfig& x) { return x.name == name; });
     if (it == c.inputs.end()) continue;  // the runtime names unknown inputs
     const Shape& s = t.shape();
     const std::string where = "input '" + name + "': ";

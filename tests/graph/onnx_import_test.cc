@@ -689,6 +689,33 @@ TEST(OnnxImport, AttributeKinds) {
                         {"attribute 'sparse' of node com.example.Gadget 'g'"}));
 }
 
+// An attribute of a default-domain op whose type is not the one ONNX's schema gives it used to be
+// read as that type's zero (Gemm's transB as a string: no transpose), silently computing something
+// else than the model says.
+TEST(OnnxImport, AttributeOfTheWrongTypeForItsSchemaIsAnError) {
+  OnnxModel m(13);
+  m.input("a", TensorProto::FLOAT, {"2", "3"});
+  m.initializer(testing::float_tensor("b", {4, 3}, std::vector<float>(12, 1.f)));
+  auto* gemm = m.node("Gemm", "gemm", {"a", "b"}, {"y"});
+  testing::attr_string(gemm, "transB", "1");
+  m.output("y", TensorProto::FLOAT, {"2", "4"});
+  EXPECT_TRUE(has_error(import_onnx_bytes(m.bytes(), ""), StatusCode::kInvalidArgument,
+                        {"attribute 'transB' of node Gemm 'gemm'", "must be INT", "STRING"}));
+  // Deduced from the field that is set, for attributes without a type: the same check.
+  gemm->mutable_attribute(0)->Clear();
+  gemm->mutable_attribute(0)->set_name("alpha");
+  gemm->mutable_attribute(0)->add_ints(2);
+  EXPECT_TRUE(has_error(import_onnx_bytes(m.bytes(), ""), StatusCode::kInvalidArgument,
+                        {"attribute 'alpha' of node Gemm 'gemm'", "must be FLOAT", "INTS"}));
+  // The right type imports; an attribute the schema does not list is left to the kernel.
+  gemm->clear_attribute();
+  testing::attr_int(gemm, "transB", 1);
+  testing::attr_string(gemm, "unlisted", "x");
+  Result<Graph> r = import_onnx_bytes(m.bytes(), "");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->node(0).attr_int("transB", 0), 1);
+}
+
 // then: Relu(x), else: Neg(x) or, with `nested`, an inner If whose branches use x from two levels up.
 onnx::GraphProto branch(const std::string& name, const std::string& op, const std::string& out, bool nested) {
   onnx::GraphProto gp;

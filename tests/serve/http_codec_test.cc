@@ -101,6 +101,27 @@ TEST(HttpCodecTest, RefusesMalformedDocuments) {
   EXPECT_TRUE(decode(deep).ok());
 }
 
+// RapidJSON reads a NUL byte as the end of its input: a NUL after the document used to end the
+// parse there, and whatever followed it was accepted unread.
+TEST(HttpCodecTest, RefusesBytesAfterTheDocumentEvenAfterANul) {
+  const std::string doc = one_input("FP32", "[1]", "[1]");
+  for (const std::string tail : {std::string(1, '\0'), std::string("\0garbage{{", 10), std::string(" \0 ", 3)}) {
+    expect_invalid(doc + tail, "malformed JSON at byte ");
+    expect_invalid(doc + tail, "must not be followed by other values");
+  }
+  EXPECT_TRUE(decode(doc + " \r\n\t").ok());  // whitespace after the document is fine
+  // The binary extension's JSON header likewise.
+  const std::string header = doc + std::string(1, '\0');
+  auto d = decode_infer_request(header + "raw", header.size());
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("must not be followed"), std::string::npos) << d.status().message();
+  // And the small documents of the other routes (POST /v2/repository/index).
+  auto ready = parse_bool_member(std::string("{\"ready\":true}\0junk", 19), "ready");
+  ASSERT_FALSE(ready.ok());
+  EXPECT_NE(ready.status().message().find("must not be followed"), std::string::npos) << ready.status().message();
+  EXPECT_TRUE(*parse_bool_member("{\"ready\":true}\n", "ready"));
+}
+
 TEST(HttpCodecTest, MapsParametersOntoTheRequest) {
   auto d = decode(R"({"id":"r1","parameters":{"priority":1,"timeout":2500,"binary_data_output":true},)"
                   R"("outputs":[{"name":"b"},{"name":"a","parameters":{"binary_data":false}}],)" +

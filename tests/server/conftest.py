@@ -39,6 +39,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_ports(n: int) -> list[int]:
+    """n distinct free ports (held together while they are picked, so none repeats)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def mlp_model(width_in: int, width_out: int, layers: int, seed: int) -> onnx.ModelProto:
     """x [N, width_in] -> layers x (MatMul + Add + Relu) -> y [N, width_out]."""
     rng = np.random.default_rng(seed)
@@ -124,16 +136,25 @@ def reference(model_path: Path, x: np.ndarray) -> np.ndarray:
 
 
 class Server:
-    """A running `streamline serve` on free loopback ports."""
+    """A running `streamline serve` on free loopback ports; `env` adds to its environment."""
 
-    def __init__(self, repo: Path, extra=()):
-        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+    def __init__(self, repo: Path, extra=(), env=None):
         self.repo = repo
-        cmd = [str(binary_path()), "serve", "--model-repository", str(repo),
-               "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
-               "--metrics-port", str(self.metrics_port), *extra]
-        self.log = open(repo.parent / f"serve-{self.http_port}.log", "w+")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, text=True)
+        for attempt in range(3):
+            self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
+            cmd = [str(binary_path()), "serve", "--model-repository", str(repo),
+                   "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
+                   "--metrics-port", str(self.metrics_port), *extra]
+            self.log = open(repo.parent / f"serve-{self.http_port}.log", "w+")
+            self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, text=True,
+                                         env={**os.environ, **(env or {})})
+            # Another process may take a port between our pick and the server's check: pick again.
+            try:
+                if self.proc.wait(timeout=0.5) == 2 and "already in use" in self.output() and attempt < 2:
+                    continue
+            except subprocess.TimeoutExpired:
+                pass
+            break
         deadline = time.time() + START_TIMEOUT_S
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -58,7 +58,10 @@ class DftKernel final : public DataKernel {
   }
 
   Status run(const RunContext& ctx) const override {
-    const auto [axis, len] = *static_cast<const std::pair<int64_t, int64_t>*>(ctx.state);
+    // Plain variables, not a structured binding: the lambda below uses len, and clang before 16
+    // cannot capture a binding.
+    const auto& state = *static_cast<const std::pair<int64_t, int64_t>*>(ctx.state);
+    const int64_t axis = state.first, len = state.second;
     const Tensor& x = ctx.inputs[0];
     Tensor& y = ctx.outputs[0];
     const Shape& s = x.shape();

@@ -257,7 +257,8 @@ class ValueShapedKernel final : public DataKernel {
         std::vector<int64_t> kept;
         for (const auto& [s, i] : cand) {
           if (static_cast<int64_t>(kept.size()) >= max_out) break;
-          if (std::none_of(kept.begin(), kept.end(), [&](int64_t j) { return suppresses(b, i, j); })) kept.push_back(i);
+          if (std::none_of(kept.begin(), kept.end(), [&, &i = i](int64_t j) { return suppresses(b, i, j); }))
+            kept.push_back(i);
         }
         for (int64_t i : kept) selected.insert(selected.end(), {b, c, i});
       }
