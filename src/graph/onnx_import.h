@@ -20,7 +20,7 @@ struct ImportOptions {
   // Lowest and highest opset of the default domain accepted. Outside: Unsupported. Nodes of models
   // below opset 7 are upgraded to opset-7 semantics at import (graph/legacy_opset.h).
   int min_opset = 1;
-  int max_opset = 17;
+  int max_opset = 26;
   // Upper bound on the bytes of one external-data file read (guards against corrupt lengths).
   int64_t max_external_bytes = int64_t{64} << 30;
 };

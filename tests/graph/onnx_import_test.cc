@@ -519,8 +519,8 @@ TEST(OnnxImport, TwoProducersOfOneValue) {
 
 TEST(OnnxImport, OpsetRange) {
   // Below opset 7 a model is accepted and upgraded to opset 7 (legacy_opset_test.cc) unless
-  // min_opset refuses it.
-  for (int64_t opset : {6, 18}) {
+  // min_opset refuses it; opsets up to 26 load by default, later ones only when max_opset allows.
+  for (int64_t opset : {6, 27}) {
     OnnxModel m(opset);
     m.input("x", TensorProto::FLOAT, {"2"});
     m.node("Relu", "r", {"x"}, {"y"});
@@ -531,11 +531,25 @@ TEST(OnnxImport, OpsetRange) {
                           {"opset " + std::to_string(opset)}));
     ImportOptions wide;
     wide.min_opset = 1;
-    wide.max_opset = 18;
+    wide.max_opset = 27;
     Result<Graph> r = import_onnx_bytes(m.bytes(), "", wide);
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     EXPECT_EQ(r->node(0).opset, std::max<int64_t>(opset, 7));
   }
+  for (int64_t opset : {18, 23, 26}) {
+    OnnxModel m(opset);
+    m.input("x", TensorProto::FLOAT, {"2"});
+    m.node("Relu", "r", {"x"}, {"y"});
+    m.output("y", TensorProto::FLOAT, {"2"});
+    Result<Graph> r = import_onnx_bytes(m.bytes(), "");
+    ASSERT_TRUE(r.ok()) << "opset " << opset << ": " << r.status().to_string();
+    EXPECT_EQ(r->node(0).opset, opset);
+  }
+  OnnxModel newer(27);
+  newer.input("x", TensorProto::FLOAT, {"2"});
+  newer.node("Relu", "r", {"x"}, {"y"});
+  newer.output("y", TensorProto::FLOAT, {"2"});
+  EXPECT_TRUE(has_error(import_onnx_bytes(newer.bytes(), ""), StatusCode::kUnsupported, {"opset 27", "1..26"}));
 }
 
 TEST(OnnxImport, DomainsAndOpsets) {
