@@ -20,6 +20,7 @@ Status register_cpu_kernels(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(cpu::register_rnn(reg));
   SL_RETURN_IF_ERROR(cpu::register_elementwise_types(reg));
   SL_RETURN_IF_ERROR(cpu::register_reduce_types(reg));
+  SL_RETURN_IF_ERROR(cpu::register_unary_types(reg));
   SL_RETURN_IF_ERROR(cpu::register_quant(reg));
   SL_RETURN_IF_ERROR(cpu::register_quant_linear(reg));
   SL_RETURN_IF_ERROR(cpu::register_einsum(reg));

@@ -22,6 +22,7 @@ Status register_attention(KernelRegistry& reg);    // streamline.Attention (oneD
 Status register_rnn(KernelRegistry& reg);          // RNN, GRU, LSTM
 Status register_elementwise_types(KernelRegistry& reg);  // arithmetic, Max/Min, Clip: 8/16-bit, unsigned, f16, f64
 Status register_reduce_types(KernelRegistry& reg); // Reduce* for float64, float16, bfloat16
+Status register_unary_types(KernelRegistry& reg);  // unary math, IsNaN/IsInf, Gelu: float64, float16, bfloat16
 Status register_quant(KernelRegistry& reg);        // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
 Status register_quant_linear(KernelRegistry& reg); // MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv
 Status register_einsum(KernelRegistry& reg);       // Einsum
