@@ -6,11 +6,13 @@ Status register_cpu_kernels(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(cpu::register_conv(reg));
   SL_RETURN_IF_ERROR(cpu::register_matmul(reg));
   SL_RETURN_IF_ERROR(cpu::register_pool(reg));
+  SL_RETURN_IF_ERROR(cpu::register_pool_direct(reg));
   SL_RETURN_IF_ERROR(cpu::register_layout(reg));
   SL_RETURN_IF_ERROR(cpu::register_elementwise(reg));
   SL_RETURN_IF_ERROR(cpu::register_softmax(reg));
   SL_RETURN_IF_ERROR(cpu::register_reduce(reg));
   SL_RETURN_IF_ERROR(cpu::register_normalization(reg));
+  SL_RETURN_IF_ERROR(cpu::register_normalization_more(reg));
   SL_RETURN_IF_ERROR(cpu::register_cast(reg));
   SL_RETURN_IF_ERROR(cpu::register_shape_ops(reg));
   SL_RETURN_IF_ERROR(cpu::register_tensor_ops(reg));
