@@ -14,6 +14,7 @@ Status register_cpu_kernels(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(cpu::register_normalization(reg));
   SL_RETURN_IF_ERROR(cpu::register_normalization_more(reg));
   SL_RETURN_IF_ERROR(cpu::register_cast(reg));
+  SL_RETURN_IF_ERROR(cpu::register_bitwise(reg));
   SL_RETURN_IF_ERROR(cpu::register_shape_ops(reg));
   SL_RETURN_IF_ERROR(cpu::register_tensor_ops(reg));
   SL_RETURN_IF_ERROR(cpu::register_loss(reg));

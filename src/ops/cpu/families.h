@@ -16,6 +16,7 @@ Status register_reduce(KernelRegistry& reg);       // Reduce*, ArgMax/ArgMin
 Status register_normalization(KernelRegistry& reg);// BatchNormalization, InstanceNormalization, LRN
 Status register_normalization_more(KernelRegistry& reg);  // GroupNormalization, LpNormalization
 Status register_cast(KernelRegistry& reg);         // Cast
+Status register_bitwise(KernelRegistry& reg);      // BitwiseAnd/Or/Xor/Not, BitCast
 Status register_shape_ops(KernelRegistry& reg);    // Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze, Identity, ...
 Status register_tensor_ops(KernelRegistry& reg);   // Concat, Split, Transpose, Pad, Slice, Gather, Resize, ...
 Status register_loss(KernelRegistry& reg);         // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
