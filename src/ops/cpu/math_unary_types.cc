@@ -1,8 +1,8 @@
 // Unary math for the floating types the float32 kernels of math_unary.cc leave out: float64 (computed
 // in double), float16 and bfloat16 (computed in float, rounded once per result). The activations,
 // the exponential/trigonometric functions, rounding, IsNaN and IsInf (bool outputs), plus Gelu
-// (opset 20, "none" or "tanh" approximation; float32 Gelu lives in transformer.cc). Defs are keyed by
-// exact dtype.
+// (opset 20, "none" or "tanh" approximation; float32 Gelu lives in transformer.cc) and Swish (opset
+// 24, every floating type). Defs are keyed by exact dtype.
 //
 //   y[i] = f(x[i])     f from the op's scalar definition in the ONNX specification
 
@@ -52,6 +52,7 @@ enum class Fn {
   kAcosh,
   kAtanh,
   kGelu,
+  kSwish,
   kIsNaN,
   kIsInf,
 };
@@ -144,6 +145,10 @@ double apply(Fn f, const Params& p, double x) {
         return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
       }
       return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case Fn::kSwish: {
+      const double ax = p.alpha * x;
+      return x * (ax >= 0 ? 1.0 / (1.0 + std::exp(-ax)) : std::exp(ax) / (1.0 + std::exp(ax)));
+    }
     case Fn::kIsNaN:
       return std::isnan(x) ? 1.0 : 0.0;
     case Fn::kIsInf:
@@ -177,6 +182,9 @@ Params read_params(const graph::Node& n, Fn f) {
       break;
     case Fn::kGelu:
       p.tanh_gelu = n.attr_string("approximate", "none") == "tanh";
+      break;
+    case Fn::kSwish:
+      p.alpha = n.attr_float("alpha", 1.f);
       break;
     default:
       break;
@@ -285,6 +293,9 @@ Status register_unary_types(KernelRegistry& reg) {
   // Gelu (opset 20); its float32 kernel is streamline.Gelu's (transformer.cc).
   for (DType t : {DType::kFloat64, DType::kFloat16, DType::kBFloat16})
     SL_RETURN_IF_ERROR(add_fn(reg, "Gelu", Fn::kGelu, 20, t));
+  // Swish (opset 24): x * sigmoid(alpha * x).
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16})
+    SL_RETURN_IF_ERROR(add_fn(reg, "Swish", Fn::kSwish, 24, t));
   return ok_status();
 }
 
