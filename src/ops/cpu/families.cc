@@ -34,6 +34,7 @@ Status register_cpu_kernels(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(cpu::register_signal(reg));
   SL_RETURN_IF_ERROR(cpu::register_value_shaped(reg));
   SL_RETURN_IF_ERROR(cpu::register_control_flow(reg));
+  SL_RETURN_IF_ERROR(cpu::register_ml_ops(reg));
   return ok_status();
 }
 

@@ -36,5 +36,6 @@ Status register_optimizer(KernelRegistry& reg);    // Adagrad, Momentum, Adam (a
 Status register_signal(KernelRegistry& reg);       // DFT, TfIdfVectorizer
 Status register_value_shaped(KernelRegistry& reg); // NonZero, Unique, Compress, NMS, *Window (constant inputs)
 Status register_control_flow(KernelRegistry& reg); // If, Loop, Scan (run eagerly: ops/eager.h)
+Status register_ml_ops(KernelRegistry& reg);       // ai.onnx.ml Binarizer, ArrayFeatureExtractor, TreeEnsemble
 
 }  // namespace streamline::ops::cpu
