@@ -5,9 +5,9 @@
 // the back, the complex dimension excluded) over dft_length points (the input's length by
 // default; shorter truncates, longer zero-pads); `inverse` divides by the length. `onesided` on a
 // forward transform keeps the first length / 2 + 1 bins of a real input (RFFT); on an inverse one
-// it takes those bins of a conjugate-symmetric spectrum and returns the real signal of dft_length
-// points (IRFFT, default 2 * (bins - 1)). Output [..., 2] complex, or [..., 1] for IRFFT. Direct
-// O(N^2) sums in double with a precomputed twiddle table in the workspace.
+// it takes those bins of a conjugate-symmetric spectrum (a real input's imaginary parts are 0) and
+// returns the real signal of dft_length points (IRFFT, default 2 * (bins - 1)). Output [..., 2] complex, or [..., 1]
+// for IRFFT. Direct O(N^2) sums in double with a precomputed twiddle table in the workspace.
 //
 // TfIdfVectorizer: counts, per row, the pool's n-grams (lengths min_gram_length..max_gram_length,
 // consecutive tokens or tokens `skip + 1` apart for skip in 0..max_skip_count; unigrams once) and
@@ -68,7 +68,6 @@ class DftKernel final : public DataKernel {
     }
     if (plan.len < 1) return invalid("the transform length must be positive");
     if (onesided_ && !inverse_ && s.back() == 2) return invalid("a onesided forward transform needs a real input");
-    if (plan.irfft && s.back() != 2) return invalid("a onesided inverse transform needs a complex input");
     Shape out = s;
     out[static_cast<size_t>(axis)] = onesided_ && !inverse_ ? plan.len / 2 + 1 : plan.len;
     out[out.rank() - 1] = plan.irfft ? 1 : 2;
