@@ -487,7 +487,9 @@ Result<Graph> import_model(onnx::ModelProto& model, const std::string& base_dir,
   }
   // Whatever inference left open (newer opsets, hidden nodes, bodies) from each op's type rule.
   const int filled = fill_missing_dtypes(g);
-  if (filled > 0) SL_LOG(kDebug) << what << ": " << filled << " value dtype(s) from operator type rules";
+  if (filled > 0) {
+    SL_LOG(kDebug) << what << ": " << filled << " value dtype(s) from operator type rules";
+  }
   return g;
 }
 

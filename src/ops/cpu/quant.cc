@@ -2,7 +2,9 @@
 // and bfloat16 scales from 19, blocks, 16-bit integers and output_dtype from 21/23) and
 // DynamicQuantizeLinear (opset 11).
 //
-//   QuantizeLinear     y = saturate(round_half_even(x / scale) + zero_point)    (u)int8, (u)int16
+//   QuantizeLinear     y = saturate(round_half_even(x / scale) + zero_point)    (u)int8, (u)int16,
+//                      (u)int4, (u)int2; float8/float4 targets: x / scale + zero_point rounded to
+//                      the format (saturate attribute, opset 19)
 //   DequantizeLinear   y = (x - zero_point) * scale                              the scale's dtype
 //   DynamicQuantizeLinear: scale = (max(x, 0) - min(x, 0)) / 255, zero_point = round(-min / scale),
 //                      then QuantizeLinear to uint8; all three outputs are produced.
@@ -14,6 +16,7 @@
 #include <cfenv>
 #include <cmath>
 
+#include "core/small_types.h"
 #include "ops/cpu/extra_common.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/math_common.h"
@@ -42,7 +45,10 @@ bool quant_range(DType t, double* lo, double* hi) {
       *lo = -32768, *hi = 32767;
       return true;
     default:
-      return false;
+      if (!is_small_int(t)) return false;
+      *lo = static_cast<double>(small_int_min(t));
+      *hi = static_cast<double>(small_int_max(t));
+      return true;
   }
 }
 
@@ -69,6 +75,7 @@ class QuantizeKernel final : public DataKernel {
     if (block_ < 0) return invalid("block_size must be >= 0");
     if (block_ > 0 && opset_ < 21) return invalid("block_size needs opset 21");
     output_dtype_ = static_cast<DType>(a.node.attr_int("output_dtype", 0));
+    small_.saturate = a.node.attr_int("saturate", 1) != 0;
     return ok_status();
   }
 
@@ -87,11 +94,12 @@ class QuantizeKernel final : public DataKernel {
       if (has_zp && output_dtype_ != DType::kUndefined && output_dtype_ != out)
         return invalid("output_dtype differs from the zero point's dtype");
       double lo = 0, hi = 0;
-      if (!quant_range(out, &lo, &hi)) return unsupported_error(std::string("zero point dtype ") + dtype_name(out));
+      if (!quant_range(out, &lo, &hi) && !is_small_float(out))
+        return unsupported_error(std::string("zero point dtype ") + dtype_name(out));
     } else {
       const DType t = in[0].dtype;
       double lo = 0, hi = 0;
-      if (!quant_range(t, &lo, &hi) && t != DType::kInt32)
+      if (!quant_range(t, &lo, &hi) && t != DType::kInt32 && !is_small_float(t))
         return unsupported_error(std::string("input dtype ") + dtype_name(t));
       if (has_zp && in[2].dtype != t) return invalid("zero point dtype differs from the input's");
       out = output_dtype_ != DType::kUndefined ? output_dtype_ : st;
@@ -112,7 +120,8 @@ class QuantizeKernel final : public DataKernel {
     const int64_t n = x.numel();
     const DType xt = x.dtype(), yt = y.dtype(), st = scale.dtype();
     double lo = 0, hi = 0;
-    quant_range(yt, &lo, &hi);
+    const bool to_float8 = quantize_ && is_small_float(yt);
+    if (!to_float8) quant_range(yt, &lo, &hi);
     math::parallel_chunks(n, math::kCheapGrain, ctx.num_threads, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         const int64_t k = pi.of(i);
@@ -121,6 +130,11 @@ class QuantizeKernel final : public DataKernel {
         if (quantize_) {
           // float32 arithmetic, as the specification's reference computes it.
           const float v = static_cast<float>(load_f(xt, x.raw(), i));
+          if (to_float8) {
+            // Float targets round to their own precision (and saturate unless saturate = 0).
+            static_cast<uint8_t*>(y.raw())[i] = float_to_small(yt, v / sc + z, small_);
+            continue;
+          }
           const double q = std::min(hi, std::max(lo, static_cast<double>(std::nearbyint(v / sc) + z)));
           store_f(yt, y.raw(), i, q);
         } else {
@@ -168,6 +182,7 @@ class QuantizeKernel final : public DataKernel {
   int64_t axis_ = 1;
   int64_t block_ = 0;
   DType output_dtype_ = DType::kUndefined;
+  SmallCastOptions small_;
 };
 
 class DynamicQuantizeKernel final : public DataKernel {
