@@ -91,7 +91,8 @@ Result<std::vector<Tensor>> evaluate(const graph::Node& node, const Kernel& kern
     infos[i].value = &inputs[i];
   }
   auto rr = kernel.reshape(infos);
-  if (!rr.ok()) return rr.status().with_context(node.describe());
+  // Name the opset too: an op's accepted inputs and types change with it.
+  if (!rr.ok()) return rr.status().with_context(node.describe() + " (opset " + std::to_string(node.opset) + ")");
   ReshapeResult& r = *rr;
   if (r.outputs.size() < node.outputs.size())
     return internal_error(node.describe() + ": kernel returned " + std::to_string(r.outputs.size()) +
