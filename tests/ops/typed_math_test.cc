@@ -192,5 +192,47 @@ TEST(TypedMath, GeluBothForms) {
   EXPECT_FALSE(bad.run(cpu_reg(), {values_of(DType::kFloat32, Shape{2}, rng, -1, 1)}).ok());
 }
 
+// MatMul and Softmax/LogSoftmax for float64/float16 and integers agree with the float32 kernels on
+// the same (exactly representable) values, with broadcast batches and 1-D operands.
+TEST(TypedMath, MatMulAndSoftmaxOfOtherDtypes) {
+  std::mt19937 rng(508);
+  const std::vector<std::pair<Shape, Shape>> shapes = {{Shape{3, 4}, Shape{4, 5}},
+                                                       {Shape{2, 1, 3, 4}, Shape{3, 4, 2}},
+                                                       {Shape{4}, Shape{2, 4, 3}},
+                                                       {Shape{2, 3, 4}, Shape{4}}};
+  for (const auto& [as, bs] : shapes) {
+    const Tensor a32 = values_of(DType::kFloat32, as, rng, -4, 4), b32 = values_of(DType::kFloat32, bs, rng, -4, 4);
+    Tensor a = Tensor::empty(DType::kFloat32, as), b = Tensor::empty(DType::kFloat32, bs);
+    for (int64_t i = 0; i < a.numel(); ++i) a.data<float>()[i] = std::round(a32.data<float>()[i]);
+    for (int64_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = std::round(b32.data<float>()[i]);
+    auto want = NodeCase("MatMul", 13, 2).run(cpu_reg(), {a, b});
+    ASSERT_TRUE(want.ok()) << want.status().to_string();
+    for (DType dt : {DType::kFloat64, DType::kFloat16, DType::kInt32, DType::kInt64}) {
+      Tensor ad = Tensor::empty(dt, as), bd = Tensor::empty(dt, bs);
+      for (int64_t i = 0; i < a.numel(); ++i) cpu::store_f(dt, ad.raw(), i, a.data<float>()[i]);
+      for (int64_t i = 0; i < b.numel(); ++i) cpu::store_f(dt, bd.raw(), i, b.data<float>()[i]);
+      auto got = NodeCase("MatMul", 13, 2).run(cpu_reg(), {ad, bd});
+      ASSERT_TRUE(got.ok()) << dtype_name(dt) << ": " << got.status().to_string();
+      ASSERT_EQ((*got)[0].shape(), (*want)[0].shape()) << dtype_name(dt);
+      for (int64_t i = 0; i < (*want)[0].numel(); ++i)
+        EXPECT_EQ(cpu::load_f(dt, (*got)[0].raw(), i), (*want)[0].data<float>()[i]) << dtype_name(dt) << " " << i;
+    }
+  }
+  for (const char* op : {"Softmax", "LogSoftmax"}) {
+    for (int64_t axis : {0, 1, -1}) {
+      const Tensor x = values_of(DType::kFloat32, Shape{3, 4, 5}, rng, -3, 3);
+      Tensor xd = Tensor::empty(DType::kFloat64, x.shape());
+      for (int64_t i = 0; i < x.numel(); ++i) xd.data<double>()[i] = x.data<float>()[i];
+      NodeCase nc(op, 13, 1);
+      nc.i("axis", axis);
+      auto want = nc.run(cpu_reg(), {x});
+      auto got = nc.run(cpu_reg(), {xd});
+      ASSERT_TRUE(want.ok() && got.ok()) << got.status().to_string();
+      for (int64_t i = 0; i < x.numel(); ++i)
+        EXPECT_NEAR((*got)[0].data<double>()[i], (*want)[0].data<float>()[i], 1e-5) << op << " axis " << axis;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace streamline::ops::testing

@@ -6,6 +6,7 @@ Status register_cpu_kernels(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(cpu::register_conv(reg));
   SL_RETURN_IF_ERROR(cpu::register_conv_direct(reg));
   SL_RETURN_IF_ERROR(cpu::register_matmul(reg));
+  SL_RETURN_IF_ERROR(cpu::register_matmul_types(reg));
   SL_RETURN_IF_ERROR(cpu::register_pool(reg));
   SL_RETURN_IF_ERROR(cpu::register_pool_direct(reg));
   SL_RETURN_IF_ERROR(cpu::register_layout(reg));

@@ -8,6 +8,7 @@ namespace streamline::ops::cpu {
 Status register_conv(KernelRegistry& reg);         // Conv, ConvTranspose, streamline.FusedConv (oneDNN)
 Status register_conv_direct(KernelRegistry& reg);  // Col2Im, DeformConv
 Status register_matmul(KernelRegistry& reg);       // Gemm, MatMul, streamline.FusedGemm/FusedMatMul (oneDNN)
+Status register_matmul_types(KernelRegistry& reg); // MatMul for float64, float16, bfloat16 and 32/64-bit ints
 Status register_pool(KernelRegistry& reg);         // MaxPool, AveragePool, Global*Pool (oneDNN)
 Status register_pool_direct(KernelRegistry& reg);  // LpPool, GlobalLpPool; other dtypes, MaxPool Indices
 Status register_layout(KernelRegistry& reg);       // streamline.LayoutConvert (planner-inserted)
