@@ -6,7 +6,7 @@
 //
 // Every failure is a Status naming the file and, where there is one, the node, value or tensor:
 // truncated or corrupt protobuf, a missing initializer or external-data file, a dangling input,
-// a cycle, an opset outside 1..17 of the default domain, an unsupported element type, a node of
+// a cycle, an opset outside 1..26 of the default domain, an unsupported element type, a node of
 // opset 1..6 that cannot be upgraded to opset 7 (graph/legacy_opset.h).
 
 #include <string>
