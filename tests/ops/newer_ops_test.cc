@@ -54,6 +54,18 @@ TEST(NewerOps, MelWeightMatrixBands) {
   }
 }
 
+// A corrupt model's sizes (2^20 bands of a 2^20-point DFT would be 2 TiB of weights) are refused
+// with an error, not an allocation that takes the process down.
+TEST(NewerOps, MelWeightMatrixRefusesAnImpossibleSize) {
+  NodeCase nc("MelWeightMatrix", 17, 5);
+  auto y = nc.run(cpu_reg(),
+                  {Tensor::scalar<int64_t>(int64_t{1} << 20), Tensor::scalar<int64_t>(int64_t{1} << 20),
+                   Tensor::scalar<int64_t>(16000), Tensor::scalar<float>(0.f), Tensor::scalar<float>(8000.f)},
+                  1, std::vector<bool>(5, true));
+  ASSERT_FALSE(y.ok());
+  EXPECT_NE(y.status().to_string().find("too large"), std::string::npos) << y.status().to_string();
+}
+
 TEST(NewerOps, TensorScatterLinearAndCircular) {
   // Cache [2, 4, 1] (batch, sequence, head dim); two new positions per entry.
   const Tensor past = Tensor::from_vector<float>(Shape{2, 4, 1}, {1, 2, 3, 4, 5, 6, 7, 8});

@@ -302,6 +302,8 @@ class ValueShapedKernel final : public DataKernel {
     const DType out = static_cast<DType>(node_.attr_int("output_datatype", 1));
     if (!dtype_supported(out) || out == DType::kBool) return unsupported_error("output_datatype");
     const int64_t spec = dft / 2 + 1;
+    // A corrupt model must not ask for an impossible matrix (2^28 elements is 1 GiB of float32).
+    if (bins > (int64_t{1} << 28) / spec) return invalid("a mel matrix of that size is too large");
     const auto to_mel = [](double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); };
     const double low_mel = to_mel(lo), step = (to_mel(hi) - low_mel) / static_cast<double>(bins + 2);
     std::vector<int64_t> point(static_cast<size_t>(bins + 2));
