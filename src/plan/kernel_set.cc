@@ -50,13 +50,16 @@ Result<KernelSet> create_kernels(const graph::Graph& g, const ops::KernelRegistr
         continue;
       }
     }
+    // The element type a kernel would be chosen by is named too, where the node has one.
+    const DType selector = ops::selector_dtype(dtypes[n], 0);
+    const std::string typed = selector == DType::kUndefined ? key : key + " for " + dtype_name(selector);
     if (!reg.has_op(node.op_type, node.domain, node.opset, ops::Device::kCpu)) {
-      missing[key].push_back(node.name);
+      missing[typed].push_back(node.name);
       continue;
     }
     auto def = lookup(ops::Device::kCpu);
     if (!def.ok()) {
-      missing[key + " for " + dtype_name(ops::selector_dtype(dtypes[n], 0))].push_back(node.name);
+      missing[typed].push_back(node.name);
       continue;
     }
     defs[n] = *def;

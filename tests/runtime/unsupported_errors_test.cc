@@ -43,7 +43,38 @@ TEST(UnsupportedErrors, NameOpOpsetNodeAndType) {
   auto n = Model::from_graph(std::move(h));
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.status().code(), StatusCode::kUnsupported);
-  EXPECT_TRUE(mentions(n.status(), {"NotAnOnnxOp", "opset 26", "mystery"})) << n.status().to_string();
+  EXPECT_TRUE(mentions(n.status(), {"NotAnOnnxOp", "opset 26", "for float32", "mystery"})) << n.status().to_string();
+}
+
+// Inside a subgraph (an If's branch), the node is named with its op, opset and input type too.
+TEST(UnsupportedErrors, InsideASubgraph) {
+  graph::Graph branch;
+  branch.opsets[""] = 23;
+  branch.name = "then";
+  const auto bx = branch.add_value("x", DType::kFloat32, DimList{2});
+  const auto by = branch.add_value("y", DType::kFloat32);
+  branch.add_node("NotAnOnnxOp", "deep", {bx}, {by});
+  branch.add_output(by);
+  graph::Graph g;
+  g.opsets[""] = 23;
+  const auto x = g.add_value("x", DType::kFloat32, DimList{2});
+  const auto flag = g.add_value("flag", DType::kBool, DimList{});
+  g.add_input(x);
+  g.add_input(flag);
+  const auto y = g.add_value("y", DType::kFloat32);
+  const auto n = g.add_node("If", "choose", {flag}, {y});
+  for (const char* name : {"then_branch", "else_branch"}) {
+    graph::Attribute a;
+    a.kind = graph::Attribute::Kind::kGraph;
+    a.g = std::make_shared<graph::Graph>(branch);
+    g.node(n).attrs[name] = a;
+  }
+  g.add_output(y);
+  auto m = Model::from_graph(std::move(g));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kUnsupported);
+  EXPECT_TRUE(mentions(m.status(), {"choose", "NotAnOnnxOp", "deep", "opset 23", "for float32"}))
+      << m.status().to_string();
 }
 
 }  // namespace
