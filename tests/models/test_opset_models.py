@@ -9,12 +9,15 @@
    and ONNX Runtime on the same input.
 2. A stateful model built with onnx.helper (opsets 18 and 21): an If whose branches read an input
    of unknown dimensions and a Loop that carries a state across iterations, run with a concrete
-   .npy for every input (and --shape as well), as an audio model's streaming step is.
+   .npy for every input (and --shape as well), as an audio model's streaming step is; the files'
+   shapes win over a contradicting --shape, `bench` (direct and serving) takes them too, and an
+   input with neither a file nor a --shape is named in the error.
 
 Metric: max|ours - ort| <= 1e-4 * max(1, max|ort|).
 """
 
 import io
+import json
 
 import numpy as np
 import pytest
@@ -203,6 +206,45 @@ def test_stateful_if_loop_matches_onnxruntime(opset, streamline_binary, tmp_path
             for name in ("output", "state_out"):
                 assert_close(ours[name], ref[name], f"opset {opset} step {step} {name}")
         state = ref["state_out"]
+
+
+def test_file_shape_wins_over_shape_flag(streamline_binary, tmp_path):
+    """A --shape that contradicts the --input file is ignored with a note: the tensor is the truth."""
+    path = tmp_path / "stateful.onnx"
+    onnx.save(stateful_model(18), path)
+    feeds = {"input": np.ones((3, 5), np.float32), "state": np.zeros((2, 1, 8), np.float32),
+             "sr": np.array(8000, np.int64)}
+    for name, value in feeds.items():
+        np.save(tmp_path / f"{name}.npy", value)
+    args = ["run", path, "--output-dir", tmp_path / "out", "--shape", "input=7,7"]
+    for name in feeds:
+        args += ["--input", f"{name}={tmp_path / (name + '.npy')}"]
+    r = run_cli_ok(args)
+    assert "--shape input=7,7 ignored" in r.stderr, r.stderr
+    assert np.load(tmp_path / "out" / "output.npy").shape == (3, 5)
+
+
+@pytest.mark.parametrize("serving", [False, True])
+def test_bench_takes_shapes_from_input_files(serving, streamline_binary, tmp_path):
+    """`bench` (direct and through serving instances) runs the stateful model from its .npy files."""
+    path = tmp_path / "stateful.onnx"
+    onnx.save(stateful_model(18), path)
+    feeds = {"input": np.ones((3, 5), np.float32), "state": np.zeros((2, 1, 8), np.float32),
+             "sr": np.array(16000, np.int64)}
+    args = ["bench", path, "--threads", 2, "--warmup", 0, "--seconds", 0.2, "--max-runs", 5, "--json"]
+    if serving:
+        args += ["--instances", 2]
+    for name, value in feeds.items():
+        np.save(tmp_path / f"{name}.npy", value)
+        args += ["--input", f"{name}={tmp_path / (name + '.npy')}"]
+    r = run_cli_ok(args)
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    assert report["runs"] >= 1, report
+    assert "3,5" in report["shapes"].replace(" ", ""), report
+    if serving:
+        assert report["failures"] == {}, report
+    else:
+        assert report["mode"] == "eager", report
 
 
 def test_stateful_input_without_shape_is_named(streamline_binary, tmp_path):
