@@ -78,9 +78,10 @@ struct Prepared {
 };
 Result<Prepared> prepare(const ModelFlags& mf, const InputFlags& in, bool with_inputs);
 
-// Shapes for every model input: --shape wins, then --input files' shapes, then the model's
-// declared dims with the dynamic ones filled (fill_dynamic_dims). `notes` (optional) receives
-// a line per dimension filled.
+// Shapes for every model input: an --input file's shape (the truth), else --shape, else the
+// model's declared dims with the dynamic ones filled (fill_dynamic_dims). A --shape that
+// contradicts an --input file is ignored. `notes` (optional) receives a line per dimension filled
+// and per --shape ignored.
 Result<std::vector<Shape>> resolve_shapes(const Model& model, const InputFlags& flags,
                                           std::vector<std::string>* notes = nullptr);
 // Input tensors: from --input files where given, else seeded random values (floats in [-1, 1),

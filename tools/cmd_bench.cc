@@ -99,10 +99,23 @@ int bench(const BenchFlags& f) {
   auto* shapes = &prepared->shapes;
   auto* inputs = &prepared->inputs;
   if (f.serving()) return bench_serving(f, *model, *shapes, *inputs);
-  auto plan = (*model)->plan_for(*shapes);
-  if (!plan.ok()) {
-    std::cerr << "error: " << plan.status().to_string() << std::endl;
+  // A shape set whose shapes depend on values computed in the run (If, Loop) has no plan: it runs
+  // node by node, and the figures say so.
+  auto mode = (*model)->execution_mode(*shapes);
+  if (!mode.ok()) {
+    std::cerr << "error: " << mode.status().to_string() << std::endl;
     return 2;
+  }
+  std::shared_ptr<const plan::ExecutionPlan> plan;
+  if (*mode == ExecutionMode::kPlanned) {
+    auto p = (*model)->plan_for(*shapes);
+    if (!p.ok()) {
+      std::cerr << "error: " << p.status().to_string() << std::endl;
+      return 2;
+    }
+    plan = *p;
+  } else if (!f.json) {
+    std::cerr << "note: no plan for these shapes (" << (*model)->eager_reason(*shapes) << "); running node by node\n";
   }
   // Each of `concurrency` clients owns a Session (its own arena and streams) on its own thread,
   // all sharing the model; closed loop: a client sends its next request when the last returns.
@@ -171,7 +184,9 @@ int bench(const BenchFlags& f) {
     }
   }
   const int threads = (*model)->threads_per_stream();
-  const int streams = (*plan)->num_streams;
+  const int streams = plan ? plan->num_streams : 1;
+  const int64_t arena_bytes = plan ? static_cast<int64_t>(plan->arena_bytes) : 0;
+  const size_t steps = plan ? plan->steps.size() : 0;
   std::string shape_str;
   for (size_t i = 0; i < shapes->size(); ++i)
     shape_str += (i ? " " : "") + (*model)->inputs()[i].name + "=" + (*shapes)[i].to_string();
@@ -186,15 +201,16 @@ int bench(const BenchFlags& f) {
       << ", \"latency_ms\": {\"p50\": " << fmt(p50, 4) << ", \"p90\": " << fmt(p90, 4) << ", \"p99\": " << fmt(p99, 4)
       << ", \"mean\": " << fmt(mean, 4) << ", \"min\": " << fmt(percentile(lat_ms, 0), 4) << "}"
       << ", \"batch_size_hist\": " << hist_json({{static_cast<int>(batch), lat_ms.size()}}) << ", \"rejected\": 0"
-      << ", \"arena_bytes\": " << (*plan)->arena_bytes << ", \"steps\": " << (*plan)->steps.size() << "}";
+      << ", \"mode\": \"" << execution_mode_name(*mode) << "\", \"arena_bytes\": " << arena_bytes
+      << ", \"steps\": " << steps << "}";
     std::cout << o.str() << std::endl;
     return 0;
   }
   std::cout << "model: " << f.model.path << "\ndevice: " << (*model)->device().to_string() << " ("
             << ops::precision_name((*model)->options().precision) << ")\ninputs: " << shape_str
-            << "\nstreams: " << streams << " x " << threads << " threads, concurrency: " << clients
-            << ", steps: " << (*plan)->steps.size() << ", arena: " << fmt((*plan)->arena_bytes / 1048576.0, 1)
-            << " MiB\n\n";
+            << "\nstreams: " << streams << " x " << threads << " threads, concurrency: " << clients << ", "
+            << execution_mode_name(*mode) << ", steps: " << steps
+            << ", arena: " << fmt(static_cast<double>(arena_bytes) / 1048576.0, 1) << " MiB\n\n";
   print_table({{"runs", "rejected", "p50 ms", "p90 ms", "p99 ms", "mean ms", "throughput/s"},
                {std::to_string(lat_ms.size()), "0", fmt(p50), fmt(p90), fmt(p99), fmt(mean), fmt(throughput, 1)}});
   std::cout << "\nbatch sizes (size:runs): " << hist_text({{static_cast<int>(batch), lat_ms.size()}}) << "\n";

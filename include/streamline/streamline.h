@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -42,6 +43,9 @@ namespace streamline {
 namespace exec {
 class TraceRecorder;
 }  // namespace exec
+namespace runtime {
+class InstancePool;
+}  // namespace runtime
 
 struct ModelOptions {
   // Graph rewrite passes (folding, fusion, elimination); off only for debugging. Takes effect at load.
@@ -163,7 +167,14 @@ class Model {
   // For an eager shape set: why it cannot be planned (the first value-dependent node); "" otherwise
   // or when the shape set has not been decided yet.
   std::string eager_reason(const std::vector<Shape>& shapes) const;
-  // Default shapes: symbolic dims take `batch` for the first dim and 1 elsewhere; unknown dims fail.
+  // The input shapes of a run, in model input order. Input i takes known[i] when that is set (the
+  // shape of the tensor the caller has for it, or one the caller chose), else its declared shape
+  // with symbolic dims set: the first to `batch`, the others to 1. A known shape must agree with
+  // the declared rank and fixed dims. InvalidArgument naming the input and the dimension when an
+  // input has neither a known shape nor a size for every dimension. `known` may be shorter than
+  // the input list (missing entries are unset). Thread-safe.
+  Result<std::vector<Shape>> input_shapes(const std::vector<std::optional<Shape>>& known, int64_t batch = 1) const;
+  // input_shapes with nothing known: the declared shapes, symbolic dims as above.
   Result<std::vector<Shape>> default_shapes(int64_t batch = 1) const;
   int default_threads() const;
   // Intra-op threads each stream uses.
@@ -176,6 +187,7 @@ class Model {
 
  private:
   friend class Session;
+  friend class runtime::InstancePool;  // serving instances run eager shape sets too
   // What is cached per shape set: a plan, or (plan null) the reason it runs eagerly.
   struct Prepared {
     std::shared_ptr<const plan::ExecutionPlan> plan;

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/logging.h"
+#include "graph/infer_dtypes.h"
 #include "graph/legacy_opset.h"
 #include "graph/onnx_infer.h"
 #include "graph/onnx_tensor.h"
@@ -502,6 +503,11 @@ Result<Graph> import_model(onnx::ModelProto& model, const std::string& base_dir,
   if (legacy != ctx.opsets.end() && legacy->second < kLegacyOpsetLimit) {
     s = upgrade_legacy_nodes(g, legacy->second);
     if (!s.ok()) return s.with_context(what);
+  }
+  // Whatever inference left open (newer opsets, hidden nodes, bodies) from each op's type rule.
+  const int filled = fill_missing_dtypes(g);
+  if (filled > 0) {
+    SL_LOG(kDebug) << what << ": " << filled << " value dtype(s) from operator type rules";
   }
   return g;
 }

@@ -263,7 +263,8 @@ class Planner {
       if (s >= 0 && !infos.back().value) all_const = false;
     }
     auto rr = kernel->reshape(infos);
-    if (!rr.ok()) return rr.status().with_context(node.describe());
+    // Name the opset too: an op's accepted inputs and types change with it.
+    if (!rr.ok()) return rr.status().with_context(node.describe() + " (opset " + std::to_string(node.opset) + ")");
     ops::ReshapeResult& r = *rr;
     if (r.outputs.size() < node.outputs.size())
       return internal_error(node.describe() + ": kernel returned " + std::to_string(r.outputs.size()) +

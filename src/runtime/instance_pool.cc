@@ -198,30 +198,39 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
     in.inputs.push_back(Tensor::view(first->dtype(), shape, buf.raw()));
     in.shapes.push_back(shape);
   }
-  // Pass 2: the plan for these shapes (made at load for the configured batch sizes).
-  SL_ASSIGN_OR_RETURN(auto plan, model_->plan_for(in.shapes));
-  // Pass 3: run; outputs stay in the arena until they are split.
+  // Pass 2: how these shapes run: a plan (made at load for the configured batch sizes), or node
+  // by node when some shape depends on values computed during the run (If, Loop, ...).
+  SL_ASSIGN_OR_RETURN(ExecutionMode mode, model_->execution_mode(in.shapes));
+  std::shared_ptr<const plan::ExecutionPlan> plan;
+  std::vector<std::string> names;
   const int64_t t_inputs = now_ns();
-  exec::RunOptions ro;
-  ro.num_threads = threads_per_stream_;
-  ro.elastic_threads = std::min(model_->elastic_threads(), options_.threads_per_instance);
-  ro.copy_outputs = false;
-  ro.safe = model_->options().safe;
-  // A traced request in the batch: its steps are recorded (the observer costs nothing otherwise).
+  // A traced request in the batch: its steps are recorded (the observer costs nothing otherwise;
+  // node-by-node runs record none).
   const bool traced = std::any_of(requests.begin(), requests.end(), [](const InferRequest* r) { return r->trace; });
   std::optional<StepCollector> steps;
-  if (traced) {
-    steps.emplace();
-    ro.observer = &*steps;
+  if (traced) steps.emplace();
+  if (mode == ExecutionMode::kEager) {
+    SL_ASSIGN_OR_RETURN(in.outputs, model_->run_eager(in.inputs, threads_per_stream_));
+    for (const TensorDesc& d : model_->outputs()) names.push_back(d.name);
+  } else {
+    SL_ASSIGN_OR_RETURN(plan, model_->plan_for(in.shapes));
+    names = plan->output_names;
+    // Pass 3: run; outputs stay in the arena until they are split.
+    exec::RunOptions ro;
+    ro.num_threads = threads_per_stream_;
+    ro.elastic_threads = std::min(model_->elastic_threads(), options_.threads_per_instance);
+    ro.copy_outputs = false;
+    ro.safe = model_->options().safe;
+    if (traced) ro.observer = &*steps;
+    SL_ASSIGN_OR_RETURN(DeviceRunner * runner, runner_of(in));
+    SL_RETURN_IF_ERROR(runner->run(*plan, in.inputs, &in.outputs, ro));
+    in.arena.store(runner->arena_bytes(), std::memory_order_relaxed);
   }
-  SL_ASSIGN_OR_RETURN(DeviceRunner * runner, runner_of(in));
-  SL_RETURN_IF_ERROR(runner->run(*plan, in.inputs, &in.outputs, ro));
-  in.arena.store(runner->arena_bytes(), std::memory_order_relaxed);
   const int64_t t_run = now_ns();
   // Pass 4: split the outputs back per request, copying only what each request asked for.
   for (size_t o = 0; o < in.outputs.size(); ++o) {
     const Tensor& t = in.outputs[o];
-    const std::string& name = plan->output_names[o];
+    const std::string& name = names[o];
     if (n > 1 && (t.shape().rank() == 0 || t.shape()[0] != total_rows))
       return internal_error("output '" + name + "' has shape " + t.shape().to_string() + " for a batch of " +
                             std::to_string(total_rows) + " rows; it cannot be split per request");

@@ -145,9 +145,32 @@ int Model::default_threads() const {
   return options_.num_threads > 0 ? options_.num_threads : core::usable_cores();
 }
 
-Result<std::vector<Shape>> Model::default_shapes(int64_t batch) const {
+Result<std::vector<Shape>> Model::input_shapes(const std::vector<std::optional<Shape>>& known, int64_t batch) const {
+  if (known.size() > inputs_.size())
+    return invalid_argument("model has " + std::to_string(inputs_.size()) + " inputs, got " +
+                            std::to_string(known.size()) + " shapes");
   std::vector<Shape> shapes;
-  for (const auto& in : inputs_) {
+  for (size_t k = 0; k < inputs_.size(); ++k) {
+    const TensorDesc& in = inputs_[k];
+    const std::string declared = "declared [" + [&] {
+      std::string d;
+      for (size_t i = 0; i < in.dims.size(); ++i)
+        d += (i ? "," : "") + (in.dims[i] >= 0         ? std::to_string(in.dims[i])
+                               : in.symbols[i].empty() ? "?"
+                                                       : in.symbols[i]);
+      return d;
+    }() + "]";
+    if (k < known.size() && known[k]) {
+      // A tensor the caller holds is the truth; it only has to fit what the model fixes.
+      const Shape& s = *known[k];
+      if (!in.dims.empty() && s.rank() != in.dims.size())
+        return invalid_argument("input '" + in.name + "' is " + declared + ", got shape " + s.to_string());
+      for (size_t i = 0; i < in.dims.size(); ++i)
+        if (in.dims[i] >= 0 && s[i] != in.dims[i])
+          return invalid_argument("input '" + in.name + "' is " + declared + ", got shape " + s.to_string());
+      shapes.push_back(s);
+      continue;
+    }
     Shape s;
     for (size_t i = 0; i < in.dims.size(); ++i) {
       if (in.dims[i] >= 0) {
@@ -157,13 +180,17 @@ Result<std::vector<Shape>> Model::default_shapes(int64_t batch) const {
       } else if (i == 0) {
         s.push_back(batch);
       } else {
-        return invalid_argument("input '" + in.name + "' has an unknown dimension " + std::to_string(i) +
-                                "; give its shape explicitly");
+        return invalid_argument("input '" + in.name + "' (" + declared + ") has no size for dimension " +
+                                std::to_string(i) + " and no tensor or shape was given for it");
       }
     }
     shapes.push_back(s);
   }
   return shapes;
+}
+
+Result<std::vector<Shape>> Model::default_shapes(int64_t batch) const {
+  return input_shapes({}, batch);
 }
 
 int Model::threads_per_stream() const {

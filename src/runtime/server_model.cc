@@ -77,6 +77,14 @@ Result<std::unique_ptr<ServingModel>> ServingModel::create(std::shared_ptr<const
       warm.clear();
       break;
     }
+    SL_ASSIGN_OR_RETURN(ExecutionMode mode, mdl.execution_mode(*shapes));
+    if (mode == ExecutionMode::kEager) {
+      // Value-dependent shapes (If, Loop, ...): each request runs node by node, nothing to plan.
+      SL_LOG(kInfo) << "no plans made at load: " << mdl.eager_reason(*shapes);
+      m->planned_.clear();
+      warm.clear();
+      break;
+    }
     SL_ASSIGN_OR_RETURN(auto plan, mdl.plan_for(*shapes));
     for (size_t o = 0; batching && o < plan->output_slots.size(); ++o) {
       const Shape& s = plan->slots[static_cast<size_t>(plan->output_slots[o])].shape;

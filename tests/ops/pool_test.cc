@@ -164,13 +164,18 @@ TEST(PoolOp, BadAttributesAreErrors) {
   EXPECT_EQ(status_of("AveragePool", {{"kernel_shape", ints({7, 7})}}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(status_of("MaxPool", {{"kernel_shape", ints({2, 2})}, {"strides", ints({0, 1})}}).code(),
             StatusCode::kInvalidArgument);
-  // The optional Indices output is reported as unsupported.
+  // The optional Indices output comes from the direct loops (pool_direct_test.cc), with the
+  // same values as the oneDNN kernel.
   auto n = make_node("MaxPool", "", {x}, {{"kernel_shape", ints({2, 2})}});
   graph::Node node = n->node();
   node.outputs.push_back(n->g.add_value("indices"));
-  auto r = evaluate_node(cpu_reg(), n->g, node, std::vector<Tensor>{x});
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
+  auto with_indices = evaluate_node(cpu_reg(), n->g, node, std::vector<Tensor>{x});
+  auto plain = evaluate_node(cpu_reg(), n->g, n->node(), std::vector<Tensor>{x});
+  ASSERT_TRUE(with_indices.ok() && plain.ok()) << with_indices.status().to_string();
+  ASSERT_EQ(with_indices->size(), 2u);
+  EXPECT_EQ((*with_indices)[1].dtype(), DType::kInt64);
+  for (int64_t i = 0; i < (*plain)[0].numel(); ++i)
+    EXPECT_EQ((*with_indices)[0].data<float>()[i], (*plain)[0].data<float>()[i]);
 }
 
 }  // namespace

@@ -629,6 +629,39 @@ TEST(TensorOp, ResizeOlderOpsetsAndUpsample) {
             (std::vector<float>{1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4}));
 }
 
+// Resize-18 antialias: a downscaling filter widened by 1 / scale. Halving a ramp 0..7 with linear
+// half_pixel samples x_o = 2x + 0.5 with weights 1/8, 3/8, 3/8, 1/8 on inputs 2x - 1 .. 2x + 2 (the
+// first clamped to the edge); upscaling is unaffected.
+TEST(TensorOp, ResizeAntialias) {
+  const Tensor ramp = iota_f32({1, 1, 1, 8});
+  OneNode down("Resize", 18, 3, 1, {true, false, true});
+  down.s("mode", "linear").i("antialias", 1);
+  auto y = down.cpu({ramp, Tensor(), Tensor::from_vector<float>(Shape{4}, {1, 1, 1, 0.5f})});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  const std::vector<float> got = values<float>((*y)[0]), want{0.625f, 2.5f, 4.5f, 6.375f};
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+  // Without antialias only the two nearest inputs count.
+  OneNode plain("Resize", 18, 3, 1, {true, false, true});
+  plain.s("mode", "linear");
+  auto p = plain.cpu({ramp, Tensor(), Tensor::from_vector<float>(Shape{4}, {1, 1, 1, 0.5f})});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(values<float>((*p)[0]), (std::vector<float>{0.5f, 2.5f, 4.5f, 6.5f}));
+  // Cubic antialias keeps a constant image constant (the weights sum to 1).
+  Tensor flat = Tensor::empty(DType::kFloat32, Shape{1, 1, 9, 9});
+  for (int64_t i = 0; i < flat.numel(); ++i) flat.data<float>()[i] = 3.f;
+  OneNode cubic("Resize", 18, 4, 1, {true, false, false, true});
+  cubic.s("mode", "cubic").i("antialias", 1);
+  auto c = cubic.cpu({flat, Tensor(), Tensor(), i64({1, 1, 4, 3})});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  for (float v : values<float>((*c)[0])) EXPECT_NEAR(v, 3.f, 1e-5);
+  // Upscaling with antialias equals plain linear.
+  auto up = down.cpu({ramp, Tensor(), Tensor::from_vector<float>(Shape{4}, {1, 1, 1, 2})});
+  auto up_plain = plain.cpu({ramp, Tensor(), Tensor::from_vector<float>(Shape{4}, {1, 1, 1, 2})});
+  ASSERT_TRUE(up.ok() && up_plain.ok());
+  EXPECT_EQ(values<float>((*up)[0]), values<float>((*up_plain)[0]));
+}
+
 TEST(TensorOp, ResizeErrors) {
   const Tensor x = iota_f32({1, 1, 2, 2});
   OneNode both("Resize", 13, 4);

@@ -147,8 +147,11 @@ Result<ConvGeom> conv_geometry(const std::string& who, const ConvAttrs& a, const
       const int64_t full = s * (in - 1) + out_pad[i] + dk;
       if (!out_shape.empty() || a.auto_pad == AutoPad::kSameUpper || a.auto_pad == AutoPad::kSameLower) {
         out = out_shape.empty() ? in * s : out_shape[i];
+        // The spec's total / 2 is floor division: an output_shape past the natural size gives a
+        // negative end padding (extra trailing outputs), not a negative start.
         const int64_t total = full - out;
-        pl = a.auto_pad == AutoPad::kSameUpper ? total / 2 : total - total / 2;
+        const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
+        pl = a.auto_pad == AutoPad::kSameUpper ? half : total - half;
         pr = total - pl;
       } else {
         if (a.auto_pad == AutoPad::kValid) pl = pr = 0;

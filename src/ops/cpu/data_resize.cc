@@ -1,10 +1,10 @@
 // Resize (opset 10 onwards) and Upsample (opsets 7-9).
 //
 // reshape() turns the attributes and the constant scales/sizes/roi into one table per axis: for each
-// output coordinate, the input indices it reads ("taps": 1 for nearest, 2 for linear, 4 for cubic) and
-// their weights. An axis whose every output reads a single input with weight 1 collapses to one tap,
-// so bilinear on NCHW costs two taps on H and two on W and nothing on N and C. run() walks output rows:
-// nearest moves bytes of any dtype; linear and cubic accumulate float32.
+// output coordinate, the input indices it reads ("taps": 1 for nearest, 2 for linear, 4 for cubic,
+// more with antialias; data_resize_table.h) and their weights. An axis whose every output reads a single input with
+// weight 1 collapses to one tap, so bilinear on NCHW costs two taps on H and two on W and nothing on N and C. run()
+// walks output rows: nearest moves bytes of any dtype; linear and cubic accumulate float32.
 //
 // Semantics follow the ONNX spec and its reference implementation: coordinate modes half_pixel,
 // half_pixel_symmetric, pytorch_half_pixel, align_corners (with the float length scale * in when
@@ -18,33 +18,13 @@
 
 #include "ops/cpu/data_common.h"
 #include "ops/cpu/data_kernels.h"
+#include "ops/cpu/data_resize_table.h"
 
 namespace streamline::ops::cpu {
 namespace {
 
-enum class Interp { kNearest, kLinear, kCubic };
-enum class Coord {
-  kHalfPixel,
-  kHalfPixelSymmetric,
-  kPytorchHalfPixel,
-  kAlignCorners,
-  kAsymmetric,
-  kTfHalfPixelForNn,
-  kTfCropAndResize
-};
-enum class Round { kPreferFloor, kPreferCeil, kFloor, kCeil };
-enum class AspectPolicy { kStretch, kNotLarger, kNotSmaller };
-
+// Most input rows one output row may blend (the product of the outer axes' taps).
 constexpr int64_t kMaxCombos = 256;
-
-struct AxisTable {
-  int taps = 1;
-  std::vector<int32_t> idx;      // out * taps input indices, clamped into [0, in)
-  std::vector<float> w;          // out * taps weights
-  std::vector<uint8_t> outside;  // out flags: tf_crop_and_resize sample outside the input
-  bool identity = false;         // out == in and output x reads input x
-  bool any_outside = false;      // some outside flag is set
-};
 
 struct ResizePlan {
   int rank = 0;
@@ -55,143 +35,6 @@ struct ResizePlan {
   uint8_t extrap[8] = {};  // extrapolation_value as dtype bytes
   float extrap_f = 0.f;
 };
-
-double original_coord(Coord c, double x, double scale, int64_t in, int64_t out, double roi0, double roi1) {
-  switch (c) {
-    case Coord::kHalfPixel:
-      return (x + 0.5) / scale - 0.5;
-    case Coord::kHalfPixelSymmetric: {
-      const double adjustment = static_cast<double>(out) / (scale * static_cast<double>(in));
-      const double center = static_cast<double>(in) / 2.0;
-      return center * (1.0 - adjustment) + (x + 0.5) / scale - 0.5;
-    }
-    case Coord::kPytorchHalfPixel:
-      return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
-    case Coord::kAlignCorners: {
-      const double len = scale * static_cast<double>(in);
-      return len == 1.0 ? 0.0 : x * static_cast<double>(in - 1) / (len - 1.0);
-    }
-    case Coord::kAsymmetric:
-      return x / scale;
-    case Coord::kTfHalfPixelForNn:
-      return (x + 0.5) / scale;
-    case Coord::kTfCropAndResize:
-      return out > 1 ? roi0 * static_cast<double>(in - 1) +
-                           x * (roi1 - roi0) * static_cast<double>(in - 1) / static_cast<double>(out - 1)
-                     : 0.5 * (roi0 + roi1) * static_cast<double>(in - 1);
-  }
-  return 0.0;
-}
-
-int64_t round_nearest(Round r, double x) {
-  switch (r) {
-    case Round::kPreferFloor:
-      return static_cast<int64_t>(std::ceil(x - 0.5));
-    case Round::kPreferCeil:
-      return static_cast<int64_t>(std::floor(x + 0.5));
-    case Round::kFloor:
-      return static_cast<int64_t>(std::floor(x));
-    case Round::kCeil:
-      return static_cast<int64_t>(std::ceil(x));
-  }
-  return 0;
-}
-
-void cubic_coeffs(double r, double a, double* c) {
-  const double r1 = r + 1.0, q = 1.0 - r, q1 = q + 1.0;
-  c[0] = ((a * r1 - 5 * a) * r1 + 8 * a) * r1 - 4 * a;
-  c[1] = ((a + 2) * r - (a + 3)) * r * r + 1;
-  c[2] = ((a + 2) * q - (a + 3)) * q * q + 1;
-  c[3] = ((a * q1 - 5 * a) * q1 + 8 * a) * q1 - 4 * a;
-}
-
-struct ResizeAttrs {
-  Interp mode = Interp::kNearest;
-  Coord coord = Coord::kHalfPixel;
-  Round round = Round::kPreferFloor;
-  double cubic_a = -0.75;
-  bool exclude_outside = false;
-  double extrapolation = 0.0;
-  AspectPolicy policy = AspectPolicy::kStretch;
-  std::vector<int64_t> axes;
-};
-
-AxisTable build_table(const ResizeAttrs& a, int64_t in, int64_t out, double scale, double roi0, double roi1) {
-  AxisTable t;
-  t.taps = a.mode == Interp::kNearest ? 1 : a.mode == Interp::kLinear ? 2 : 4;
-  const int taps = t.taps;
-  t.idx.resize(static_cast<size_t>(out * taps));
-  t.w.resize(static_cast<size_t>(out * taps));
-  t.outside.assign(static_cast<size_t>(out), 0);
-  for (int64_t x = 0; x < out; ++x) {
-    const double xo = original_coord(a.coord, static_cast<double>(x), scale, in, out, roi0, roi1);
-    if (a.coord == Coord::kTfCropAndResize && (xo < 0.0 || xo > static_cast<double>(in - 1)))
-      t.outside[static_cast<size_t>(x)] = 1;
-    int64_t idx[4] = {};
-    float* w = &t.w[static_cast<size_t>(x * taps)];
-    double c[4] = {1.0, 0.0, 0.0, 0.0};
-    if (a.mode == Interp::kNearest) {
-      idx[0] = round_nearest(a.round, xo);
-    } else {
-      const double base = std::floor(xo);
-      const double r = xo - base;
-      const int64_t b = static_cast<int64_t>(base);
-      if (a.mode == Interp::kLinear) {
-        idx[0] = b;
-        idx[1] = b + 1;
-        c[0] = 1.0 - r;
-        c[1] = r;
-      } else {
-        for (int k = 0; k < 4; ++k) idx[k] = b - 1 + k;
-        cubic_coeffs(r, a.cubic_a, c);
-      }
-      if (a.exclude_outside) {
-        double sum = 0.0;
-        for (int k = 0; k < taps; ++k) {
-          if (idx[k] < 0 || idx[k] >= in) c[k] = 0.0;
-          sum += c[k];
-        }
-        if (sum != 0.0)
-          for (int k = 0; k < taps; ++k) c[k] /= sum;
-      }
-    }
-    for (int k = 0; k < taps; ++k) {
-      t.idx[static_cast<size_t>(x * taps + k)] = static_cast<int32_t>(std::clamp<int64_t>(idx[k], 0, in - 1));
-      w[k] = static_cast<float>(c[k]);
-    }
-  }
-  // Collapse to one tap when every output reads exactly one input with weight 1.
-  bool single = taps == 1;
-  if (!single) {
-    single = true;
-    for (int64_t x = 0; x < out && single; ++x) {
-      int nonzero = 0;
-      for (int k = 0; k < taps; ++k) {
-        const float wk = t.w[static_cast<size_t>(x * taps + k)];
-        if (wk != 0.f) {
-          ++nonzero;
-          if (wk != 1.f) single = false;
-        }
-      }
-      if (nonzero != 1) single = false;
-    }
-    if (single) {
-      std::vector<int32_t> idx1(static_cast<size_t>(out));
-      for (int64_t x = 0; x < out; ++x)
-        for (int k = 0; k < taps; ++k)
-          if (t.w[static_cast<size_t>(x * taps + k)] != 0.f)
-            idx1[static_cast<size_t>(x)] = t.idx[static_cast<size_t>(x * taps + k)];
-      t.idx = std::move(idx1);
-      t.w.assign(static_cast<size_t>(out), 1.f);
-      t.taps = 1;
-    }
-  }
-  t.any_outside = std::find(t.outside.begin(), t.outside.end(), 1) != t.outside.end();
-  t.identity = t.taps == 1 && out == in;
-  for (int64_t x = 0; x < out && t.identity; ++x)
-    if (t.idx[static_cast<size_t>(x)] != x || t.outside[static_cast<size_t>(x)]) t.identity = false;
-  return t;
-}
 
 template <typename T>
 void gather_elems(const uint8_t* src, const int32_t* idx, int64_t n, uint8_t* dst) {
@@ -256,7 +99,7 @@ class ResizeKernel final : public DataKernel {
       at.exclude_outside = n.attr_int("exclude_outside", 0) != 0;
       at.extrapolation = n.attr_float("extrapolation_value", 0.f);
       if (n.opset >= 18) {
-        if (n.attr_int("antialias", 0) != 0) return k->unsupported_error("antialias is not supported");
+        at.antialias = n.attr_int("antialias", 0) != 0;
         at.axes = n.attr_ints("axes");
         const std::string p = n.attr_string("keep_aspect_ratio_policy", "stretch");
         if (p == "stretch")

@@ -246,7 +246,8 @@ class BinaryKernel final : public Kernel {
         break;
       case BinOp::kWhere:
         SL_RETURN_IF_ERROR(check_dtype(node_, t0, {b}, "condition"));
-        SL_RETURN_IF_ERROR(check_dtype(node_, inputs[1].dtype, {f32, i32, i64, b}));
+        if (!dtype_supported(inputs[1].dtype))
+          return unsupported(node_prefix(node_) + "input dtype " + dtype_name(inputs[1].dtype) + " is not supported");
         break;
       case BinOp::kMod:
         SL_RETURN_IF_ERROR(check_dtype(node_, t0, {f32, i32, i64}));
@@ -508,17 +509,29 @@ class BinaryKernel final : public Kernel {
   }
 
   Status run_where(const RunContext& ctx, const BinaryState& st, DType dt) const {
+    // Where only moves elements: any dtype runs on the unsigned integer of its width.
     const auto* c = ctx.inputs[0].data<uint8_t>();
     const auto go = [&](auto tag) {
       using T = decltype(tag);
-      apply_where(st.plans[0], c, ctx.inputs[1].data<T>(), ctx.inputs[2].data<T>(), ctx.outputs[0].data<T>(),
-                  ctx.num_threads);
+      apply_where(st.plans[0], c, static_cast<const T*>(ctx.inputs[1].raw()),
+                  static_cast<const T*>(ctx.inputs[2].raw()), static_cast<T*>(ctx.outputs[0].raw()), ctx.num_threads);
     };
-    if (dt == DType::kBool) {
-      go(uint8_t{});
-      return ok_status();
+    switch (dtype_size(dt)) {
+      case 1:
+        go(uint8_t{});
+        return ok_status();
+      case 2:
+        go(uint16_t{});
+        return ok_status();
+      case 4:
+        go(uint32_t{});
+        return ok_status();
+      case 8:
+        go(uint64_t{});
+        return ok_status();
+      default:
+        return internal_error(node_prefix(node_) + "unexpected Where dtype " + dtype_name(dt));
     }
-    return dispatch_numeric(dt, go) ? ok_status() : internal_error(node_prefix(node_) + "unexpected Where dtype");
   }
 
   graph::Node node_;

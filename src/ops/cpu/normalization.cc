@@ -9,6 +9,7 @@
 #include "ops/cpu/math_common.h"
 #include "ops/cpu/math_reduce.h"
 #include "ops/cpu/math_vec.h"
+#include "ops/cpu/normalization_more.h"
 
 namespace streamline::ops::cpu::math {
 namespace {
@@ -403,8 +404,14 @@ KernelFactory validated_factory() {
 namespace streamline::ops::cpu {
 
 Status register_normalization(KernelRegistry& reg) {
-  SL_RETURN_IF_ERROR(
-      math::register_ops(reg, {"BatchNormalization"}, 7, INT_MAX, math::validated_factory<math::BatchNormKernel>()));
+  // Training mode (batch statistics) has its own kernel in normalization_more.cc.
+  const KernelFactory inference = math::validated_factory<math::BatchNormKernel>();
+  SL_RETURN_IF_ERROR(math::register_ops(reg, {"BatchNormalization"}, 7, INT_MAX,
+                                        [inference](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
+                                          if (args.node.attr_int("training_mode", 0) != 0)
+                                            return make_batch_norm_training(args);
+                                          return inference(args);
+                                        }));
   SL_RETURN_IF_ERROR(math::register_ops(reg, {"InstanceNormalization"}, 6, INT_MAX,
                                         math::validated_factory<math::InstanceNormKernel>()));
   SL_RETURN_IF_ERROR(math::register_ops(reg, {"LRN"}, 1, INT_MAX, math::validated_factory<math::LrnKernel>()));

@@ -18,6 +18,7 @@
 #include "ops/cpu/families.h"
 #include "ops/cpu/math_common.h"
 #include "ops/cpu/onednn_common.h"
+#include "ops/cpu/pool_direct.h"
 #include "ops/op_params.h"
 
 namespace streamline::ops::cpu {
@@ -55,8 +56,8 @@ class PoolKernel final : public Kernel {
     const graph::Node& node = args.node;
     k->who_ = node.describe();
     k->kind_ = kind;
-    if (node.outputs.size() > 1 && node.outputs[1] != graph::kNoValue)
-      return unsupported(k->who_ + ": the Indices output of MaxPool is not supported");
+    // oneDNN's inference pooling has no argmax: MaxPool's Indices come from the direct loops.
+    if (node.outputs.size() > 1 && node.outputs[1] != graph::kNoValue) return make_direct_pool(args);
     SL_ASSIGN_OR_RETURN(k->attrs_, read_pool_attrs(node, k->global(), k->who_));
     return std::unique_ptr<Kernel>(std::move(k));
   }
