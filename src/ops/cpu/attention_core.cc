@@ -17,6 +17,7 @@ namespace streamline::ops::cpu {
 namespace {
 
 constexpr int64_t kAlignFloats = 16;
+constexpr int64_t kMinWorkPerThread = int64_t{1} << 19;  // multiply-adds, about 10-20 us
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 int64_t round_up(int64_t n) {
@@ -216,10 +217,14 @@ Status run_attention(const AttentionProblem& p, const AttentionBuffers& b, void*
                      const std::string& who) {
   if (p.sq == 0 || p.dv == 0 || p.batch.numel() == 0) return ok_status();
   const int64_t tasks = p.batch.numel() * p.blocks;
-  const int nt = static_cast<int>(std::min<int64_t>({std::max(1, num_threads), p.max_threads, tasks}));
+  // Threads: at most one per task, and one per kMinWorkPerThread multiply-adds (an upper bound,
+  // before causal trimming), so a decode step does not pay a parallel region for a few us of work.
+  const int64_t work = p.batch.numel() * p.sq * p.sk * (p.d + p.dv);
+  const int64_t by_work = std::max<int64_t>(1, work / kMinWorkPerThread);
+  const int nt = static_cast<int>(std::min<int64_t>({std::max(1, num_threads), p.max_threads, tasks, by_work}));
   auto* ws = static_cast<float*>(workspace);
   std::atomic<int> failed{0};
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) if (nt > 1)
   {
     // One thread per sgemm: oneDNN would otherwise size a nested team from this ICV.
     OmpThreadsGuard one(1);

@@ -369,7 +369,9 @@ class OnnxAttentionKernel final : public Kernel {
                            int64_t st, int64_t width, float* dst, int nt) {
     const int64_t pairs = s.batch * s.hkv;
     const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
-    math::parallel_chunks(pairs, std::max<int64_t>(1, math::kCheapGrain / std::max<int64_t>(1, s.total * width)), nt,
+    // A copy splits only when each thread moves a few MiB: below that one core is as fast.
+    constexpr int64_t kCopyGrain = int64_t{1} << 20;  // floats
+    math::parallel_chunks(pairs, std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(1, s.total * width)), nt,
                           [&](int64_t lo, int64_t hi) {
                             for (int64_t bh = lo; bh < hi; ++bh) {
                               const int64_t bi = bh / s.hkv, h = bh % s.hkv;
