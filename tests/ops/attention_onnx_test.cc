@@ -182,6 +182,28 @@ TEST(OnnxAttention, MatchesReferenceOnRandomConfigurations) {
        .causal = true,
        .nonpad = true});
   add({.name = "nonpad_decode", .b = 3, .hq = 4, .hkv = 2, .sq = 1, .skv = 16, .causal = true, .nonpad = true});
+  // One position, grouped heads: the group becomes the block's rows; per-head mask and scores.
+  add({.name = "decode_gqa_head_mask_qk",
+       .hq = 6,
+       .hkv = 2,
+       .sq = 1,
+       .skv = 1,
+       .past = 9,
+       .mask = {2, 6, 1, 10},
+       .causal = true,
+       .qk_mode = 2,
+       .present = true});
+  add({.name = "decode_gqa_3d_window",
+       .three_d = true,
+       .hq = 4,
+       .hkv = 2,
+       .sq = 1,
+       .skv = 1,
+       .past = 12,
+       .causal = true,
+       .qk_mode = 3,
+       .present = true,
+       .left = 5});
   add({.name = "window_causal", .b = 1, .sq = 20, .skv = 20, .causal = true, .left = 4});
   add({.name = "window_both_past", .sq = 5, .skv = 5, .past = 10, .present = true, .left = 3, .right = 1});
   add({.name = "long_causal_d64", .b = 1, .hq = 4, .hkv = 4, .sq = 130, .skv = 130, .d = 64, .dv = 64, .causal = true});

@@ -54,7 +54,8 @@ struct BlockLimits {
   int64_t causal_offset = 0, window_offset = 0;
 };
 
-KeyRange key_range(const AttentionProblem& p, const BlockLimits& l, int64_t i) {
+KeyRange key_range(const AttentionProblem& p, const BlockLimits& l, int64_t row) {
+  const int64_t i = row * p.row_position_step;
   KeyRange r{0, l.hi_base};
   if (p.causal) r.hi = std::min(r.hi, i + l.causal_offset + 1);
   if (p.right_window >= 0) r.hi = std::min(r.hi, i + l.window_offset + p.right_window + 1);
@@ -123,7 +124,8 @@ dnnl_status_t run_block(const AttentionProblem& p, const AttentionBuffers& b, co
   if (p.key_limits) {
     const int64_t n = std::clamp<int64_t>(b.key_limits[idx[0]], 0, p.sk);
     lim.hi_base = std::min(lim.hi_base, n);
-    if (p.limit_offsets) lim.causal_offset = lim.window_offset = n - p.sq;
+    const int64_t positions = p.row_position_step == 0 ? 1 : p.sq;
+    if (p.limit_offsets) lim.causal_offset = lim.window_offset = n - positions;
   }
   int64_t w = p.sk;  // score columns computed: every key when the scores are an output
   if (p.scores == AttentionScores::kNone) {
@@ -184,6 +186,26 @@ dnnl_status_t run_block(const AttentionProblem& p, const AttentionBuffers& b, co
 }
 
 }  // namespace
+
+void fold_query_group(AttentionProblem& p) {
+  const size_t r = p.batch.rank();
+  if (p.sq != 1 || r < 2 || p.batch[r - 1] <= 1 || p.k.batch[r - 1] != 0 || p.v.batch[r - 1] != 0) return;
+  auto drop_last = [&](AttentionView& v) {
+    v.rs = v.batch[r - 1];
+    v.batch.pop_back();
+  };
+  p.sq = p.batch[r - 1];
+  p.row_position_step = 0;
+  drop_last(p.q);
+  drop_last(p.out);
+  if (p.mask != AttentionMask::kNone) drop_last(p.mask_view);
+  if (p.scores != AttentionScores::kNone) drop_last(p.scores_view);
+  p.k.batch.pop_back();
+  p.v.batch.pop_back();
+  Shape batch;
+  for (size_t j = 0; j + 1 < r; ++j) batch.push_back(p.batch[j]);
+  p.batch = batch;
+}
 
 void finish_problem(AttentionProblem& p) {
   const int64_t br = std::min(kAttentionBlockRows, std::max<int64_t>(p.sq, 1));

@@ -84,6 +84,9 @@ struct AttentionProblem {
   // i + window_offset - left_window <= j <= i + window_offset + right_window (each bound when >= 0).
   bool causal = false;
   int64_t causal_offset = 0;
+  // The query position of row i is i * row_position_step: 0 when the rows are the query heads of
+  // one kv head at a single position (a decode step, see fold_query_group).
+  int64_t row_position_step = 1;
   int64_t left_window = -1, right_window = -1, window_offset = 0;
   // Run-time key counts per index of batch dim 0 (ONNX's nonpad_kv_seqlen): keys from the count
   // on are hidden, and with `limit_offsets` the causal and window offsets become count - Sq.
@@ -112,6 +115,11 @@ struct AttentionBuffers {
   float* out = nullptr;
   float* scores = nullptr;  // when the problem asks for scores
 };
+
+// For a single query position (a decode step) whose last task batch dim is a group of query
+// heads sharing K and V (stride 0 there in k and v): the group becomes the block's rows, so one
+// sgemm per kv head reads K and V once instead of once per query head. No-op otherwise.
+void fold_query_group(AttentionProblem& p);
 
 // Chooses the sgemm views and lays out the per-thread scratch. Call once the shapes are in.
 void finish_problem(AttentionProblem& p);

@@ -176,8 +176,9 @@ class OnnxAttentionKernel final : public Kernel {
       p.scores = mode_;
       p.scores_view = AttentionView{{hq * sq * s.total, g * sq * s.total, sq * s.total}, s.total, 1};
     }
+    fold_query_group(p);
     finish_problem(p);
-    plan_workspace(in, s, y.numel(), hq);
+    plan_workspace(in, s, y.numel(), hq * sq);
 
     ReshapeResult r;
     r.outputs.push_back(OutputInfo{t, y, Layout::kPlain});
@@ -340,7 +341,8 @@ class OnnxAttentionKernel final : public Kernel {
   }
 
   // Workspace: the engine's scratch, present buffers the outputs do not hold, float32 copies.
-  void plan_workspace(std::span<const TensorInfo> in, OnnxAttentionState& s, int64_t y_numel, int64_t hq) const {
+  void plan_workspace(std::span<const TensorInfo> in, OnnxAttentionState& s, int64_t y_numel,
+                      int64_t score_rows) const {
     const bool half = s.dtype == DType::kFloat16;
     size_t at = 0;
     auto take = [&](bool need, int64_t floats) {
@@ -360,7 +362,7 @@ class OnnxAttentionKernel final : public Kernel {
     s.pastv_at = take(half && numel(5) > 0, numel(5));
     s.mask_at = take(s.half_mask, numel(3));
     s.y_at = take(half, y_numel);
-    s.scores_at = take(half && s.want_scores, s.batch * hq * s.p.sq * s.total);
+    s.scores_at = take(half && s.want_scores, s.batch * score_rows * s.total);
     s.bytes = at;
   }
 
