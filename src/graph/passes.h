@@ -41,8 +41,7 @@ struct PassOptions {
   bool fuse_gemm = true;           // Gemm/MatMul [+ Add bias] [+ activation] -> FusedGemm/FusedMatMul
   bool fuse_layer_norm = true;     // ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div [+ Mul + Add] -> LayerNormalization
   bool fuse_gelu = true;           // x * 0.5 * (1 + Erf(x / sqrt 2)) -> Gelu, then into a preceding MatMul/Gemm
-  bool fuse_attention = true;      // [Transpose] MatMul [scale] [+ mask] Softmax MatMul [Transpose] -> Attention,
-                                   // and ONNX Attention [with its Transposes] -> Attention
+  bool fuse_attention = true;      // [Transpose] MatMul [scale] [+ mask] Softmax MatMul [Transpose] -> Attention
   bool dead_code = true;           // drop nodes no output depends on
   // Largest tensor (bytes) constant folding may create; bigger results are left to run time.
   int64_t max_folded_bytes = int64_t{64} << 20;
@@ -81,7 +80,7 @@ int fuse_layer_norm(Graph& g);
 int fuse_gelu(Graph& g);
 int fuse_attention(Graph& g);
 // ONNX Attention (opset 23+) -> streamline.Attention where they overlap, absorbing the Transposes
-// around it (pass_attention.cc).
+// around it (pass_attention.cc); runs with fuse_attention.
 int fuse_onnx_attention(Graph& g);
 // streamline.Gelu after a MatMul/Gemm/FusedMatMul/FusedGemm without activation -> its activation.
 int fuse_matmul_gelu(Graph& g);

@@ -190,7 +190,8 @@ Status register_attention(KernelRegistry& reg) {
   d.provider = "onednn";
   d.create = AttentionKernel::create;
   SL_RETURN_IF_ERROR(reg.add(std::move(d)));
-  return register_onnx_attention(reg);
+  SL_RETURN_IF_ERROR(register_onnx_attention(reg));
+  return register_rotary(reg);
 }
 
 }  // namespace streamline::ops::cpu

@@ -12,26 +12,26 @@ Status register_layout(KernelRegistry& reg);       // streamline.LayoutConvert (
 Status register_elementwise(KernelRegistry& reg);  // broadcasting binary ops, unary math and activations
 Status register_softmax(KernelRegistry& reg);      // Softmax, LogSoftmax
 Status register_reduce(KernelRegistry& reg);       // Reduce*, ArgMax/ArgMin
-Status register_normalization(
-    KernelRegistry& reg);                          // BatchNormalization, InstanceNormalization, LRN, LayerNorm, RMSNorm
+Status register_normalization(KernelRegistry& reg);// BatchNormalization, InstanceNormalization, LRN
 Status register_cast(KernelRegistry& reg);         // Cast
 Status register_shape_ops(KernelRegistry& reg);    // Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze, Identity, ...
 Status register_tensor_ops(KernelRegistry& reg);   // Concat, Split, Transpose, Pad, Slice, Gather, Resize, ...
 Status register_loss(KernelRegistry& reg);         // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
-Status register_transformer(KernelRegistry& reg);  // streamline.Gelu, RotaryEmbedding
-Status register_attention(KernelRegistry& reg);    // streamline.Attention and ONNX Attention (oneDNN sgemm)
-Status register_onnx_attention(KernelRegistry& reg);     // ONNX Attention (23+), part of register_attention
-Status register_rnn(KernelRegistry& reg);                // RNN, GRU, LSTM
+Status register_transformer(KernelRegistry& reg);  // streamline.Gelu
+Status register_attention(KernelRegistry& reg);    // streamline.Attention, ONNX Attention, RotaryEmbedding
+Status register_onnx_attention(KernelRegistry& reg);  // ONNX Attention (23+), part of register_attention
+Status register_rotary(KernelRegistry& reg);       // RotaryEmbedding (23+), part of register_attention
+Status register_rnn(KernelRegistry& reg);          // RNN, GRU, LSTM
 Status register_elementwise_types(KernelRegistry& reg);  // arithmetic, Max/Min, Clip: 8/16-bit, unsigned, f16, f64
-Status register_reduce_types(KernelRegistry& reg);       // Reduce* for float64, float16, bfloat16
-Status register_quant(KernelRegistry& reg);              // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
-Status register_quant_linear(KernelRegistry& reg);       // MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv
-Status register_einsum(KernelRegistry& reg);             // Einsum
-Status register_sampling(KernelRegistry& reg);           // GridSample, RoiAlign
-Status register_misc_ops(KernelRegistry& reg);           // CumSum, TopK, Det, Shrink, ReverseSequence, MaxUnpool
-Status register_optimizer(KernelRegistry& reg);          // Adagrad, Momentum, Adam (ai.onnx.preview.training)
-Status register_signal(KernelRegistry& reg);             // DFT, TfIdfVectorizer
-Status register_value_shaped(KernelRegistry& reg);       // NonZero, Unique, Compress, NMS, *Window (constant inputs)
-Status register_control_flow(KernelRegistry& reg);       // If, Loop, Scan (run eagerly: ops/eager.h)
+Status register_reduce_types(KernelRegistry& reg); // Reduce* for float64, float16, bfloat16
+Status register_quant(KernelRegistry& reg);        // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
+Status register_quant_linear(KernelRegistry& reg); // MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv
+Status register_einsum(KernelRegistry& reg);       // Einsum
+Status register_sampling(KernelRegistry& reg);     // GridSample, RoiAlign
+Status register_misc_ops(KernelRegistry& reg);     // CumSum, TopK, Det, Shrink, ReverseSequence, MaxUnpool
+Status register_optimizer(KernelRegistry& reg);    // Adagrad, Momentum, Adam (ai.onnx.preview.training)
+Status register_signal(KernelRegistry& reg);       // DFT, TfIdfVectorizer
+Status register_value_shaped(KernelRegistry& reg); // NonZero, Unique, Compress, NMS, *Window (constant inputs)
+Status register_control_flow(KernelRegistry& reg); // If, Loop, Scan (run eagerly: ops/eager.h)
 
 }  // namespace streamline::ops::cpu
