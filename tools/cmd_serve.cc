@@ -40,6 +40,9 @@ struct ServeFlags {
   int instances = 1;
   int threads = 0;
   int http_threads = 2;
+  int decode_threads = 2;
+  double max_json_body_mb = 64;
+  int max_connections = 1024;
 };
 
 void print_index(const serve::Repository& repo) {
@@ -110,6 +113,9 @@ int serve_models(const ServeFlags& f) {
     o.host = f.host;
     o.port = f.http_port;
     o.io_threads = f.http_threads;
+    o.decode_threads = f.decode_threads;
+    o.max_json_bytes = static_cast<int64_t>(f.max_json_body_mb * (1 << 20));
+    o.max_connections = f.max_connections;
     http.emplace(core, o);
   }
   if (f.metrics_port >= 0) {
@@ -117,6 +123,7 @@ int serve_models(const ServeFlags& f) {
     o.host = f.host;
     o.port = f.metrics_port;
     o.io_threads = 1;
+    o.max_connections = f.max_connections;
     o.metrics_only = true;
     metrics.emplace(core, o);
   }
@@ -190,6 +197,16 @@ Runner add_serve_command(CLI::App& app) {
   c->add_option("--threads", f->threads, "Intra-op threads per instance (default: cores / instances)")
       ->check(int_range(0, kMaxThreads, "0: cores / instances"));
   c->add_option("--http-threads", f->http_threads, "HTTP I/O threads (default 2)")->check(int_range(1, 64));
+  c->add_option("--decode-threads", f->decode_threads,
+                "Threads that decode large HTTP request bodies, off the I/O threads (default 2)")
+      ->check(int_range(1, 64));
+  c->add_option("--max-json-body-mb", f->max_json_body_mb,
+                "Largest JSON text of an HTTP request, in MiB; larger gets 413 (binary tensors are not counted; "
+                "default 64)")
+      ->check(number_range(0.001, 4096.0, false));
+  c->add_option("--max-connections", f->max_connections,
+                "HTTP connections open at once (each port); more get 503 and are closed; 0 = no cap (default 1024)")
+      ->check(int_range(0, 1 << 20, "0: no cap"));
   return [f] { return serve_models(*f); };
 }
 

@@ -22,6 +22,9 @@
 
 namespace streamline::runtime {
 
+// Most instances of one served model, and most workers of one pipeline stage.
+inline constexpr int kMaxInstances = 1024;
+
 struct InstancePoolOptions {
   int instances = 1;
   // Intra-op threads per instance (split evenly over the model's streams).

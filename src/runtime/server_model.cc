@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "core/cpu_set.h"
 #include "core/logging.h"
 #include "runtime/instance_pool.h"
 #include "runtime/scheduler.h"
@@ -15,8 +16,9 @@ namespace streamline {
 namespace {
 
 Status check_options(const ServingOptions& o) {
-  if (o.instances < 1 || o.instances > 1024)
-    return invalid_argument("instances must be in [1, 1024], got " + std::to_string(o.instances));
+  if (o.instances < 1 || o.instances > runtime::kMaxInstances)
+    return invalid_argument("instances must be in [1, " + std::to_string(runtime::kMaxInstances) + "], got " +
+                            std::to_string(o.instances));
   if (o.threads_per_instance < 0) return invalid_argument("threads_per_instance must be >= 0");
   if (o.stats_window < 1) return invalid_argument("stats_window must be >= 1");
   if (!o.clock) return invalid_argument("clock must not be null");
@@ -50,9 +52,7 @@ Result<std::unique_ptr<ServingModel>> ServingModel::create(std::shared_ptr<const
   m->model_ = std::move(model);
   m->options_ = options;
   const Model& mdl = *m->model_;
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  m->threads_per_instance_ =
-      options.threads_per_instance > 0 ? options.threads_per_instance : std::max(1, hw / options.instances);
+  m->threads_per_instance_ = core::share_threads(options.threads_per_instance, 0, options.instances);
   const BatchPolicy& bp = options.batching;
   const bool batching = bp.max_batch_size > 1;
 

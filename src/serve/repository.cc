@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/cpu_set.h"
 #include "core/logging.h"
 
 namespace streamline::serve {
@@ -69,6 +70,15 @@ std::string served_version(const fs::path& dir, std::vector<std::string>* withou
     }
   }
   return best;
+}
+
+// Messages name files by their place in the repository ("tiny/1/model.onnx"), never by where the
+// repository lies on this machine: clients see them.
+Status relative_to(const std::string& root, const Status& s) {
+  const std::string prefix = (fs::path(root) / "").string();
+  std::string m = s.message();
+  for (size_t at = m.find(prefix); at != std::string::npos; at = m.find(prefix, at)) m.erase(at, prefix.size());
+  return Status(s.code(), std::move(m));
 }
 
 }  // namespace
@@ -151,11 +161,8 @@ Result<std::shared_ptr<LoadedModel>> Repository::load_model(const std::string& n
   // Pass 3: the model. Plans use the threads each instance will have.
   ModelOptions mo = model_options(config);
   ServingOptions probe = serving_options(config);
-  int threads = probe.threads_per_instance > 0 ? probe.threads_per_instance : options_.default_threads;
-  if (threads <= 0) {
-    const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads = std::max(1, hw / std::max(1, config.instance_count));
-  }
+  const int threads = core::share_threads(
+      probe.threads_per_instance > 0 ? probe.threads_per_instance : options_.default_threads, 0, config.instance_count);
   if (mo.num_threads == 0) mo.num_threads = threads;
   SL_ASSIGN_OR_RETURN(std::shared_ptr<Model> model, Model::load(path, mo));
 
@@ -185,7 +192,7 @@ Status Repository::load(const std::string& name) {
   std::lock_guard<std::mutex> lifecycle(lifecycle_mu_);
   std::error_code ec;
   if (!fs::is_directory(fs::path(root_) / name, ec))
-    return not_found("no model folder '" + name + "' in repository '" + root_ + "'");
+    return not_found("no model folder '" + name + "' in the model repository");
   bool serving_old = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -198,7 +205,8 @@ Status Repository::load(const std::string& name) {
     }
   }
   std::string version;
-  auto loaded = load_model(name, &version);
+  Result<std::shared_ptr<LoadedModel>> loaded = load_model(name, &version);
+  if (!loaded.ok()) loaded = relative_to(root_, loaded.status());
   std::shared_ptr<LoadedModel> old;
   {
     std::lock_guard<std::mutex> lock(mu_);
