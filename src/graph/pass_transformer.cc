@@ -11,6 +11,8 @@
 //                                            Missing perms are identities; the mask is added to
 //                                            the scores [.., Sq, Sk] as Add would (its last two
 //                                            dims Sq/Sk or 1, its batch dims broadcasting).
+//                                            Optional is_causal and softcap, and bool masks,
+//                                            come from ONNX Attention (pass_attention.cc).
 //   FusedMatMul/FusedGemm with activation "Gelu".
 //
 // Every absorbed intermediate value must have the pattern's node as its only reader and must not

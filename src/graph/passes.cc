@@ -149,7 +149,7 @@ Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evalu
   if (options.fuse_conv) r.conv_fused += fuse_conv_activation(g);
   if (options.fuse_layer_norm) r.layer_norm_fused += fuse_layer_norm(g);
   if (options.fuse_gelu) r.gelu_fused += fuse_gelu(g);
-  if (options.fuse_attention) r.attention_fused += fuse_attention(g);
+  if (options.fuse_attention) r.attention_fused += fuse_attention(g) + fuse_onnx_attention(g);
   if (options.fuse_gemm) r.gemm_fused += fuse_gemm_activation(g);
   if (options.fuse_gelu) r.gemm_fused += fuse_matmul_gelu(g);
   if (options.fuse_elementwise && options.fold_batchnorm) decompose_batchnorm(g);

@@ -88,6 +88,9 @@ int fuse_gemm_activation(Graph& g);
 int fuse_layer_norm(Graph& g);
 int fuse_gelu(Graph& g);
 int fuse_attention(Graph& g);
+// ONNX Attention (opset 23+) -> streamline.Attention where they overlap, absorbing the Transposes
+// around it (pass_attention.cc); runs with fuse_attention.
+int fuse_onnx_attention(Graph& g);
 // streamline.Gelu after a MatMul/Gemm/FusedMatMul/FusedGemm without activation -> its activation.
 int fuse_matmul_gelu(Graph& g);
 // Elementwise groups -> epilogues and streamline.Elementwise nodes (pass_elementwise.cc).

@@ -23,7 +23,9 @@ Status register_shape_ops(KernelRegistry& reg);    // Shape, Size, Reshape, Flat
 Status register_tensor_ops(KernelRegistry& reg);   // Concat, Split, Transpose, Pad, Slice, Gather, Resize, ...
 Status register_loss(KernelRegistry& reg);         // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 Status register_transformer(KernelRegistry& reg);  // streamline.Gelu
-Status register_attention(KernelRegistry& reg);    // streamline.Attention (oneDNN sgemm)
+Status register_attention(KernelRegistry& reg);    // streamline.Attention, ONNX Attention, RotaryEmbedding
+Status register_onnx_attention(KernelRegistry& reg);  // ONNX Attention (23+), part of register_attention
+Status register_rotary(KernelRegistry& reg);       // RotaryEmbedding (23+), part of register_attention
 Status register_rnn(KernelRegistry& reg);          // RNN, GRU, LSTM
 Status register_elementwise_types(KernelRegistry& reg);  // arithmetic, Max/Min, Clip: 8/16-bit, unsigned, f16, f64
 Status register_reduce_types(KernelRegistry& reg); // Reduce* for float64, float16, bfloat16
