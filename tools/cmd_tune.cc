@@ -77,8 +77,8 @@ class ModelCache {
  public:
   ModelCache(std::string path) : path_(std::move(path)) {}
   Result<std::shared_ptr<Model>> get(const TuneConfig& c) {
-    const std::string key = std::to_string(c.threads) + "/" + std::to_string(c.streams) + "/" +
-                            (c.elastic ? "e" : "") + "/" + c.device + "/" + c.precision;
+    const std::string key = std::to_string(c.threads) + "/" + std::to_string(c.streams) + "/" + (c.elastic ? "e" : "") +
+                            "/" + c.device + "/" + c.precision;
     if (auto it = models_.find(key); it != models_.end()) return it->second;
     ModelOptions mo;
     mo.num_threads = c.threads;
@@ -261,13 +261,16 @@ int tune(const TuneFlags& f) {
   po.total = planned;
   po.enabled = !f.json;
   Progress progress(po);
-  const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(f.max_minutes * 60));
+  const auto deadline =
+      t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(f.max_minutes * 60));
   Outcome outcome;
   outcome.candidates = n;
   auto note = [&](int round, const TuneConfig& c) {
     const Trial* best = best_trial(latest_trials(outcome.trials), goal);
-    std::string s = (grid ? "" : "round " + std::to_string(round + 1) + "/" + std::to_string(rounds) + ", ") + c.label();
-    if (best && best->ok) s += " | best " + best->config.label() + ": " + fmt(best->throughput, 1) + "/s, p99 " + fmt(best->p99_ms) + " ms";
+    std::string s =
+        (grid ? "" : "round " + std::to_string(round + 1) + "/" + std::to_string(rounds) + ", ") + c.label();
+    if (best && best->ok)
+      s += " | best " + best->config.label() + ": " + fmt(best->throughput, 1) + "/s, p99 " + fmt(best->p99_ms) + " ms";
     progress.set_note(s);
   };
   auto run_one = [&](int round, const TuneConfig& c, double seconds) {
@@ -336,8 +339,9 @@ int tune(const TuneFlags& f) {
        << ", \"cores\": " << space.cores << ", \"load\": \"" << json_escape(load_text)
        << "\", \"latency_budget_ms\": " << fmt(goal.latency_budget_ms) << ", \"first_seconds\": " << fmt(first)
        << ", \"wall_s\": " << fmt(wall_s) << ", \"measured_s\": " << fmt(outcome.measured_s)
-       << ", \"timed_out\": " << (outcome.timed_out ? "true" : "false") << ", \"met_objective\": " << (met ? "true" : "false")
-       << ", \"chosen\": " << trial_json(*chosen) << ", \"frontier\": [";
+       << ", \"timed_out\": " << (outcome.timed_out ? "true" : "false")
+       << ", \"met_objective\": " << (met ? "true" : "false") << ", \"chosen\": " << trial_json(*chosen)
+       << ", \"frontier\": [";
   for (size_t i = 0; i < front.size(); ++i) json << (i ? ", " : "") << trial_json(front[i]);
   json << "], \"trials\": [";
   for (size_t i = 0; i < outcome.trials.size(); ++i) json << (i ? ", " : "") << trial_json(outcome.trials[i]);
@@ -379,9 +383,10 @@ int tune(const TuneFlags& f) {
   print_table(frows);
   std::cout << "\nchosen: " << chosen->config.label() << ": " << fmt(chosen->throughput, 1) << " rows/s, p99 "
             << fmt(chosen->p99_ms) << " ms" << (met ? "" : " (no configuration met the objective; this is the closest)")
-            << "\n" << outcome.trials.size() << " trials in " << fmt(wall_s, 1) << " s ("
-            << fmt(outcome.measured_s, 1) << " s measured)" << (outcome.timed_out ? ", stopped at --max-minutes" : "")
-            << "\nwrote " << config_path.string() << ", " << svg_path.string() << ", " << json_path.string() << "\n";
+            << "\n"
+            << outcome.trials.size() << " trials in " << fmt(wall_s, 1) << " s (" << fmt(outcome.measured_s, 1)
+            << " s measured)" << (outcome.timed_out ? ", stopped at --max-minutes" : "") << "\nwrote "
+            << config_path.string() << ", " << svg_path.string() << ", " << json_path.string() << "\n";
   return met ? 0 : 1;
 }
 
@@ -389,8 +394,8 @@ int tune(const TuneFlags& f) {
 
 Runner add_tune_command(CLI::App& app) {
   auto f = std::make_shared<TuneFlags>();
-  CLI::App* c = app.add_subcommand(
-      "tune", "Measure serving configurations on this machine and write the best as a config.pbtxt");
+  CLI::App* c =
+      app.add_subcommand("tune", "Measure serving configurations on this machine and write the best as a config.pbtxt");
   c->add_option("model", f->path, "ONNX model file")->required();
   add_input_flags(c, f->in, true);
   c->add_option("--latency-budget-ms", f->latency_budget_ms, "p99 latency the chosen configuration must stay within")

@@ -8,7 +8,9 @@
 namespace streamline::tools {
 namespace {
 
-int cores_used(const TuneConfig& c) { return c.device == "cpu" ? c.instances * c.threads : c.instances; }
+int cores_used(const TuneConfig& c) {
+  return c.device == "cpu" ? c.instances * c.threads : c.instances;
+}
 
 std::vector<std::pair<int, int64_t>> batching_choices(const TuneSpace& s) {
   std::vector<std::pair<int, int64_t>> out;
@@ -40,11 +42,20 @@ std::string xml_escape(const std::string& s) {
   std::string o;
   for (char ch : s) {
     switch (ch) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += ch;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += ch;
     }
   }
   return o;
@@ -189,7 +200,9 @@ std::vector<Trial> frontier(const std::vector<Trial>& trials) {
 HalvingSearch::HalvingSearch(std::vector<TuneConfig> candidates, double first_seconds, int eta)
     : current_(std::move(candidates)), first_seconds_(first_seconds), eta_(std::max(2, eta)) {}
 
-double HalvingSearch::round_seconds() const { return first_seconds_ * std::pow(eta_, round_); }
+double HalvingSearch::round_seconds() const {
+  return first_seconds_ * std::pow(eta_, round_);
+}
 
 void HalvingSearch::report(const std::vector<Trial>& trials, const Objective& goal) {
   std::vector<Trial> round;
@@ -228,7 +241,8 @@ double HalvingSearch::planned_seconds(int n, double first_seconds, int eta) {
   eta = std::max(2, eta);
   double total = 0;
   int m = n;
-  for (int r = 0; r < planned_rounds(n, eta); ++r, m = (m + eta - 1) / eta) total += m * first_seconds * std::pow(eta, r);
+  for (int r = 0; r < planned_rounds(n, eta); ++r, m = (m + eta - 1) / eta)
+    total += m * first_seconds * std::pow(eta, r);
   return total;
 }
 
@@ -260,8 +274,8 @@ std::string frontier_svg(const std::vector<Trial>& all, const Trial* chosen, con
   }
   for (double v = 0; v <= max_y + 1e-9; v += sy) {
     o << "<line x1=\"" << left << "\" y1=\"" << num(Y(v), 1) << "\" x2=\"" << left + pw << "\" y2=\"" << num(Y(v), 1)
-      << "\" stroke=\"#eee\"/>\n<text x=\"" << left - 6 << "\" y=\"" << num(Y(v) + 4, 1)
-      << "\" text-anchor=\"end\">" << num(v, sy < 1 ? 2 : 0) << "</text>\n";
+      << "\" stroke=\"#eee\"/>\n<text x=\"" << left - 6 << "\" y=\"" << num(Y(v) + 4, 1) << "\" text-anchor=\"end\">"
+      << num(v, sy < 1 ? 2 : 0) << "</text>\n";
   }
   o << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
     << "\" fill=\"none\" stroke=\"#333\"/>\n";
@@ -305,8 +319,8 @@ std::string tuned_config_pbtxt(const std::string& name, const TuneConfig& c, boo
   o << "instance_group [ { count: " << c.instances << " kind: " << (c.device == "cpu" ? "KIND_CPU" : "KIND_GPU")
     << " } ]\n";
   if (batchable && c.max_batch > 1)
-    o << "dynamic_batching {\n  preferred_batch_size: [ " << c.max_batch << " ]\n  max_queue_delay_microseconds: "
-      << c.queue_delay_us << "\n}\n";
+    o << "dynamic_batching {\n  preferred_batch_size: [ " << c.max_batch
+      << " ]\n  max_queue_delay_microseconds: " << c.queue_delay_us << "\n}\n";
   auto param = [&](const std::string& key, const std::string& value) {
     o << "parameters { key: \"" << key << "\" value: { string_value: \"" << value << "\" } }\n";
   };

@@ -29,8 +29,8 @@ namespace streamline::tools {
 // One serving configuration: what ServingOptions and ModelOptions get.
 struct TuneConfig {
   int instances = 1;
-  int threads = 1;  // intra-op threads per instance
-  int streams = 1;  // streams per instance (its threads are shared among them)
+  int threads = 1;       // intra-op threads per instance
+  int streams = 1;       // streams per instance (its threads are shared among them)
   bool elastic = false;  // elastic threads across the streams (streams > 1 only)
   int max_batch = 1;     // 1 = no dynamic batching
   int64_t queue_delay_us = 0;
@@ -80,10 +80,10 @@ struct Objective {
 // One measurement of one configuration.
 struct Trial {
   TuneConfig config;
-  int round = 0;        // 0-based
-  double seconds = 0;   // length of the measured window asked for
-  bool ok = false;      // it ran (false: it could not be built or answered nothing)
-  std::string error;    // why not, when !ok
+  int round = 0;          // 0-based
+  double seconds = 0;     // length of the measured window asked for
+  bool ok = false;        // it ran (false: it could not be built or answered nothing)
+  std::string error;      // why not, when !ok
   double throughput = 0;  // rows per second
   double p50_ms = 0, p99_ms = 0;
   uint64_t requests = 0, rejected = 0;

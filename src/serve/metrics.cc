@@ -152,6 +152,12 @@ std::string ServerCore::metrics_text() const {
     for (const auto& [code, n] : m.failures)
       x.sample("streamline_inference_request_failure_total", with(model_labels(m), "reason", status_code_name(code)),
                static_cast<double>(n));
+  x.family("streamline_inference_admission_refused_total", "counter",
+           "Requests refused on arrival because the estimated queueing and run time exceeded their timeout or "
+           "the model's latency objective (counted in the failures too, as ResourceExhausted).");
+  for (const auto& m : models)
+    x.sample("streamline_inference_admission_refused_total", model_labels(m),
+             static_cast<double>(m.stats.refused_at_admission));
   x.family("streamline_inference_count_total", "counter", "Rows inferred (a request of n rows counts n).");
   for (const auto& m : models) {
     uint64_t rows = 0;

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <set>
@@ -143,7 +144,18 @@ struct IntParam {
 };
 constexpr IntParam kIntParams[] = {
     {"streams", 1, 64}, {"threads", 0, 1024}, {"threads_per_stream", 0, 1024}, {"split_convs", 0, 64}};
-constexpr const char* kBoolParams[] = {"pin", "warmup", "elastic_threads", "cuda_graphs", "winograd"};
+constexpr const char* kBoolParams[] = {"pin", "warmup", "elastic_threads", "cuda_graphs", "winograd", "admission"};
+// The latency objective in milliseconds (decimals allowed), at most an hour.
+constexpr const char* kSloParam = "latency_slo_ms";
+constexpr double kMaxSloMs = 3600e3;
+
+// A positive decimal number of milliseconds, or nothing.
+std::optional<double> parse_ms(const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || !(v > 0) || v > kMaxSloMs) return std::nullopt;
+  return v;
+}
 
 Status check_parameters(const std::map<std::string, std::string>& params, const std::string& where) {
   for (const auto& [key, value] : params) {
@@ -161,6 +173,11 @@ Status check_parameters(const std::map<std::string, std::string>& params, const 
       if (key != b) continue;
       known = true;
       if (!parse_bool(value)) return invalid_argument(at + "expected true or false, got '" + value + "'");
+    }
+    if (key == kSloParam) {
+      known = true;
+      if (!parse_ms(value))
+        return invalid_argument(at + "expected milliseconds above 0 and at most 3600000, got '" + value + "'");
     }
     if (key == "precision") {
       known = true;
@@ -553,6 +570,9 @@ ServingOptions serving_options(const ModelConfig& config) {
   so.threads_per_instance = int_param(config, "threads", 0);
   so.pin = bool_param(config, "pin", false);
   so.warmup = bool_param(config, "warmup", true);
+  so.batching.queue.admission = bool_param(config, "admission", true);
+  if (auto it = config.parameters.find(kSloParam); it != config.parameters.end())
+    if (auto ms = parse_ms(it->second)) so.batching.queue.latency_objective_us = static_cast<int64_t>(*ms * 1000);
   return so;
 }
 

@@ -17,7 +17,9 @@
 namespace streamline::tools {
 
 // Readable failure messages.
-void PrintTo(const TuneConfig& c, std::ostream* os) { *os << c.label(); }
+void PrintTo(const TuneConfig& c, std::ostream* os) {
+  *os << c.label();
+}
 
 namespace {
 
@@ -47,9 +49,9 @@ TEST(TuneSpaceTest, ConfigurationsStayWithinTheCoresUnlessOversubscribing) {
   }
   // Every instance count of 1, 2 and 4 takes all the cores in one of its configurations.
   for (int i : {1, 2, 4})
-    EXPECT_TRUE(std::any_of(configs.begin(), configs.end(),
-                            [&](const TuneConfig& c) { return c.instances == i && c.instances * c.threads == 4; }))
-        << i;
+    EXPECT_TRUE(std::any_of(configs.begin(), configs.end(), [&](const TuneConfig& c) {
+      return c.instances == i && c.instances * c.threads == 4;
+    })) << i;
   s.oversubscribe = true;
   int over = 0;
   for (const TuneConfig& c : candidate_configs(s)) {
