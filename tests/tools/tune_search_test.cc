@@ -43,8 +43,12 @@ TEST(TuneSpaceTest, ConfigurationsStayWithinTheCoresUnlessOversubscribing) {
   for (const TuneConfig& c : configs) {
     EXPECT_LE(c.instances * c.threads, 4) << c.label();
     EXPECT_LE(c.streams, c.threads) << c.label();
-    if (c.elastic) EXPECT_GE(c.streams, 2) << c.label();
-    if (c.max_batch == 1) EXPECT_EQ(c.queue_delay_us, 0) << c.label();
+    if (c.elastic) {
+      EXPECT_GE(c.streams, 2) << c.label();
+    }
+    if (c.max_batch == 1) {
+      EXPECT_EQ(c.queue_delay_us, 0) << c.label();
+    }
     EXPECT_TRUE(labels.insert(c.label()).second) << "duplicate " << c.label();
   }
   // Every instance count of 1, 2 and 4 takes all the cores in one of its configurations.
