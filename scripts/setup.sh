@@ -14,9 +14,9 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config clang libclang-rt-14-dev
   libdnnl-dev ocl-icd-opencl-dev libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev rapidjson-dev
-  libboost-dev libgrpc++-dev protobuf-compiler-grpc libjpeg-dev libpng-dev
+  libboost-dev libgrpc++-dev protobuf-compiler-grpc libjpeg-dev libpng-dev zlib1g-dev
   python3 python3-venv python3-numpy python3-onnx python3-torch python3-torchvision
-  prometheus wrk curl
+  prometheus wrk curl chromium chromium-driver
 )
 
 missing=()

@@ -23,7 +23,7 @@ Scheduler::Scheduler(SchedulerOptions options, BatchExecutor executor)
     : options_(std::move(options)),
       executor_(std::move(executor)),
       clock_(options_.clock ? options_.clock : &SteadyClock::instance()),
-      stats_(options_.stats_window) {
+      stats_(options_.stats_window, options_.latency_buckets_us) {
   options_.instances = std::max(1, options_.instances);
   for (int i = 0; i < options_.instances; ++i) stats_.on_busy(i, 0);  // every instance reported, idle ones too
   drain_policy_ = options_.policy;
@@ -110,8 +110,8 @@ Status Scheduler::admission_locked(const QueuedItem& item, int64_t timeout_us) c
 }
 
 void Scheduler::refuse(const InferRequest& request, Status status, const InferCallback& done) {
-  stats_.on_response(status, /*accepted=*/false, 0, 0);
   InferResponse r;
+  stats_.on_response(status, /*accepted=*/false, r);
   r.id = request.id;
   r.status = std::move(status);
   invoke(done, std::move(r));
@@ -212,6 +212,9 @@ void Scheduler::run_batch(int instance, PendingList& batch, int rows) {
     std::lock_guard<std::mutex> lock(mu_);
     run_times_.observe(rows, end - start);
   }
+  if (!responses.empty())
+    stats_.on_batch_timing(rows, responses[0].compute_input_us, responses[0].compute_infer_us,
+                           responses[0].compute_output_us);
   // Pass 1: what the batch answered well is delivered now.
   const bool isolate = batch.size() > 1;
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -231,6 +234,7 @@ void Scheduler::run_batch(int instance, PendingList& batch, int rows) {
     stats_.on_busy(instance, std::max<int64_t>(0, done - again));
     const int own_rows = batch[i]->item.rows;
     stats_.on_batch(own_rows, /*requests=*/0);  // one more run; the request left the queue already
+    stats_.on_batch_timing(own_rows, alone.compute_input_us, alone.compute_infer_us, alone.compute_output_us);
     // Its compute time covers the failed batch and its own run.
     deliver(std::move(batch[i]), std::move(alone), start, done, own_rows);
   }
@@ -256,7 +260,7 @@ void Scheduler::answer_all(PendingList& list, const Status& status) {
 }
 
 void Scheduler::finish(std::unique_ptr<Pending> p, InferResponse r) {
-  stats_.on_response(r.status, /*accepted=*/true, r.queue_us, r.compute_us);
+  stats_.on_response(r.status, /*accepted=*/true, r);
   if (!options_.policy.preserve_ordering) {
     invoke(p->done, std::move(r));
     return;

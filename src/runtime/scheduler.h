@@ -49,6 +49,8 @@ struct SchedulerOptions {
   const Clock* clock = &SteadyClock::instance();
   // Samples in each latency window of stats().
   size_t stats_window = 4096;
+  // Bounds of the latency histograms of stats() (empty = kDefaultLatencyBucketsUs).
+  std::vector<double> latency_buckets_us;
   // Runs first on each instance thread (pinning, warm-up); an error makes start() fail.
   std::function<Status(int instance)> on_instance_start;
 };

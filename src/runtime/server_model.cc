@@ -22,6 +22,9 @@ Status check_options(const ServingOptions& o) {
   if (o.threads_per_instance < 0) return invalid_argument("threads_per_instance must be >= 0");
   if (o.stats_window < 1) return invalid_argument("stats_window must be >= 1");
   if (!o.clock) return invalid_argument("clock must not be null");
+  for (size_t i = 0; i < o.latency_buckets_us.size(); ++i)
+    if (!(o.latency_buckets_us[i] > 0) || (i > 0 && !(o.latency_buckets_us[i] > o.latency_buckets_us[i - 1])))
+      return invalid_argument("latency_buckets_us must be positive and increasing");
   return runtime::validate_policy(o.batching);
 }
 
@@ -100,6 +103,7 @@ Result<std::unique_ptr<ServingModel>> ServingModel::create(std::shared_ptr<const
   so.policy = bp;
   so.clock = options.clock;
   so.stats_window = static_cast<size_t>(options.stats_window);
+  so.latency_buckets_us = options.latency_buckets_us;
   runtime::InstancePool* pool = m->pool_.get();
   const bool do_warm = options.warmup && !warm.empty();
   so.on_instance_start = [pool, warm, do_warm](int i) { return pool->start_instance(i, do_warm ? &warm : nullptr); };

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 
+#include "serve/classification.h"
 #include "serve/model_config.h"
 
 namespace streamline::serve {
@@ -120,24 +121,41 @@ Result<std::optional<size_t>> parse_header_length(std::string_view value, size_t
 }
 
 Result<EncodedInfer> encode_infer_response(const DecodedInfer& request, const std::string& model,
-                                           const std::string& version, const InferResponse& response) {
+                                           const std::string& version, const InferResponse& response,
+                                           const EncodeOptions& options) {
   // (name, tensor, binary) in response order.
   struct Out {
     const std::string* name;
     const Tensor* tensor;
     bool binary;
+    const ShmRef* shm;
+    const ClassifiedOutput* classes;  // classification: BYTES instead of the tensor
   };
   std::vector<Out> outs;
+  std::vector<ClassifiedOutput> classified;
+  classified.reserve(request.outputs.size());
   if (!request.outputs.empty()) {
     for (const RequestedOutput& o : request.outputs) {
       auto it = response.outputs.find(o.name);
       if (it == response.outputs.end()) return internal_error("the response lacks output '" + o.name + "'");
-      outs.push_back({&it->first, &it->second, o.binary});
+      const ClassifiedOutput* classes = nullptr;
+      if (o.class_count > 0) {
+        const std::vector<std::string>* labels = nullptr;
+        if (options.labels)
+          if (auto l = options.labels->find(o.name); l != options.labels->end()) labels = &l->second;
+        Result<ClassifiedOutput> c = classify(it->second, o.class_count, options.batched, labels);
+        if (!c.ok()) return Status(c.status().code(), "output '" + o.name + "': " + c.status().message());
+        classified.push_back(std::move(*c));
+        classes = &classified.back();
+      }
+      outs.push_back({&it->first, &it->second, o.binary && !o.shm, o.shm ? &*o.shm : nullptr, classes});
     }
   } else {
-    for (const auto& [name, t] : response.outputs) outs.push_back({&name, &t, request.binary_default});
+    for (const auto& [name, t] : response.outputs)
+      outs.push_back({&name, &t, request.binary_default, nullptr, nullptr});
   }
   for (const Out& o : outs) {
+    if (o.classes) continue;
     if (o.tensor->layout() != Layout::kPlain)
       return internal_error("output '" + *o.name + "' is not in the plain layout");
     if (*dtype_to_kserve(o.tensor->dtype()) == '\0' || dtype_size(o.tensor->dtype()) == 0)
@@ -164,12 +182,41 @@ Result<EncodedInfer> encode_infer_response(const DecodedInfer& request, const st
     w.Key("name");
     write_string(w, *o.name);
     w.Key("datatype");
-    w.String(dtype_to_kserve(o.tensor->dtype()));
+    w.String(o.classes ? "BYTES" : dtype_to_kserve(o.tensor->dtype()));
     w.Key("shape");
     w.StartArray();
-    for (int64_t d : o.tensor->shape()) w.Int64(d);
+    if (o.classes)
+      for (int64_t d : o.classes->shape) w.Int64(d);
+    else
+      for (int64_t d : o.tensor->shape()) w.Int64(d);
     w.EndArray();
-    if (o.binary) {
+    if (o.classes) {
+      if (o.binary) {
+        any_binary = true;
+        w.Key("parameters");
+        w.StartObject();
+        w.Key("binary_data_size");
+        w.Uint64(serialize_bytes(o.classes->values).size());
+        w.EndObject();
+      } else {
+        w.Key("data");
+        w.StartArray();
+        for (const std::string& v : o.classes->values) write_string(w, v);
+        w.EndArray();
+      }
+    } else if (o.shm) {
+      w.Key("parameters");
+      w.StartObject();
+      w.Key("shared_memory_region");
+      write_string(w, o.shm->region);
+      w.Key("shared_memory_byte_size");
+      w.Uint64(o.tensor->nbytes());
+      if (o.shm->offset > 0) {
+        w.Key("shared_memory_offset");
+        w.Uint64(o.shm->offset);
+      }
+      w.EndObject();
+    } else if (o.binary) {
       any_binary = true;
       w.Key("parameters");
       w.StartObject();
@@ -191,10 +238,15 @@ Result<EncodedInfer> encode_infer_response(const DecodedInfer& request, const st
     e.header_length = e.body.size();
     size_t total = e.body.size();
     for (const Out& o : outs)
-      if (o.binary) total += o.tensor->nbytes();
+      if (o.binary && !o.classes) total += o.tensor->nbytes();
     e.body.reserve(total);
-    for (const Out& o : outs)
-      if (o.binary) e.body.append(static_cast<const char*>(o.tensor->raw()), o.tensor->nbytes());
+    for (const Out& o : outs) {
+      if (!o.binary) continue;
+      if (o.classes)
+        e.body += serialize_bytes(o.classes->values);
+      else
+        e.body.append(static_cast<const char*>(o.tensor->raw()), o.tensor->nbytes());
+    }
   }
   return e;
 }

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 
+#include "serve/dashboard.h"
 #include "serve/echo.h"
 #include "serve/http_codec.h"
+#include "serve/http_extensions.h"
 #include "serve/http_session.h"
 #include "serve/json_util.h"
 #include "serve/model_config.h"
@@ -104,6 +106,15 @@ std::optional<Response> HttpSession::route(Request& req) {
     if (!get) return method_not_allowed("GET");
     return make_response(200, core.metrics_text(), kMetricsType);
   }
+  if (!state_.options.metrics_only && !seg.empty() && seg[0] == "dashboard") {
+    if (!get) return method_not_allowed("GET");
+    if (seg.size() == 2 && seg[1] == "trace.json") return make_response(200, core.traces().last_trace_json(), kJson);
+    const EmbeddedFile* f = dashboard_file(target);
+    if (!f) return error_response(404, no_route);
+    Response res = make_response(200, std::string(reinterpret_cast<const char*>(f->data), f->size), f->content_type);
+    res.set(http::field::cache_control, "no-cache");
+    return res;
+  }
   if (state_.options.metrics_only || seg.empty() || seg[0] != "v2") return error_response(404, no_route);
   if (seg.size() == 1) {
     if (!get) return method_not_allowed("GET");
@@ -114,17 +125,23 @@ std::optional<Response> HttpSession::route(Request& req) {
     const bool ok = seg[2] == "live" ? core.live() : core.ready();
     return make_response(ok ? 200 : 503, "", "");
   }
+  if (ExtensionReply x = route_extension(core, get, post, seg, req.body()); x.matched) {
+    const char* type = x.body.empty() ? "" : kJson;
+    Response res = make_response(static_cast<unsigned>(x.http_status), std::move(x.body), type);
+    if (*x.allow) res.set(http::field::allow, x.allow);
+    return res;
+  }
   if (seg[1] == "models" && seg.size() >= 3) return route_model(req, seg);
   if (seg[1] == "repository") {
     if (seg.size() == 3 && seg[2] == "index") {
       if (!post) return method_not_allowed("POST");
       Result<bool> ready_only = parse_bool_member(req.body(), "ready");
       if (!ready_only.ok()) return status_response(ready_only.status());
-      return make_response(200, repository_index_json(core.repository().index(), *ready_only), kJson);
+      return make_response(200, repository_index_json(core.repository().full_index(), *ready_only), kJson);
     }
     if (seg.size() == 5 && seg[2] == "models" && (seg[4] == "load" || seg[4] == "unload")) {
       if (!post) return method_not_allowed("POST");
-      return model_control(seg[3], seg[4] == "load");
+      return model_control(seg[3], seg[4] == "load", req.body());
     }
   }
   return error_response(404, no_route);
@@ -162,11 +179,7 @@ std::optional<Response> HttpSession::route_model(Request& req, const std::vector
   if (action != "ready" && action != "config" && action != "stats") return error_response(404, "no such route");
   if (!get) return method_not_allowed("GET");
   if (action == "stats") {
-    if (!version.empty()) {
-      auto m = core.repository().get(model, version);
-      if (!m.ok()) return status_response(m.status());
-    }
-    Result<std::string> stats = core.statistics_json(model);
+    Result<std::string> stats = core.statistics_json(model, version);
     if (!stats.ok()) return status_response(stats.status());
     return make_response(200, std::move(*stats), kJson);
   }

@@ -12,10 +12,14 @@
 
 #include "serve/echo.h"
 #include "serve/http_codec.h"
+#include "serve/http_compression.h"
+#include "serve/http_extensions.h"
 
 namespace streamline::serve::http_detail {
 namespace {
 
+// Response bodies up to this size go uncompressed whatever the client accepts.
+constexpr size_t kMinCompressBytes = 256;
 // How long a connection that is closing reads (and drops) what the client still sends.
 constexpr auto kLinger = std::chrono::seconds(2);
 // How long a stopping server waits for the rest of a request that has begun to arrive.
@@ -32,7 +36,11 @@ struct InferContext {
   std::shared_ptr<HttpState> state;
   std::shared_ptr<HttpSession> session;
   std::string model, version;
-  DecodedInfer decoded;  // its request has been moved into the runtime
+  DecodedInfer decoded;                // its request has been moved into the runtime
+  std::shared_ptr<ActiveTrace> trace;  // set when this request is traced
+  // Classification outputs: the model's labels and whether its outputs have a batch dimension.
+  std::shared_ptr<const LabelMap> labels;
+  bool batched = false;
 
   void reply(Response res) {
     asio::post(session->executor(), [s = session, res = std::move(res)]() mutable { s->send(std::move(res)); });
@@ -40,19 +48,37 @@ struct InferContext {
 
   // On a runtime thread: encode, then hand the response to the connection's strand.
   void done(InferResponse r) {
-    if (!r.status.ok()) return reply(status_response(r.status));
+    if (!trace) return answer(r);
+    Response res = encode(r);
+    state->core.traces().finish(*trace, r, version);
+    res.set("traceparent", trace->traceparent());
+    reply(std::move(res));
+  }
+
+  void answer(const InferResponse& r) { reply(encode(r)); }
+
+  Response encode(const InferResponse& r) {
+    if (!r.status.ok()) return status_response(r.status);
+    // Outputs asked for into shared memory are written there; the body only names them.
+    for (const RequestedOutput& o : decoded.outputs) {
+      if (!o.shm) continue;
+      auto it = r.outputs.find(o.name);
+      if (it == r.outputs.end()) continue;  // encode names the missing output
+      if (Status s = state->core.shared_memory().write_output(o.name, it->second, *o.shm); !s.ok())
+        return status_response(s);
+    }
     // From the index, not get(): a LoadedModel reference dropped last on this (instance) thread
     // would join the thread from itself.
     std::string served = version;
     if (served.empty())
       for (const RepositoryEntry& e : state->core.repository().index())
         if (e.name == model) served = e.version;
-    Result<EncodedInfer> e = encode_infer_response(decoded, model, served, r);
-    if (!e.ok()) return reply(status_response(e.status()));
+    Result<EncodedInfer> e = encode_infer_response(decoded, model, served, r, {labels.get(), batched});
+    if (!e.ok()) return status_response(e.status());
     const bool binary = e->header_length.has_value();
     Response res = make_response(200, std::move(e->body), binary ? "application/octet-stream" : kJson);
     if (binary) res.set("Inference-Header-Content-Length", std::to_string(*e->header_length));
-    reply(std::move(res));
+    return res;
   }
 };
 
@@ -64,8 +90,24 @@ void decode_and_submit(const std::shared_ptr<InferContext>& ctx, Request& req, s
   req.body().shrink_to_fit();
   if (!decoded.ok()) return ctx->reply(status_response(decoded.status()));
   ctx->decoded = std::move(*decoded);
+  if (Status s = ctx->state->core.shared_memory().read_inputs(ctx->decoded.shm_inputs, &ctx->decoded.request); !s.ok())
+    return ctx->reply(status_response(s));
+  if (std::any_of(ctx->decoded.outputs.begin(), ctx->decoded.outputs.end(),
+                  [](const RequestedOutput& o) { return o.class_count > 0; })) {
+    // Taken here, off the instance threads, where a LoadedModel reference may be dropped.
+    auto m = ctx->state->core.repository().get(ctx->model, ctx->version);
+    if (m.ok()) {
+      ctx->labels = (*m)->labels;
+      ctx->batched = (*m)->config.max_batch_size > 0;
+    }
+  }
   InferRequest request = std::move(ctx->decoded.request);
   request.id = ctx->state->next_request_id.fetch_add(1);
+  if (ctx->trace) {
+    request.trace = true;
+    ctx->trace->note_inputs(request.inputs);
+    ctx->trace->note_submit(request.id);
+  }
   ctx->state->core.infer(ctx->model, ctx->version, std::move(request),
                          [ctx](InferResponse r) { ctx->done(std::move(r)); });
 }
@@ -189,6 +231,10 @@ void HttpSession::on_read(beast::error_code ec) {
   parser_.reset();
   keep_alive_ = req.keep_alive();
   version_ = req.version();
+  {
+    auto accept = req[http::field::accept_encoding];
+    accept_ = pick_encoding(std::string_view(accept.data(), accept.size()));
+  }
   if (std::optional<Response> res = route(req)) send(std::move(*res));
 }
 
@@ -204,6 +250,11 @@ void HttpSession::send(Response res) {
     return;
   }
   res.version(version_);
+  // Accept-Encoding of the request answered: the body goes compressed (tiny bodies gain nothing).
+  if (accept_ && res.body().size() > kMinCompressBytes && res[http::field::content_encoding].empty()) {
+    res.body() = compress_body(res.body(), *accept_);
+    res.set(http::field::content_encoding, body_encoding_name(*accept_));
+  }
   bool keep = keep_alive_ && !close_after_ && !over_cap_;
   // Draining or stopping: the connection ends after the last request it has received.
   if (keep && (state_.stopping() || state_.core.draining()) && !more_pending()) keep = false;
@@ -262,10 +313,19 @@ void HttpSession::close() {
 }
 
 std::optional<Response> HttpSession::infer(Request& req, const std::string& model, const std::string& version) {
-  auto encoding = req[http::field::content_encoding];
-  if (!encoding.empty() && encoding != "identity")
-    return error_response(
-        400, "Content-Encoding '" + echo(std::string_view(encoding.data(), encoding.size())) + "' is not supported");
+  if (Status s = state_.core.check_single_response(model, version); !s.ok()) return status_response(s);
+  auto encoding_text = req[http::field::content_encoding];
+  Result<std::optional<BodyEncoding>> encoding =
+      parse_content_encoding(std::string_view(encoding_text.data(), encoding_text.size()));
+  if (!encoding.ok()) return status_response(encoding.status());
+  if (*encoding) {
+    // Inference-Header-Content-Length and every limit apply to the decompressed body.
+    const uint64_t limit = static_cast<uint64_t>(std::max<int64_t>(0, state_.core.options().max_request_bytes));
+    Result<std::string> plain = decompress_body(req.body(), **encoding, limit);
+    if (!plain.ok()) return status_response(plain.status());
+    req.body() = std::move(*plain);
+    req.erase(http::field::content_encoding);
+  }
   // One Inference-Header-Content-Length: repeated with different values, which one is meant?
   std::set<std::string> lengths;
   for (auto [it, end] = req.equal_range("Inference-Header-Content-Length"); it != end; ++it)
@@ -286,6 +346,10 @@ std::optional<Response> HttpSession::infer(Request& req, const std::string& mode
   ctx->session = shared_from_this();
   ctx->model = model;
   ctx->version = version;
+  {
+    auto tp = req["traceparent"];
+    ctx->trace = state_.core.traces().start(model, std::string(tp.data(), tp.size()));
+  }
   stream_.expires_never();  // no I/O until the response
   if (req.body().size() <= state_.options.inline_decode_bytes) {
     decode_and_submit(ctx, req, *header_length);
@@ -305,13 +369,19 @@ std::optional<Response> HttpSession::infer(Request& req, const std::string& mode
   return std::nullopt;
 }
 
-std::optional<Response> HttpSession::model_control(const std::string& model, bool load) {
+std::optional<Response> HttpSession::model_control(const std::string& model, bool load, const std::string& body) {
   if (Status s = state_.core.check_model_control(); !s.ok()) return status_response(s);
+  LoadOptions options;
+  if (load) {
+    Result<LoadOptions> parsed = parse_load_request(body);
+    if (!parsed.ok()) return status_response(parsed.status());
+    options = std::move(*parsed);
+  }
   // Loading takes long: the loader thread keeps the I/O threads free, one operation at a time.
   auto state = state_.shared_from_this();
   auto self = shared_from_this();
-  const bool queued = state_.control_pool->try_post([state, self, model, load] {
-    Status s = load ? state->core.load_model(model) : state->core.unload_model(model);
+  const bool queued = state_.control_pool->try_post([state, self, model, load, options] {
+    Status s = load ? state->core.load_model(model, options) : state->core.unload_model(model);
     Response res = s.ok() ? make_response(200, "", "") : status_response(s);
     asio::post(self->executor(), [self, res = std::move(res)]() mutable { self->send(std::move(res)); });
   });

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "serve/http_compression.h"
 #include "serve/http_server.h"
 #include "serve/server_core.h"
 #include "serve/task_pool.h"
@@ -106,7 +107,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::optional<Response> route(Request& req);
   std::optional<Response> route_model(Request& req, const std::vector<std::string>& seg);
   std::optional<Response> infer(Request& req, const std::string& model, const std::string& version);
-  std::optional<Response> model_control(const std::string& model, bool load);
+  std::optional<Response> model_control(const std::string& model, bool load, const std::string& body);
   // The JSON limit as the body limit for a request without the binary extension.
   uint64_t json_limit() const;
 
@@ -127,6 +128,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool close_after_ = false;
   bool finishing_ = false;
   unsigned version_ = 11;
+  std::optional<BodyEncoding> accept_;  // the request's Accept-Encoding, for its response
 };
 
 // Responses with the Server header; error bodies are {"error": "..."} with the message capped.

@@ -92,9 +92,9 @@ TEST(HttpCodecTest, RefusesMalformedDocuments) {
   expect_invalid("{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1]}]}", "neither");
   expect_invalid("{\"id\":5," + one_input("FP32", "[1]", "[1]").substr(1), "\"id\" must be a string");
   expect_invalid("{\"parameters\":{\"priority\":-1}," + one_input("FP32", "[1]", "[1]").substr(1), "priority");
-  expect_invalid("{\"outputs\":[{\"name\":\"y\",\"parameters\":{\"classification\":2}}]," +
+  expect_invalid("{\"outputs\":[{\"name\":\"y\",\"parameters\":{\"classification\":0}}]," +
                      one_input("FP32", "[1]", "[1]").substr(1),
-                 "classification");
+                 "classification must be an integer >= 1");
   // Deep nesting anywhere in the document: parsed iteratively, refused or accepted, never a crash.
   std::string deep =
       "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "," + one_input("FP32", "[1]", "[1]").substr(1);
