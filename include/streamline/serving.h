@@ -104,6 +104,13 @@ struct QueuePolicy {
   TimeoutAction timeout_action = TimeoutAction::kReject;
   // Whether a request's own timeout_us replaces default_timeout_us.
   bool allow_timeout_override = true;
+  // End-to-end latency objective of every request (the model's SLO); 0 = none. With admission,
+  // a request whose estimated queueing plus run time exceeds it is refused when it arrives.
+  int64_t latency_objective_us = 0;
+  // Deadline-aware admission: a request that, by the queue ahead of it and the run times seen so
+  // far, cannot start within its timeout (or meet latency_objective_us) is refused at once with
+  // ResourceExhausted and the estimate, instead of timing out in the queue (runtime/admission.h).
+  bool admission = true;
 };
 
 // How requests are merged into batches. Read once, when the ServingModel is made.
@@ -185,6 +192,7 @@ struct ServingStats {
   uint64_t accepted = 0;                    // entered the queue
   uint64_t succeeded = 0;                   // answered with outputs
   uint64_t failed = 0;                      // answered with an error (includes refusals at submit)
+  uint64_t refused_at_admission = 0;        // of those, refused because they could not finish in time
   std::map<StatusCode, uint64_t> failures;  // failed, by status code
   LatencySummary queue, compute, total;     // total = queue + compute, per successful request
   // The parts of compute, per successful request (InferResponse::compute_input_us, ...).

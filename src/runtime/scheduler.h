@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "runtime/admission.h"
 #include "runtime/batcher.h"
 #include "runtime/stats.h"
 #include "streamline/serving.h"
@@ -71,6 +72,8 @@ class Scheduler {
   // once: on this thread if refused (queue full -> ResourceExhausted, shut down -> Unavailable),
   // else on an instance thread (or the thread calling shutdown(kCancel)).
   void enqueue(InferRequest request, int rows, uint32_t shape_key, InferCallback done);
+  // With admission on (QueuePolicy::admission) and a timeout or latency objective, a request the
+  // estimate says cannot make it is refused on this thread with ResourceExhausted.
   // Answers a request refused before queueing with `status` (on this thread) and counts it.
   void refuse(const InferRequest& request, Status status, const InferCallback& done);
 
@@ -92,6 +95,8 @@ class Scheduler {
   using PendingList = std::vector<std::unique_ptr<Pending>>;
 
   void worker_main(int instance);
+  // Admission's verdict on `item` (not yet queued) with its queueing timeout; mu_ held.
+  Status admission_locked(const QueuedItem& item, int64_t timeout_us) const;
   // Runs one batch on `instance` and answers its requests; when several shared the batch, each
   // failed one is run again alone and answered from that run.
   void run_batch(int instance, PendingList& batch, int rows);
@@ -112,6 +117,8 @@ class Scheduler {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   PendingList queue_;  // arrival order
+  int busy_ = 0;             // instances running a batch
+  RunTimeModel run_times_;   // every batch's run, for admission
   uint64_t next_seq_ = 0;
   bool stopping_ = false;
   bool started_ = false;

@@ -132,12 +132,18 @@ void StatsRecorder::on_response(const Status& status, bool accepted, const Infer
   }
 }
 
+void StatsRecorder::on_admission_refused() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++admission_refused_;
+}
+
 ServingStats StatsRecorder::snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   ServingStats s;
   s.accepted = accepted_;
   s.succeeded = succeeded_;
   s.failed = failed_;
+  s.refused_at_admission = admission_refused_;
   s.failures = failures_;
   s.queue = queue_.summarize();
   s.compute = compute_.summarize();

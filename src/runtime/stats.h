@@ -55,12 +55,14 @@ class StatsRecorder {
   // at submit have not); its times (queue_us, compute_us and the compute parts) are recorded for
   // successes only.
   void on_response(const Status& status, bool accepted, const InferResponse& timing);
+  // A request was refused at admission (its on_response comes too).
+  void on_admission_refused();
 
   ServingStats snapshot() const;
 
  private:
   mutable std::mutex mu_;
-  uint64_t accepted_ = 0, succeeded_ = 0, failed_ = 0, batches_ = 0;
+  uint64_t accepted_ = 0, succeeded_ = 0, failed_ = 0, batches_ = 0, admission_refused_ = 0;
   int64_t in_flight_ = 0, queued_ = 0;
   std::map<StatusCode, uint64_t> failures_;
   std::map<int, uint64_t> hist_;

@@ -4,6 +4,7 @@
 //
 //   parse_config_int("8")    -> 8;     parse_config_int("8x") -> nullopt
 //   parse_config_bool("on")  -> true;  parse_config_bool("maybe") -> nullopt
+//   parse_config_ms("12.5")  -> 12.5;  parse_config_ms("0") -> nullopt
 
 #include <cstdint>
 #include <optional>
@@ -15,5 +16,10 @@ namespace streamline::serve {
 std::optional<int64_t> parse_config_int(const std::string& s);
 // true, 1, on, yes / false, 0, off, no.
 std::optional<bool> parse_config_bool(const std::string& s);
+// Milliseconds above 0 and at most kMaxConfigMs, decimals allowed (latency_slo_ms).
+inline constexpr double kMaxConfigMs = 3600e3;
+std::optional<double> parse_config_ms(const std::string& s);
+// The latency objective admission holds every request of the model to.
+inline constexpr const char* kLatencySloParam = "latency_slo_ms";
 
 }  // namespace streamline::serve

@@ -240,6 +240,10 @@ std::string ServerCore::metrics_text() const {
     for (const auto& [code, n] : m.failures)
       x.sample("streamline_inference_request_failure_total", with(model_labels(m), "reason", status_code_name(code)),
                static_cast<double>(n));
+  counter_family(x, "streamline_inference_admission_refused_total",
+                 "Requests refused on arrival because the estimated queueing and run time exceeded their timeout "
+                 "or the model's latency objective (counted in the failures too, as ResourceExhausted).",
+                 models, [](const ModelSample& m) { return static_cast<double>(m.stats.refused_at_admission); });
   counter_family(x, "streamline_inference_count_total", "Rows inferred (a request of n rows counts n).", models,
                  [](const ModelSample& m) { return static_cast<double>(m.rows); });
   counter_family(x, "streamline_inference_exec_count_total", "Model executions (batches run).", models,

@@ -11,6 +11,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <set>
@@ -131,7 +132,7 @@ struct IntParam {
 };
 constexpr IntParam kIntParams[] = {
     {"streams", 1, 64}, {"threads", 0, 1024}, {"threads_per_stream", 0, 1024}, {"split_convs", 0, 64}};
-constexpr const char* kBoolParams[] = {"pin", "warmup", "elastic_threads", "cuda_graphs", "winograd"};
+constexpr const char* kBoolParams[] = {"pin", "warmup", "elastic_threads", "cuda_graphs", "winograd", "admission"};
 
 Status check_parameters(const std::map<std::string, std::string>& params, const std::string& where) {
   for (const auto& [key, value] : params) {
@@ -149,6 +150,11 @@ Status check_parameters(const std::map<std::string, std::string>& params, const 
       if (key != b) continue;
       known = true;
       if (!parse_config_bool(value)) return invalid_argument(at + "expected true or false, got '" + value + "'");
+    }
+    if (key == kLatencySloParam) {
+      known = true;
+      if (!parse_config_ms(value))
+        return invalid_argument(at + "expected milliseconds above 0 and at most 3600000, got '" + value + "'");
     }
     if (key == "precision") {
       known = true;
@@ -331,6 +337,13 @@ std::optional<int64_t> parse_config_int(const std::string& s) {
   const char* end = s.data() + s.size();
   auto [p, ec] = std::from_chars(s.data(), end, v);
   if (ec != std::errc() || p != end || s.empty()) return std::nullopt;
+  return v;
+}
+
+std::optional<double> parse_config_ms(const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || !(v > 0) || v > kMaxConfigMs) return std::nullopt;
   return v;
 }
 

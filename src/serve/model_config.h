@@ -12,7 +12,8 @@
 // dynamic_batching (preferred_batch_size, max_queue_delay_microseconds, priority_levels, default_priority_level,
 // default_queue_policy, preserve_ordering), parameters { key: "streams" value: { string_value: "2" } } for our own
 // options (streams, threads, threads_per_stream, elastic_threads, split_convs, winograd,
-// cuda_graphs, precision, pin, warmup). Unknown fields are ignored, with a warning.
+// cuda_graphs, precision, pin, warmup, admission) and latency_slo_ms (the latency objective that
+// admission refuses requests against). Unknown fields are ignored, with a warning.
 
 #include <cstddef>
 #include <cstdint>

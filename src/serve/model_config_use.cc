@@ -122,6 +122,9 @@ ServingOptions serving_options(const ModelConfig& config) {
   so.threads_per_instance = int_param(config, "threads", 0);
   so.pin = bool_param(config, "pin", false);
   so.warmup = bool_param(config, "warmup", true);
+  so.batching.queue.admission = bool_param(config, "admission", true);
+  if (auto it = config.parameters.find(kLatencySloParam); it != config.parameters.end())
+    if (auto ms = parse_config_ms(it->second)) so.batching.queue.latency_objective_us = static_cast<int64_t>(*ms * 1000);
   return so;
 }
 

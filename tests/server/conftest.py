@@ -7,7 +7,8 @@ Models (ONNX written here with onnx.helper; the reference outputs come from ONNX
     tiny     y = Relu(x @ W + b), x [N, 16] float32 -> y [N, 8]; dynamic batching, max 8
     nobatch  the same graph with max_batch_size 0 and no config.pbtxt (derived by the server)
     slow_q   8 x (MatMul 1024x1024 + Relu), queue of at most 1 request: a burst gets 429
-    slow_t   the same model, 1 ms queue timeout (REJECT): a burst gets 504
+    slow_t   the same model, 1 ms queue timeout (REJECT), admission off: a burst gets 504
+    slow_a   the same model, one instance, admission on: a burst with tight timeouts gets 429
     broken   a config.pbtxt with a syntax error: the model is unavailable, the others load
 """
 
@@ -104,6 +105,14 @@ instance_group [ { count: 1 kind: KIND_CPU } ]
 dynamic_batching {
   default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 1000 }
 }
+parameters { key: "admission" value: { string_value: "false" } }
+"""
+
+SLOW_A_CONFIG = """
+name: "slow_a"
+max_batch_size: 8
+instance_group [ { count: 1 kind: KIND_CPU } ]
+parameters { key: "threads" value: { string_value: "1" } }
 """
 
 
@@ -124,6 +133,7 @@ def repository(tmp_path_factory) -> Path:
     slow = mlp_model(1024, 1024, 8, seed=2)
     write_model(root, "slow_q", slow, SLOW_Q_CONFIG)
     write_model(root, "slow_t", slow, SLOW_T_CONFIG)
+    write_model(root, "slow_a", slow, SLOW_A_CONFIG)
     write_model(root, "broken", tiny, 'name: "broken"\nmax_batch_size: [ 8\n')
     return root
 
