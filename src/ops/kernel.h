@@ -119,11 +119,10 @@ struct KernelOptions {
   // Lets 3x3 stride-1 convolutions on nChw8c activations run Winograd F(2x2, 3x3) where it pays
   // (see ops/cpu/conv_winograd.h).
   bool allow_winograd = true;
-  // How convolutions choose between their algorithms where there is a choice. The default is
-  // fixed rules (Winograd by its heuristic, width-1 convolutions along the long axis), so a model's
-  // results never depend on timings: kMeasure can pick differently in two processes, and Winograd
-  // and direct results differ in float rounding.
-  ConvAlgorithm conv_algorithm = ConvAlgorithm::kLongAxis;
+  // How convolutions choose between their algorithms where there is a choice. With kMeasure two
+  // processes may pick differently (Winograd or direct), and their results then differ in float
+  // rounding (up to about 1e-5 of the scale); ModelOptions::winograd = false leaves no such choice.
+  ConvAlgorithm conv_algorithm = ConvAlgorithm::kMeasure;
   // Device kernels: the math mode (see Precision). kFp16 models arrive with float16 dtypes, so the
   // dtype picks the def and this field only tells fp32 defs whether TF32 is allowed.
   Precision precision = Precision::kFp32;

@@ -157,6 +157,15 @@ InferFraming infer_framing(const Request& req, int64_t json_limit) {
     return f;
   }
   f.header_length = *header_length;
+  // An empty Inference-Header-Content-Length lets the body past the reader's JSON limit (the
+  // header is there) while the body is still all JSON: the limit applies here, to what is decoded
+  // (a decompressed body included).
+  if (!f.header_length && req.body().size() > non_negative(json_limit))
+    f.refusal = error_response(413, "JSON request body of " + std::to_string(req.body().size()) +
+                                        " bytes is larger than the JSON limit of " +
+                                        std::to_string(non_negative(json_limit)) +
+                                        " bytes (--max-json-body-mb); send large tensors with the binary tensor "
+                                        "extension");
   return f;
 }
 

@@ -132,6 +132,12 @@ TEST(HttpRequestTest, ChecksTheBinaryFraming) {
       infer_framing(infer_request(std::string(300, ' '), {{"Inference-Header-Content-Length", "200"}}), 100);
   ASSERT_TRUE(big.refusal.has_value());
   EXPECT_EQ(big.refusal->result_int(), 413u);
+  // An empty Inference-Header-Content-Length makes the whole body JSON: the JSON limit holds.
+  InferFraming empty =
+      infer_framing(infer_request(std::string(300, ' '), {{"Inference-Header-Content-Length", ""}}), 100);
+  ASSERT_TRUE(empty.refusal.has_value());
+  EXPECT_EQ(empty.refusal->result_int(), 413u);
+  EXPECT_FALSE(infer_framing(infer_request("{}", {{"Inference-Header-Content-Length", ""}}), 100).refusal.has_value());
   InferFraming gz = infer_framing(infer_request("{}", {{"Content-Encoding", "gzip"}}), 100);
   ASSERT_TRUE(gz.refusal.has_value());
   EXPECT_EQ(gz.refusal->result_int(), 400u);

@@ -685,7 +685,7 @@ class ConvKernel final : public Kernel {
   bool fused_ = false;
   ConvAttrs attrs_;
   bool weights_const_ = false;
-  ConvAlgorithm algo_ = ConvAlgorithm::kLongAxis;
+  ConvAlgorithm algo_ = ConvAlgorithm::kMeasure;
   int block_ = 0;            // channels per block of blocked outputs allowed, 0: none (conv_out_layout)
   PackedWeights packed_;     // constant weights reordered at create, if any
   EwEpilogue epi_;           // FusedConv's elementwise epilogue (ew_* attributes), inputs 4..
