@@ -386,8 +386,16 @@ TEST(EwFused, MatMulEpiloguesMatchReference) {
     const int si = swiglu.add(EwOp::kMul, {0, s});
     swiglu.add(EwOp::kMul, {si, 1});
   }
+  // The soft cap of attention scores, c tanh(x / c): two different affine maps around a tanh.
+  EwProgram softcap;
+  softcap.num_inputs = 1;
+  {
+    const int d = softcap.add(EwOp::kDiv, {0, kImm}, 0.f, 0.f, 2.5f);
+    const int t = softcap.add(EwOp::kTanh, {d});
+    softcap.add(EwOp::kMul, {t, kImm}, 0.f, 0.f, 2.5f);
+  }
   for (int64_t n : {24, 96}) {
-    for (const EwProgram* p : {&gelu, &swiglu}) {
+    for (const EwProgram* p : {&gelu, &swiglu, &softcap}) {
       for (int threads : {1, 2}) {
         std::vector<Tensor> in{random_tensor({3, 5, 16}, rng), random_tensor({16, n}, rng), random_tensor({n}, rng)};
         if (p->num_inputs == 2) in.push_back(random_tensor({3, 5, n}, rng));

@@ -359,6 +359,14 @@ std::optional<std::vector<EwPostOp>> lower_to_post_ops(const EwProgram& p) {
     if (lin && op.alpha == 1.f && op.beta == 0.f) continue;  // the identity
     merged.push_back(op);
   }
+  // oneDNN 2.6 also computes two eltwise_linear post-ops with different parameters wrongly when
+  // another eltwise sits between them (MatMul then x/c, tanh, then *c, the soft cap of attention
+  // scores: the second one ran with the first one's factor). Such a chain runs as our own loop
+  // over the output instead (EwFused.MatMulEpiloguesMatchReference, the soft cap).
+  int linears = 0;
+  for (const EwPostOp& op : merged)
+    linears += op.kind == EwPostOp::Kind::kEltwise && op.alg == algorithm::eltwise_linear;
+  if (linears > 1) return std::nullopt;
   return merged;
 }
 
