@@ -10,6 +10,7 @@ Models (written here):
 """
 
 import queue
+import time
 import uuid
 
 import numpy as np
@@ -440,7 +441,18 @@ def test_trace_settings_over_grpc_and_a_traced_stream(srv, tmp_path):
         ((result, error),) = stream_results(q, 1)
         g.stop_stream()
         assert error is None
-        events = js.loads(sorted(tmp_path.glob("g.json.*"))[-1].read_text())["traceEvents"]
+        # A stream's trace is written once its response has gone out: wait for the whole file.
+        deadline = time.monotonic() + 10
+        events = None
+        while events is None:
+            files = sorted(tmp_path.glob("g.json.*"))
+            try:
+                events = js.loads(files[-1].read_text())["traceEvents"] if files else None
+            except ValueError:
+                events = None
+            assert events is not None or time.monotonic() < deadline, "no trace file written for the stream"
+            if events is None:
+                time.sleep(0.02)
         req = next(e for e in events if e["ph"] == "X" and e["name"] == "request tiny")
         assert req["args"]["trace_id"] == TRACE_ID
     finally:
