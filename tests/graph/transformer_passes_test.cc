@@ -10,6 +10,7 @@
 #include <random>
 
 #include "graph/ew_program.h"
+#include "graph/graph_run_util.h"
 #include "graph/onnx_import.h"
 #include "graph/onnx_test_models.h"
 #include "graph/passes.h"
@@ -27,30 +28,7 @@ using testing::OnnxModel;
 constexpr int32_t kFloat = onnx::TensorProto::FLOAT;
 
 // Runs every node in topological order with the CPU kernels (a tiny interpreter for tests).
-Result<std::vector<Tensor>> run_graph(const Graph& g, const std::vector<Tensor>& inputs) {
-  std::vector<std::optional<Tensor>> vals(g.num_values());
-  for (size_t i = 0; i < g.inputs().size() && i < inputs.size(); ++i)
-    vals[static_cast<size_t>(g.inputs()[i])] = inputs[i];
-  for (size_t v = 0; v < g.num_values(); ++v)
-    if (g.value(static_cast<ValueId>(v)).constant) vals[v] = *g.value(static_cast<ValueId>(v)).constant;
-  SL_ASSIGN_OR_RETURN(std::vector<NodeId> order, g.topological_order());
-  for (NodeId id : order) {
-    const Node& n = g.node(id);
-    std::vector<Tensor> ins;
-    ops::EvalOptions eo;
-    for (ValueId v : n.inputs) {
-      ins.push_back(v == kNoValue ? Tensor() : *vals[static_cast<size_t>(v)]);
-      eo.constant_mask.push_back(v != kNoValue && g.value(v).constant.has_value());
-    }
-    eo.num_threads = 2;
-    SL_ASSIGN_OR_RETURN(std::vector<Tensor> outs, ops::evaluate_node(ops::default_cpu_registry(), g, n, ins, eo));
-    for (size_t k = 0; k < n.outputs.size() && k < outs.size(); ++k)
-      if (n.outputs[k] != kNoValue) vals[static_cast<size_t>(n.outputs[k])] = outs[k];
-  }
-  std::vector<Tensor> out;
-  for (ValueId v : g.outputs()) out.push_back(*vals[static_cast<size_t>(v)]);
-  return out;
-}
+using testing::run_graph;
 
 Graph import(const OnnxModel& m) {
   auto g = import_onnx_bytes(m.bytes(), "");
