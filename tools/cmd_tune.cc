@@ -266,7 +266,8 @@ int tune(const TuneFlags& f) {
   Outcome outcome;
   outcome.candidates = n;
   auto note = [&](int round, const TuneConfig& c) {
-    const Trial* best = best_trial(latest_trials(outcome.trials), goal);
+    const std::vector<Trial> latest = latest_trials(outcome.trials);
+    const Trial* best = best_trial(latest, goal);
     std::string s =
         (grid ? "" : "round " + std::to_string(round + 1) + "/" + std::to_string(rounds) + ", ") + c.label();
     if (best && best->ok)

@@ -13,7 +13,8 @@
 //     for (const TuneConfig& c : search.round_configs()) round.push_back(measure(c, search.round_seconds()));
 //     search.report(round, goal);
 //   }
-//   const Trial* best = best_trial(latest_trials(search.trials()), goal);
+//   const std::vector<Trial> latest = latest_trials(search.trials());
+//   const Trial* best = best_trial(latest, goal);
 //
 // Successive halving: every candidate is measured for first_seconds, the best 1/eta of them (by
 // rank_before) go on to a round eta times as long, until one is left. With n candidates that costs
@@ -97,6 +98,8 @@ bool meets_objective(const Trial& t, const Objective& goal);
 bool rank_before(const Trial& a, const Trial& b, const Objective& goal);
 // The best trial by rank_before; null when `trials` is empty.
 const Trial* best_trial(const std::vector<Trial>& trials, const Objective& goal);
+// The answer points into its argument: a temporary would leave it dangling.
+const Trial* best_trial(std::vector<Trial>&& trials, const Objective& goal) = delete;
 // Each configuration's last (longest) trial, in first-seen order.
 std::vector<Trial> latest_trials(const std::vector<Trial>& trials);
 // The trials no other one beats on both throughput (higher) and p99 (lower), by throughput.

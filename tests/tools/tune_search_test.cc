@@ -176,7 +176,8 @@ TEST(HalvingSearchTest, FindsTheBestConfigurationWithFewerTrialsThanTheGrid) {
     for (const TuneConfig& c : search.round_configs()) round.push_back(machine.measure(c, search.round_seconds()));
     search.report(round, goal);
   }
-  const Trial* best = best_trial(latest_trials(search.trials()), goal);
+  const std::vector<Trial> latest = latest_trials(search.trials());
+  const Trial* best = best_trial(latest, goal);
   ASSERT_NE(best, nullptr);
   EXPECT_EQ(best->config, machine.best) << best->config.label();
   EXPECT_EQ(machine.measured, HalvingSearch::planned_trials(n, 3));
