@@ -13,8 +13,8 @@
 // (ragged lists, values and lists mixed, nesting deeper than the shape) is refused as it is seen.
 // Errors come in the order of the DOM decoder this replaced: structure, then count, then values.
 // Values convert as the KServe JSON rules say: integers into integer types within range, any
-// number into floating types, true/false into BOOL, strings into BYTES (string tensors). Messages name the element or the list and do
-// not name the input (the caller adds that). Not thread-safe; one sink per value.
+// number into floating types, true/false into BOOL, strings into BYTES (string tensors). Messages
+// name the element or the list and do not name the input (the caller adds that). Not thread-safe; one sink per value.
 
 #include <cstdint>
 #include <limits>
@@ -46,6 +46,11 @@ struct JsonNumber {
   static JsonNumber boolean(bool v) { return {kBool, 0, 0, 0, v}; }
   static JsonNumber text(std::string_view v) { return {kString, 0, 0, 0, false, v}; }  // valid for BYTES only
   static JsonNumber other() { return {}; }  // null: never a valid element
+  // The number `text` stands for, the text being a JSON number as RapidJSON hands it over with
+  // kParseNumbersAsStringsFlag (its grammar checked, its exponent within RapidJSON's bounds):
+  // an integer within int64 or uint64 as such, anything else the nearest double (infinite past
+  // the largest, zero below the smallest).
+  static JsonNumber from_text(std::string_view text);
 };
 
 class DataSink {
