@@ -276,7 +276,7 @@ Status decode_infer_request(const pb::ModelInferRequest& in, InferRequest* out, 
       return invalid_argument("input '" + echo(input.name()) + "' is given twice");
     if (refs[static_cast<size_t>(i)]) {
       const DType dtype = dtype_from_kserve(input.datatype());
-      if (dtype == DType::kUndefined || dtype_size(dtype) == 0)
+      if (dtype == DType::kUndefined || (dtype_size(dtype) == 0 && dtype != DType::kString))
         return invalid_argument("input '" + echo(input.name()) + "': datatype '" + echo(input.datatype()) +
                                 "' is not supported");
       if (static_cast<size_t>(input.shape_size()) > kMaxRank)
@@ -347,7 +347,7 @@ Status encode_infer_response(const InferResponse& r, const std::vector<std::stri
         o->set_datatype(dtype_to_kserve(t.dtype()));
         for (int64_t d : t.shape().dims()) o->add_shape(d);
         (*o->mutable_parameters())["shared_memory_region"].set_string_param(it->second.region);
-        (*o->mutable_parameters())["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(t.nbytes()));
+        (*o->mutable_parameters())["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(wire_bytes(t)));
         if (it->second.offset > 0)
           (*o->mutable_parameters())["shared_memory_offset"].set_int64_param(static_cast<int64_t>(it->second.offset));
         out->add_raw_output_contents();  // keeps raw_output_contents in step with outputs

@@ -3,6 +3,7 @@
 
 #include "serve/grpc_infer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -44,10 +45,16 @@ Result<std::vector<InferResponse>> split_rows(const InferResponse& r) {
     out[i].status = ok_status();
     for (const auto& [name, t] : r.outputs) {
       Shape s = t.shape();
-      const size_t row_bytes = t.nbytes() / static_cast<size_t>(s[0]);
       s[0] = 1;
       Tensor part = Tensor::empty(t.dtype(), s);
-      std::memcpy(part.raw(), static_cast<const char*>(t.raw()) + i * row_bytes, row_bytes);
+      if (t.dtype() == DType::kString) {
+        // String elements are std::string objects: copied one by one.
+        const auto row = static_cast<size_t>(t.numel() / t.shape()[0]);
+        std::copy(t.strings() + i * row, t.strings() + (i + 1) * row, part.strings());
+      } else {
+        const size_t row_bytes = t.nbytes() / static_cast<size_t>(t.shape()[0]);
+        std::memcpy(part.raw(), static_cast<const char*>(t.raw()) + i * row_bytes, row_bytes);
+      }
       out[i].outputs.emplace(name, std::move(part));
     }
   }

@@ -226,7 +226,7 @@ Result<EncodedInfer> encode_infer_response(const DecodedInfer& request, const st
       w.Key("shared_memory_region");
       write_string(w, o.shm->region);
       w.Key("shared_memory_byte_size");
-      w.Uint64(o.tensor->nbytes());
+      w.Uint64(wire_bytes(*o.tensor));
       if (o.shm->offset > 0) {
         w.Key("shared_memory_offset");
         w.Uint64(o.shm->offset);

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "runtime/device_ipc.h"
+#include "serve/bytes_wire.h"
 #include "serve/echo.h"
 
 namespace streamline::serve {
@@ -187,6 +188,31 @@ Status SharedMemoryRegistry::read_inputs(const std::vector<ShmInput>& inputs, In
       if (d < 0 || (d != 0 && numel > (int64_t{1} << 40) / d)) return invalid_argument(what + "bad shape");
       numel *= d;
     }
+    if (in.dtype == DType::kString) {
+      // BYTES: the region holds the raw form (4-byte length, then the bytes, per element), whose
+      // size only the client knows; unpack_bytes checks it holds exactly numel elements. The byte
+      // size is checked against the region, and the count against the bytes, before allocating.
+      std::string raw;
+      if (Result<ShmWindow> w = window(in.ref); w.ok()) {
+        raw.assign(w->data, w->size);
+      } else {
+        Result<std::vector<CudaRegionInfo>> cuda = cuda_status(in.ref.region);
+        if (!cuda.ok()) return Status(w.status().code(), what + w.status().message());
+        if (in.ref.byte_size > (*cuda)[0].byte_size)
+          return invalid_argument(what + "shared_memory_byte_size " + std::to_string(in.ref.byte_size) +
+                                  " is past the region's " + std::to_string((*cuda)[0].byte_size) + " bytes");
+        raw.resize(static_cast<size_t>(in.ref.byte_size));
+        if (Status s = read_region(in.ref, raw.data(), raw.size()); !s.ok())
+          return Status(s.code(), what + s.message());
+      }
+      if (static_cast<uint64_t>(numel) > raw.size() / 4)
+        return invalid_argument(what + std::to_string(raw.size()) + " bytes cannot hold " + std::to_string(numel) +
+                                " BYTES elements (each takes at least 4)");
+      Tensor t = Tensor::empty(DType::kString, Shape(in.dims));
+      if (Status s = unpack_bytes(raw, &t); !s.ok()) return Status(s.code(), what + s.message());
+      request->inputs[in.name] = std::move(t);
+      continue;
+    }
     const uint64_t nbytes = static_cast<uint64_t>(numel) * dtype_size(in.dtype);
     if (in.ref.byte_size != nbytes)
       return invalid_argument(what + "shared_memory_byte_size " + std::to_string(in.ref.byte_size) +
@@ -201,7 +227,13 @@ Status SharedMemoryRegistry::read_inputs(const std::vector<ShmInput>& inputs, In
 }
 
 Status SharedMemoryRegistry::write_output(const std::string& name, const Tensor& t, const ShmRef& ref) const {
-  Status s = write_region(ref, t.raw(), t.nbytes());
+  Status s;
+  if (t.dtype() == DType::kString) {
+    const std::string raw = pack_bytes(t);  // BYTES: 4-byte length, then the bytes, per element
+    s = write_region(ref, raw.data(), raw.size());
+  } else {
+    s = write_region(ref, t.raw(), t.nbytes());
+  }
   if (!s.ok()) return Status(s.code(), "output '" + echo(name) + "': " + s.message());
   return ok_status();
 }

@@ -94,9 +94,10 @@ class SharedMemoryRegistry {
 
   // Inputs from shared memory into `request` (copied out, so the tensors are aligned and the
   // client may reuse its region once the response is back). The byte size must be exactly the
-  // tensor's.
+  // tensor's; for BYTES (string tensors) exactly the raw form's (serve/bytes_wire.h).
   [[nodiscard]] Status read_inputs(const std::vector<ShmInput>& inputs, InferRequest* request) const;
-  // Copies `t` into the region `ref` names; InvalidArgument when it does not fit.
+  // Copies `t` into the region `ref` names (strings in the raw BYTES form); InvalidArgument when
+  // it does not fit.
   [[nodiscard]] Status write_output(const std::string& name, const Tensor& t, const ShmRef& ref) const;
 
  private:

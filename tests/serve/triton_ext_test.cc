@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/logging.h"
+#include "serve/bytes_wire.h"
 #include "serve/grpc_infer.h"
 #include "serve/repository.h"
 #include "serve/shared_memory.h"
@@ -102,6 +103,34 @@ TEST(SharedMemory, AWindowKeepsItsRegionMappedAfterUnregister) {
   EXPECT_EQ(w->data[5], 42);  // still mapped while held
 }
 
+// BYTES travel through regions in their raw form (4-byte length, then the bytes), as Triton's
+// clients write them; the byte size is that form's.
+TEST(SharedMemory, StringTensorsAreLengthPrefixedInRegions) {
+  ShmObject obj(64);
+  SharedMemoryRegistry shm;
+  ASSERT_TRUE(shm.register_system("r", obj.key(), 0, 64).ok());
+  Tensor words = Tensor::empty(DType::kString, Shape{2});
+  words.strings()[0] = "ab";
+  words.strings()[1] = "xyz";
+  const std::string raw = pack_bytes(words);  // 4 + 2 + 4 + 3 = 13 bytes
+  std::memcpy(obj.data() + 8, raw.data(), raw.size());
+  InferRequest req;
+  ASSERT_TRUE(shm.read_inputs({{"s", DType::kString, {2}, {"r", 8, raw.size()}}}, &req).ok());
+  EXPECT_EQ(req.inputs.at("s").strings()[1], "xyz");
+  // A byte size that cuts the last element is refused, naming the input.
+  Status cut = shm.read_inputs({{"s", DType::kString, {2}, {"r", 8, raw.size() - 1}}}, &req);
+  EXPECT_EQ(cut.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(cut.message().find("'s'"), std::string::npos) << cut.message();
+  // A count the bytes cannot hold is refused before a tensor of that many strings is made.
+  Status count = shm.read_inputs({{"s", DType::kString, {int64_t{1} << 38}, {"r", 8, raw.size()}}}, &req);
+  EXPECT_EQ(count.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(count.message().find("cannot hold"), std::string::npos) << count.message();
+
+  ASSERT_TRUE(shm.write_output("t", words, {"r", 32, 32}).ok());
+  EXPECT_EQ(std::string(obj.data() + 32, raw.size()), raw);
+  EXPECT_EQ(shm.write_output("t", words, {"r", 32, 12}).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(Decoupled, SplitRowsGivesOneResponsePerRow) {
   InferResponse r;
   r.id = 9;
@@ -116,6 +145,21 @@ TEST(Decoupled, SplitRowsGivesOneResponsePerRow) {
   EXPECT_EQ((*parts)[1].id, 9u);
   r.outputs["z"] = Tensor::empty(DType::kFloat32, Shape{2, 2});
   EXPECT_EQ(split_rows(r).status().code(), StatusCode::kInvalidArgument);
+}
+
+// String outputs are split by element, not by byte (strings have no fixed size).
+TEST(Decoupled, SplitRowsCopiesStringElements) {
+  InferResponse r;
+  Tensor y = Tensor::empty(DType::kString, Shape{2, 2});
+  for (int i = 0; i < 4; ++i) y.strings()[i] = "w" + std::to_string(i);
+  r.outputs["y"] = y;
+  auto parts = split_rows(r);
+  ASSERT_TRUE(parts.ok());
+  ASSERT_EQ(parts->size(), 2u);
+  const Tensor& second = (*parts)[1].outputs.at("y");
+  EXPECT_EQ(second.shape(), (Shape{1, 2}));
+  EXPECT_EQ(second.strings()[0], "w2");
+  EXPECT_EQ(second.strings()[1], "w3");
 }
 
 TEST(Stats, AccumulateAddsCountersAndKeepsLivePercentiles) {

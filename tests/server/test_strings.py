@@ -138,3 +138,51 @@ def test_wrong_datatype_is_refused_and_the_server_serves_on(text_server):
     ok = httpclient.InferInput("words", [1], "BYTES")
     ok.set_data_from_numpy(np.array([b"robot"], dtype=np.object_))
     assert client.infer("text", [ok]).as_numpy("label").tolist() == [b"tech"]
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_bytes_through_system_shared_memory(text_server, protocol):
+    """BYTES inputs read from and outputs written into system shared memory in Triton's raw form
+    (4-byte length, then the bytes), as tritonclient.utils.shared_memory writes and reads them."""
+    import uuid
+
+    import tritonclient.utils.shared_memory as shm
+    from tritonclient.utils import serialize_byte_tensor
+
+    server, path = text_server
+    mod = httpclient if protocol == "http" else grpcclient
+    client = mod.InferenceServerClient(server.http_addr if protocol == "http" else server.grpc_addr)
+    words = SENTENCES[2]
+    data = np.array([w.encode() for w in words], dtype=np.object_)
+    raw = serialize_byte_tensor(data)  # a 0-d object array holding the raw bytes, as Triton's examples use it
+    in_bytes = len(raw.item())
+    out_bytes = 256
+    tag = uuid.uuid4().hex[:8]
+    h_in = shm.create_shared_memory_region(f"win_{tag}", f"/sl_win_{tag}", in_bytes)
+    h_out = shm.create_shared_memory_region(f"wout_{tag}", f"/sl_wout_{tag}", out_bytes)
+    try:
+        shm.set_shared_memory_region(h_in, [raw])
+        client.register_system_shared_memory(f"win_{tag}", f"/sl_win_{tag}", in_bytes)
+        client.register_system_shared_memory(f"wout_{tag}", f"/sl_wout_{tag}", out_bytes)
+        x = mod.InferInput("words", [len(words)], "BYTES")
+        x.set_shared_memory(f"win_{tag}", in_bytes)
+        out = mod.InferRequestedOutput("norm")
+        out.set_shared_memory(f"wout_{tag}", out_bytes)
+        r = client.infer("text", [x], outputs=[out])
+        norm, _, _ = reference(path, words)
+        meta = r.get_output("norm")
+        params = meta["parameters"] if protocol == "http" else meta.parameters
+        size = params["shared_memory_byte_size"] if protocol == "http" else params["shared_memory_byte_size"].int64_param
+        assert size == sum(4 + len(w) for w in norm)
+        got = shm.get_contents_as_numpy(h_out, np.object_, [len(norm)])
+        assert got.tolist() == norm
+        # A byte size that cuts the last string is refused naming the input; the server serves on.
+        short = mod.InferInput("words", [len(words)], "BYTES")
+        short.set_shared_memory(f"win_{tag}", in_bytes - 1)
+        with pytest.raises(InferenceServerException, match="words"):
+            client.infer("text", [short])
+        assert client.infer("text", [x], outputs=[out]).get_output("norm") is not None
+    finally:
+        client.unregister_system_shared_memory()
+        shm.destroy_shared_memory_region(h_in)
+        shm.destroy_shared_memory_region(h_out)
