@@ -153,6 +153,32 @@ std::string ort_type_name(DType t) {
   }
 }
 
+namespace {
+
+// A string tensor from a numpy array of str ('U'), bytes ('S') or objects that are each str or
+// bytes; str is stored as UTF-8. Always a copy (std::string elements cannot alias numpy's).
+Tensor string_tensor_from_numpy(const py::array& arr, const std::string& what) {
+  Shape shape;
+  for (py::ssize_t i = 0; i < arr.ndim(); ++i) shape.push_back(static_cast<int64_t>(arr.shape(i)));
+  const py::list items = py::module_::import("numpy").attr("ravel")(arr).attr("tolist")();
+  Tensor t = Tensor::empty(DType::kString, shape);
+  for (size_t i = 0; i < items.size(); ++i) {
+    py::handle v = items[i];
+    if (py::isinstance<py::str>(v)) {
+      t.strings()[i] = v.cast<std::string>();
+    } else if (py::isinstance<py::bytes>(v)) {
+      t.strings()[i] = std::string(py::reinterpret_borrow<py::bytes>(v));
+    } else {
+      throw_status(invalid_argument(what + ": element " + std::to_string(i) + " is a " +
+                                    py::str(py::type::handle_of(v)).cast<std::string>() +
+                                    "; a string tensor takes str or bytes"));
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
 Tensor tensor_from_numpy(py::handle obj, const std::string& what, Borrow borrow, std::vector<py::object>* keep) {
   py::array arr;
   if (py::isinstance<py::array>(obj)) {
@@ -160,6 +186,8 @@ Tensor tensor_from_numpy(py::handle obj, const std::string& what, Borrow borrow,
   } else {
     arr = py::array(py::module_::import("numpy").attr("asarray")(obj));
   }
+  const char kind = py::detail::array_descriptor_proxy(arr.dtype().ptr())->kind;
+  if (kind == 'U' || kind == 'S' || kind == 'O') return string_tensor_from_numpy(arr, what);
   const DType dtype = dtype_of(arr.dtype());
   if (dtype == DType::kUndefined)
     throw_status(invalid_argument(what + ": numpy dtype " + py::str(arr.dtype()).cast<std::string>() +
@@ -184,8 +212,23 @@ py::array numpy_from_tensor(const Tensor& t, bool writeable) {
   if (t.layout() != Layout::kPlain)
     throw_status(internal_error("tensor " + t.describe() + " is in the " + layout_name(t.layout()) +
                                 " layout, not plain row-major"));
-  py::dtype dt = numpy_dtype(t.dtype());
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  if (t.dtype() == DType::kString) {
+    // An object array of str, as ONNX Runtime gives string outputs; bytes that are not UTF-8 are
+    // replaced (U+FFFD) rather than failing the call.
+    py::list items;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const std::string& e = t.strings()[i];
+      PyObject* u = PyUnicode_DecodeUTF8(e.data(), static_cast<Py_ssize_t>(e.size()), "replace");
+      if (!u) throw py::error_already_set();
+      items.append(py::reinterpret_steal<py::object>(u));
+    }
+    py::module_ np = py::module_::import("numpy");
+    py::array out = np.attr("array")(items, py::arg("dtype") = py::dtype("O")).attr("reshape")(shape);
+    if (!writeable) out.attr("flags").attr("writeable") = false;
+    return out;
+  }
+  py::dtype dt = numpy_dtype(t.dtype());
   py::array out;
   if (t.numel() == 0 || t.raw() == nullptr) {
     out = py::array(dt, shape);

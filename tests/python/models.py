@@ -93,3 +93,23 @@ def matmul_chain(size=512, depth=6, seed=1):
 def save(model, path):
     onnx.save(model, str(path))
     return str(path)
+
+
+def text_model():
+    """words string [N] -> StringNormalizer (lower case, a stopword) -> 'norm' string [M] and
+    LabelEncoder -> 'ids' int64 [M] (opset 17, ai.onnx.ml 2)."""
+    words = helper.make_tensor_value_info("words", TensorProto.STRING, ["n"])
+    norm = helper.make_tensor_value_info("norm", TensorProto.STRING, ["m"])
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, ["m"])
+    nodes = [
+        helper.make_node("StringNormalizer", ["words"], ["norm"], case_change_action="LOWER", stopwords=["the"],
+                         locale="C.UTF-8"),
+        helper.make_node("LabelEncoder", ["norm"], ["ids"], domain="ai.onnx.ml", keys_strings=["cat", "dog"],
+                         values_int64s=[1, 2], default_int64=0),
+    ]
+    m = helper.make_model(helper.make_graph(nodes, "text", [words], [norm, ids]),
+                          opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 2)],
+                          producer_name="streamline-tests")
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m

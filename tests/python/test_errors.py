@@ -62,8 +62,11 @@ def test_input_errors_name_the_input(add_path):
         sess.run(None, {"x": x, "y": np.ones(5, np.float32)})
     with pytest.raises(streamline.InvalidArgument, match="dict"):
         sess.run(None, "x")
-    with pytest.raises(streamline.InvalidArgument, match="input 'y'.*no streamline tensor type"):
+    # Strings are a tensor type (a string model takes them), just not this input's.
+    with pytest.raises(streamline.InvalidArgument, match=r"input 'y': expected tensor\(float\).*tensor\(string\)"):
         sess.run(None, {"x": x, "y": np.array(["a", "b", "c", "d"])})
+    with pytest.raises(streamline.InvalidArgument, match="input 'y'.*no streamline tensor type"):
+        sess.run(None, {"x": x, "y": np.ones(4, np.complex64)})
     # The session still works after all of that.
     np.testing.assert_array_equal(sess.run(None, {"x": x, "y": x})[0], 2 * x)
 

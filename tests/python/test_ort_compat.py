@@ -197,3 +197,24 @@ def test_run_async_reports_errors_to_the_callback(add_path):
     assert done.wait(60)
     assert got["results"] == [] and got["user_data"] == 42
     assert "missing input(s) 'y'" in got["err"]
+
+
+def test_string_tensors_in_and_out_as_onnxruntime_gives_them(tmp_path):
+    """str, bytes and object arrays go in as string tensors; string outputs come back as object
+    arrays of str, equal to ONNX Runtime's."""
+    import onnxruntime as ort
+
+    import models
+
+    path = models.save(models.text_model(), tmp_path / "text.onnx")
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    ours = streamline.InferenceSession(path)
+    assert [i.type for i in ours.get_inputs()] == ["tensor(string)"]
+    words = ["The", "CAT", "and", "the", "Dog", "\u00c9t\u00e9"]
+    for feed in (np.array(words), np.array(words, dtype=object), np.array([w.encode() for w in words])):
+        got = ours.run(None, {"words": feed})
+        want = ref.run(None, {"words": np.array(words, dtype=object)})
+        assert got[0].dtype == object and got[0].tolist() == want[0].tolist()
+        np.testing.assert_array_equal(got[1], want[1])
+    with pytest.raises(Exception, match="words"):
+        ours.run(None, {"words": np.array([1, "cat"], dtype=object)})
