@@ -39,6 +39,9 @@ std::string pressure(const ControlWindow& w, const ControlSettings& s, int64_t o
   if (w.queue_depth_mean > kBacklogPerInstance * s.active_instances)
     return "queue depth " + num(w.queue_depth_mean) + " over " + num(kBacklogPerInstance) + " per instance (" +
            std::to_string(s.active_instances) + " active, p99 " + ms(w.p99_us) + ")";
+  if (w.busy_fraction > kSaturatedBusy && w.queue_depth_mean >= kSaturatedDepth * s.active_instances)
+    return "instances " + num(100 * w.busy_fraction) + "% busy with queue depth " + num(w.queue_depth_mean) +
+           " (p99 " + ms(w.p99_us) + ")";
   return "";
 }
 

@@ -18,8 +18,9 @@
 //  1. Budget: more cores held than granted (active x threads > cores_granted, another model took
 //     them): -1 instance, at once, cooldown or not.
 //  2. Cooldown: for `cooldown_windows` windows after a change nothing else changes.
-//  3. Pressure (p99 over the objective, requests refused or timed out, or a queue deeper than
-//     kBacklogPerInstance per active instance): +1 instance while the instance limit and the core
+//  3. Pressure (p99 over the objective, requests refused or timed out, a queue deeper than
+//     kBacklogPerInstance per active instance, or instances over kSaturatedBusy busy with requests
+//     waiting: throughput is capped there): +1 instance while the instance limit and the core
 //     budget allow; else, when batches reach the preferred size that caps them, a larger one
 //     (doubled, up to max_batch); else, when batches stay small while the instances are busy, a
 //     longer queue delay (one step of objective / 10, up to objective / 4) so that they fill.
@@ -123,6 +124,9 @@ struct ControlDecision {
 
 // Pressure: a mean queue deeper than this many requests per active instance.
 inline constexpr double kBacklogPerInstance = 2.0;
+// Pressure: instances busier than this with at least kSaturatedDepth queued per instance.
+inline constexpr double kSaturatedBusy = 0.9;
+inline constexpr double kSaturatedDepth = 0.5;
 // Slack: p99 under this fraction of the objective.
 inline constexpr double kSlackFraction = 0.5;
 // An instance is shed when the remaining ones would be busy less than this.

@@ -114,6 +114,22 @@ TEST(Controller, BusyInstancesWithSmallBatchesGetAQueueDelay) {
   EXPECT_EQ(s.queue_delay_us, 5000);  // never past objective / 4
 }
 
+TEST(Controller, SaturatedInstancesGetAnotherBeforeTheObjectiveIsMissed) {
+  ControllerState st;
+  ControlWindow w = idle();
+  w.p99_us = 12'000;  // within the objective
+  w.busy_fraction = 0.95;
+  w.queue_depth_mean = 1.0;
+  const ControlDecision d = control_step(w, settings(0, 0, 1), limits(2, 1, 2), &st);
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_EQ(d.settings.active_instances, 2);
+  EXPECT_EQ(d.changes[0].reason, "instances 95.0% busy with queue depth 1.0 (p99 12.0 ms): +1 instance");
+  // Busy but nothing waiting: the load fits.
+  w.queue_depth_mean = 0.2;
+  ControllerState fresh;
+  EXPECT_TRUE(control_step(w, settings(0, 0, 1), limits(2, 1, 2), &fresh).changes.empty());
+}
+
 TEST(Controller, CooldownHoldsAfterAChange) {
   const ControlLimits lim = limits(4, 1, 4);
   ControllerState st;
