@@ -56,7 +56,6 @@ ControlLoop::ControlLoop(Scheduler& scheduler, ControlLoopOptions options)
 
 ControlLoop::~ControlLoop() {
   stop();
-  budget_->release(this);
 }
 
 void ControlLoop::start() {
@@ -72,6 +71,9 @@ void ControlLoop::stop() {
   }
   thread_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  stopped_ = true;
+  budget_->release(this);  // a model shut down holds no cores, also while its object lingers
 }
 
 void ControlLoop::thread_main() {
@@ -87,6 +89,7 @@ void ControlLoop::thread_main() {
 
 std::vector<ControllerDecision> ControlLoop::step() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_) return {};
   const ControlCounters now = scheduler_.control_counters();
   const ControlWindow w = window_between(last_, now, settings_.active_instances);
   last_ = now;

@@ -48,14 +48,14 @@ class ControlLoop {
  public:
   // Not owned: `scheduler` must outlive the loop. Holds the scheduler's active instances' cores.
   ControlLoop(Scheduler& scheduler, ControlLoopOptions options);
-  // stop(), and the cores are returned to the budget.
+  // stop().
   ~ControlLoop();
   ControlLoop(const ControlLoop&) = delete;
   ControlLoop& operator=(const ControlLoop&) = delete;
 
   // Runs windows on a thread of its own until stop(). Call at most once.
   void start();
-  // Joins the thread; no window runs after it returns. Idempotent.
+  // Joins the thread and returns the cores to the budget; no window runs after it. Idempotent.
   void stop();
   // One window now: the observations since the previous one, the decision, and what was applied.
   std::vector<ControllerDecision> step();
@@ -74,6 +74,7 @@ class ControlLoop {
   ControlSettings settings_;
   ControllerState state_;
   ControllerStats stats_;
+  bool stopped_ = false;  // stop() ran: no window runs, no core is held
 
   std::mutex thread_mu_;
   std::condition_variable thread_cv_;

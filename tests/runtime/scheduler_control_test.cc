@@ -238,6 +238,9 @@ TEST(ControlLoop, SlowRunsAddAnInstanceWithinTheBudget) {
   const ControllerStats s = loop.stats();
   EXPECT_EQ(s.active_instances, 2);
   EXPECT_EQ((s.decisions.at({"instances", "up"})), 1u);
+  loop.stop();  // a stopped loop holds no cores and decides nothing
+  EXPECT_EQ(budget->held_by_others(nullptr), 0);
+  EXPECT_TRUE(loop.step().empty());
 }
 
 TEST(ControlLoop, ModelsShareOneBudget) {
