@@ -118,9 +118,14 @@ void Scheduler::set_control(const ControlSettings& c) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     live_policy_.max_queue_delay_us = std::max<int64_t>(0, c.queue_delay_us);
-    live_policy_.preferred_batch_sizes.clear();
-    if (c.preferred_batch > 0)
-      live_policy_.preferred_batch_sizes.push_back(std::min(c.preferred_batch, live_policy_.max_batch_size));
+    // The configured list stays until the preferred size (its largest) changes.
+    int largest = 0;
+    for (int p : live_policy_.preferred_batch_sizes) largest = std::max(largest, p);
+    if (c.preferred_batch != largest) {
+      live_policy_.preferred_batch_sizes.clear();
+      if (c.preferred_batch > 0)
+        live_policy_.preferred_batch_sizes.push_back(std::min(c.preferred_batch, live_policy_.max_batch_size));
+    }
     drain_policy_ = live_policy_;
     drain_policy_.max_queue_delay_us = 0;
     active_ = std::clamp(c.active_instances, 1, options_.instances);

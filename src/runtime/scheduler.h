@@ -97,7 +97,8 @@ class Scheduler {
   const BatchPolicy& policy() const { return options_.policy; }
 
   // Applies the controller's settings from the next decision on: queue delay, preferred batch
-  // (clamped to max_batch_size; 0 = none) and active instances (clamped to [1, instances]).
+  // (clamped to max_batch_size; 0 = none; the configured list of sizes stays while its largest is
+  // the one asked for) and active instances (clamped to [1, instances]).
   void set_control(const ControlSettings& settings);
   // The settings in force (the configured ones until set_control()).
   ControlSettings control_settings() const;

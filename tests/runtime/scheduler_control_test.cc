@@ -153,6 +153,26 @@ TEST(SchedulerControl, PreferredBatchCutsTheNextBatches) {
   EXPECT_EQ(runs[2].second, (std::vector<uint64_t>{5, 6}));
 }
 
+TEST(SchedulerControl, TheConfiguredPreferredSizesStayUntilThePreferredSizeChanges) {
+  BatchPolicy p = policy(8, 1'000'000);
+  p.preferred_batch_sizes = {2, 4};
+  Fixture fx(p, 1, 1);
+  fx.sched->set_control(settings(0, 4, 1));  // only the delay changes: {2, 4} stays
+  fx.exec.hold(0);
+  auto f0 = submit(*fx.sched, 0);
+  ASSERT_TRUE(fx.exec.wait_runs(1));
+  std::vector<std::future<InferResponse>> fs;
+  for (uint64_t i = 1; i <= 3; ++i) fs.push_back(submit(*fx.sched, i));
+  fx.exec.release_all();
+  EXPECT_EQ(f0.get().batch_size, 1);
+  for (auto& f : fs) EXPECT_TRUE(f.get().status.ok());
+  // Three queued at no delay: cut to the largest preferred size they hold, 2, then 1.
+  const auto runs = fx.exec.runs();
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[1].second, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(runs[2].second, (std::vector<uint64_t>{3}));
+}
+
 TEST(SchedulerControl, ShrinkingLosesNothingAndKeepsPriorities) {
   Fixture fx(policy(1, 0, /*levels=*/2), 2, 2);
   fx.exec.hold(0);
