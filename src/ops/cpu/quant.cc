@@ -6,27 +6,41 @@
 //   DynamicQuantizeLinear: scale = (max(x, 0) - min(x, 0)) / 255, zero_point = round(-min / scale),
 //                      then QuantizeLinear to uint8; all three outputs are produced.
 // scale and zero_point are scalars (per-tensor) or 1-D of length x.shape[axis] (per-axis). The
-// arithmetic is float32 as the spec's reference does it, so results match it bit for bit.
+// arithmetic is float32 as the spec's reference does it (a division, not a multiplication by the
+// reciprocal), so results match it bit for bit. The loops run over [outer, axis, inner] blocks
+// with the scale fixed in the innermost loop, which the compiler vectorises. Per-tensor
+// quantisation is element-wise and takes its input in any layout.
 
-#include <cfenv>
 #include <cmath>
 
 #include "ops/cpu/extra_common.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/math_common.h"
+#include "ops/cpu/quant_common.h"
 
 namespace streamline::ops::cpu {
 namespace {
 
-inline float saturate_q(float v, DType t) {
-  const float lo = t == DType::kInt8 ? -128.f : 0.f, hi = t == DType::kInt8 ? 127.f : 255.f;
-  return std::min(hi, std::max(lo, v));
+template <typename T>
+inline T saturate_to(float v) {
+  constexpr float lo = std::is_same_v<T, int8_t> ? -128.f : 0.f, hi = std::is_same_v<T, int8_t> ? 127.f : 255.f;
+  return static_cast<T>(static_cast<int32_t>(std::min(hi, std::max(lo, v))));
 }
 
-// [outer, axis, inner] split of `s` around `axis` for per-axis parameters.
+// [outer, len, inner] split of `s` around `axis` for per-axis parameters (len 1: per-tensor).
 struct AxisSplit {
   int64_t len = 1, inner = 1;
 };
+
+template <typename TX, typename TY>
+void quantize_block(const TX* x, TY* y, int64_t n, float scale, float zp) {
+  for (int64_t i = 0; i < n; ++i) y[i] = saturate_to<TY>(std::rint(static_cast<float>(x[i]) / scale) + zp);
+}
+
+template <typename TX>
+void dequantize_block(const TX* x, float* y, int64_t n, float scale, float zp) {
+  for (int64_t i = 0; i < n; ++i) y[i] = (static_cast<float>(x[i]) - zp) * scale;
+}
 
 class QuantizeKernel final : public DataKernel {
  public:
@@ -35,6 +49,11 @@ class QuantizeKernel final : public DataKernel {
   Status init(const KernelCreateArgs& a) {
     axis_ = a.node.attr_int("axis", 1);
     return ok_status();
+  }
+
+  LayoutSupport layout_support() const override { return LayoutSupport::kAny; }
+  bool accepts(std::span<const TensorInfo> in) const override {
+    return in.size() > 1 && in[1].shape.numel() == 1 && (in.size() < 3 || in[2].shape.numel() <= 1);
   }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
@@ -54,9 +73,10 @@ class QuantizeKernel final : public DataKernel {
         return unsupported_error(std::string("input dtype ") + dtype_name(t));
       if (has_zp && in[2].dtype != t) return invalid("zero point dtype differs from the input's");
     }
-    SL_RETURN_IF_ERROR(split(in[0].shape, in[1].shape, has_zp ? &in[2].shape : nullptr).status());
+    SL_ASSIGN_OR_RETURN(AxisSplit sp, split(in[0].shape, in[1].shape, has_zp ? &in[2].shape : nullptr));
+    if (sp.len > 1 && in[0].layout != Layout::kPlain) return invalid("per-axis parameters need a plain input");
     ReshapeResult rr;
-    rr.outputs.push_back(OutputInfo{out, in[0].shape, Layout::kPlain});
+    rr.outputs.push_back(OutputInfo{out, in[0].shape, in[0].layout});
     return rr;
   }
 
@@ -68,24 +88,49 @@ class QuantizeKernel final : public DataKernel {
     SL_ASSIGN_OR_RETURN(AxisSplit sp, split(x.shape(), scale.shape(), zp ? &zp->shape() : nullptr));
     const float* sc = scale.data<float>();
     const int64_t n = x.numel();
-    const DType xt = x.dtype(), yt = y.dtype();
-    math::parallel_chunks(n, math::kCheapGrain, ctx.num_threads, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const int64_t k = sp.len == 1 ? 0 : (i / sp.inner) % sp.len;
-        const float z = zp ? static_cast<float>(load_f(zp->dtype(), zp->raw(), k)) : 0.f;
-        if (quantize_) {
-          const float v = xt == DType::kFloat32 ? x.data<float>()[i] : static_cast<float>(x.data<int32_t>()[i]);
-          const float q = saturate_q(std::nearbyint(v / sc[k]) + z, yt);
-          if (yt == DType::kInt8)
-            y.data<int8_t>()[i] = static_cast<int8_t>(q);
+    const int64_t blocks = n / std::max<int64_t>(1, sp.inner);  // (outer, axis) pairs
+    // Per-tensor: chunks of the flat tensor; per-axis: whole inner blocks per chunk.
+    const int64_t unit = sp.len == 1 ? 1 : sp.inner;
+    const int64_t units = sp.len == 1 ? n : blocks;
+    const int64_t grain = std::max<int64_t>(1, math::kCheapGrain / unit);
+    auto body = [&](auto px, auto py) {
+      using TX = std::remove_cv_t<std::remove_pointer_t<decltype(px)>>;
+      using TY = std::remove_pointer_t<decltype(py)>;
+      const TX* xp = x.data<TX>();
+      TY* yp = static_cast<TY*>(y.raw());
+      math::parallel_chunks(units, grain, ctx.num_threads, [&](int64_t b, int64_t e) {
+        for (int64_t u = b; u < e;) {
+          // One run of elements sharing a scale: the rest of this chunk (per-tensor) or one block.
+          const int64_t k = sp.len == 1 ? 0 : u % sp.len;
+          const int64_t begin = u * unit, count = sp.len == 1 ? e - u : unit;
+          const float s = sc[k], z = zp ? static_cast<float>(param_value(*zp, k)) : 0.f;
+          if constexpr (std::is_same_v<TY, float>)
+            dequantize_block(xp + begin, yp + begin, count, s, z);
           else
-            y.data<uint8_t>()[i] = static_cast<uint8_t>(q);
-        } else {
-          const double v = load_f(xt, x.raw(), i);
-          y.data<float>()[i] = static_cast<float>(v - z) * sc[k];
+            quantize_block(xp + begin, yp + begin, count, s, z);
+          u += sp.len == 1 ? count : 1;
         }
-      }
-    });
+      });
+    };
+    const DType xt = x.dtype(), yt = y.dtype();
+    if (quantize_) {
+      auto with_x = [&](auto py) {
+        if (xt == DType::kInt32)
+          body(static_cast<const int32_t*>(nullptr), py);
+        else
+          body(static_cast<const float*>(nullptr), py);
+      };
+      if (yt == DType::kInt8)
+        with_x(static_cast<int8_t*>(nullptr));
+      else
+        with_x(static_cast<uint8_t*>(nullptr));
+    } else if (xt == DType::kInt8) {
+      body(static_cast<const int8_t*>(nullptr), static_cast<float*>(nullptr));
+    } else if (xt == DType::kUInt8) {
+      body(static_cast<const uint8_t*>(nullptr), static_cast<float*>(nullptr));
+    } else {
+      body(static_cast<const int32_t*>(nullptr), static_cast<float*>(nullptr));
+    }
     return ok_status();
   }
 
@@ -94,6 +139,7 @@ class QuantizeKernel final : public DataKernel {
     AxisSplit sp;
     if (scale.numel() == 1 && scale.rank() <= 1) {
       if (zp && zp->numel() != 1) return invalid("per-tensor scale with a per-axis zero point");
+      sp.inner = std::max<int64_t>(1, x.numel());
       return sp;
     }
     if (scale.rank() != 1) return invalid("scale must be a scalar or 1-D, got " + scale.to_string());
@@ -124,28 +170,52 @@ class DynamicQuantizeKernel final : public DataKernel {
     rr.outputs.push_back(OutputInfo{DType::kUInt8, in[0].shape, Layout::kPlain});
     rr.outputs.push_back(OutputInfo{DType::kFloat32, Shape{}, Layout::kPlain});
     rr.outputs.push_back(OutputInfo{DType::kUInt8, Shape{}, Layout::kPlain});
+    rr.workspace_bytes = 2 * kMaxChunks * sizeof(float);
     return rr;
   }
 
   Status run(const RunContext& ctx) const override {
     const Tensor& x = ctx.inputs[0];
     const float* xp = x.data<float>();
+    const int64_t n = x.numel();
+    // Pass 1: the range, per chunk, then combined (the range always includes 0).
+    auto* partial = static_cast<float*>(ctx.workspace);
+    const int threads = std::min(ctx.num_threads, kMaxChunks);
+    for (int c = 0; c < kMaxChunks; ++c) partial[2 * c] = partial[2 * c + 1] = 0.f;
+    const int64_t grain = std::max<int64_t>(math::kCheapGrain, (n + kMaxChunks - 1) / kMaxChunks);
+    math::parallel_chunks(n, grain, threads, [&](int64_t b, int64_t e) {
+      float lo = 0.f, hi = 0.f;
+      for (int64_t i = b; i < e; ++i) {
+        lo = std::min(lo, xp[i]);
+        hi = std::max(hi, xp[i]);
+      }
+      const int c = static_cast<int>(b / grain);
+      partial[2 * c] = lo;
+      partial[2 * c + 1] = hi;
+    });
     float lo = 0.f, hi = 0.f;
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      lo = std::min(lo, xp[i]);
-      hi = std::max(hi, xp[i]);
+    for (int c = 0; c < kMaxChunks; ++c) {
+      lo = std::min(lo, partial[2 * c]);
+      hi = std::max(hi, partial[2 * c + 1]);
     }
     const float scale = (hi - lo) / 255.f;
-    const float zp = scale == 0.f ? 0.f : std::nearbyint(saturate_q(0.f - lo / scale, DType::kUInt8));
+    const float zp = scale == 0.f ? 0.f : std::nearbyint(std::min(255.f, std::max(0.f, 0.f - lo / scale)));
+    // Pass 2: quantise.
     uint8_t* yp = ctx.outputs[0].data<uint8_t>();
-    for (int64_t i = 0; i < x.numel(); ++i)
-      yp[i] = scale == 0.f ? static_cast<uint8_t>(zp)
-                           : static_cast<uint8_t>(saturate_q(std::nearbyint(xp[i] / scale) + zp, DType::kUInt8));
+    if (scale == 0.f) {
+      std::fill(yp, yp + n, static_cast<uint8_t>(zp));
+    } else {
+      math::parallel_chunks(n, math::kCheapGrain, threads,
+                            [&](int64_t b, int64_t e) { quantize_block(xp + b, yp + b, e - b, scale, zp); });
+    }
     if (ctx.outputs.size() > 1 && ctx.outputs[1].defined()) ctx.outputs[1].data<float>()[0] = scale;
     if (ctx.outputs.size() > 2 && ctx.outputs[2].defined())
       ctx.outputs[2].data<uint8_t>()[0] = static_cast<uint8_t>(zp);
     return ok_status();
   }
+
+ private:
+  static constexpr int kMaxChunks = 64;
 };
 
 KernelFactory quantize_factory(bool quantize) {
