@@ -8,9 +8,11 @@
 // ConstantEvaluator the ops layer provides), Identity/Dropout elimination, BatchNormalization
 // folded into a preceding Conv, Conv + residual Add + Relu/Clip fusion, Gemm/MatMul + bias +
 // activation fusion, transformer fusions (decomposed LayerNorm, erf GELU, scaled-dot-product
-// attention; see pass_transformer.cc), and dead-code elimination. Fused nodes use the op types and
-// attributes documented in docs/architecture.md ("FusedConv", "FusedGemm", "FusedMatMul",
-// "LayerNormalization", "Gelu", "Attention" in domain "streamline").
+// attention; see pass_transformer.cc), int8 rewrites of QDQ and dynamically quantised graphs
+// (pass_quant.cc), and dead-code elimination. Fused nodes use the op types and attributes
+// documented in docs/architecture.md ("FusedConv", "FusedGemm", "FusedMatMul",
+// "LayerNormalization", "Gelu", "Attention", "QConv", "QMatMul", "MatMulIntegerToFloat", "QAdd",
+// "QGlobalAveragePool" in domain "streamline").
 
 #include <span>
 #include <string>
@@ -42,6 +44,9 @@ struct PassOptions {
   bool fuse_layer_norm = true;     // ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div [+ Mul + Add] -> LayerNormalization
   bool fuse_gelu = true;           // x * 0.5 * (1 + Erf(x / sqrt 2)) -> Gelu, then into a preceding MatMul/Gemm
   bool fuse_attention = true;      // [Transpose] MatMul [scale] [+ mask] Softmax MatMul [Transpose] -> Attention
+  // DequantizeLinear/QuantizeLinear patterns and dynamic quantisation (MatMulInteger chains) onto
+  // the int8 ops QConv, QMatMul, QAdd, QGlobalAveragePool, MatMulIntegerToFloat (pass_quant.cc).
+  bool fuse_quant = true;
   bool dead_code = true;           // drop nodes no output depends on
   // Largest tensor (bytes) constant folding may create; bigger results are left to run time.
   int64_t max_folded_bytes = int64_t{64} << 20;
@@ -63,6 +68,7 @@ struct PassReport {
   int attention_fused = 0;
   int dead_removed = 0;
   int convs_split = 0;
+  int quant_fused = 0;        // int8 rewrites (pass_quant.cc), zero points switched to uint8 included
   std::string to_string() const;
 };
 
@@ -71,7 +77,12 @@ Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evalu
 
 // Individual passes (each returns the number of rewrites). Exposed for tests.
 int eliminate_identity(Graph& g);
-int fold_constants(Graph& g, ConstantEvaluator& evaluator, int64_t max_bytes);
+// Which nodes fold_constants may evaluate.
+enum class FoldScope {
+  kAll,             // every node whose inputs are all constants
+  kKeepDequantize,  // all but DequantizeLinear, so fuse_quantized still sees int8 weights
+};
+int fold_constants(Graph& g, ConstantEvaluator& evaluator, int64_t max_bytes, FoldScope scope = FoldScope::kAll);
 int fold_batchnorm_into_conv(Graph& g);
 int fuse_conv_activation(Graph& g);
 int fuse_gemm_activation(Graph& g);
@@ -79,9 +90,16 @@ int fuse_gemm_activation(Graph& g);
 int fuse_layer_norm(Graph& g);
 int fuse_gelu(Graph& g);
 int fuse_attention(Graph& g);
-// streamline.Gelu after a MatMul/Gemm/FusedMatMul/FusedGemm without activation -> its activation.
+// streamline.Gelu after a MatMul/Gemm/FusedMatMul/FusedGemm, or an int8 product writing float32
+// (MatMulIntegerToFloat, QMatMul), without activation -> its activation.
 int fuse_matmul_gelu(Graph& g);
 int eliminate_dead_code(Graph& g);
+// Int8 rewrites (pass_quant.cc): QDQ patterns and dynamic quantisation onto the int8 ops, then
+// normalize_int8_activations.
+int fuse_quantized(Graph& g);
+// int8 activation tensors between ops that all take zero points become uint8 with the zero
+// points shifted by 128 (pass_quant_unsigned.cc); same real values.
+int normalize_int8_activations(Graph& g);
 // Heavy convolutions -> `parts` slices along output channels (pass_split.cc); see PassOptions.
 int split_heavy_convolutions(Graph& g, int parts, double min_share);
 

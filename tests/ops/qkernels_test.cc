@@ -145,6 +145,8 @@ TEST(QKernels, FusedQConvWithResidualAndActivation) {
     const std::string act = kActs[iter % 4];
     if (!act.empty()) qc.s("activation", act);
     if (act == "Clip") qc.floats("activation_params", {0.f, 3.f});
+    // A clamp on conv + bias before the residual (the range of a QDQ graph's intermediate tensor).
+    if (residual && iter % 4 == 1) qc.floats("pre_residual_clip", {-0.3f, 0.4f});
     std::vector<Tensor> in = {q8(xt, Shape{1, c, h, w}, rng),
                               uniform_f32(Shape{}, rng, 0.01f, 0.05f),
                               scalar_q8(xt, xt == DType::kInt8 ? -128 : 0),

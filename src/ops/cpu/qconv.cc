@@ -213,6 +213,8 @@ class QConvKernel final : public Kernel {
       residual_ = r;
     }
     out_ = output_stage(acc_scales, out, y_scale, y_zp, act_);
+    const std::vector<float> clip = node.attr_floats("pre_residual_clip");
+    if (clip.size() == 2) out_.pre_residual_clip = std::make_pair(clip[0], clip[1]);
     return true;
   }
 

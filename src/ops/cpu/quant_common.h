@@ -12,7 +12,8 @@
 //   ConvInteger / MatMulInteger  y = acc (int32)
 //   streamline.QConv, QMatMul    r = x_scale * w_scale[m] * (acc + B[m]) + z_scale * (Z - z_zp);
 //                                y = sat(round(act(r) / y_scale) + y_zp), or y = act(r) in float32
-//                                when y_scale and y_zero_point are absent
+//                                when y_scale and y_zero_point are absent; QConv's optional
+//                                pre_residual_clip [lo, hi] clamps the first term before Z is added
 //   streamline.MatMulIntegerToFloat  y = act(a_scale * b_scale[n] * acc + bias[n]) in float32
 // Thread-safety: everything here is immutable after construction.
 
@@ -76,6 +77,8 @@ struct QEpilogue {
   int32_t y_zp = 0;
   double z_scale = 0.0;  // residual Z (streamline.QConv): its scale and zero point
   int32_t z_zp = 0;
+  // Bounds on the product (plus bias) before Z is added (QConv's pre_residual_clip).
+  double clip_lo = -INFINITY, clip_hi = INFINITY;
   ActivationAttrs act;
 
   // act(r), the value a float32 output holds.

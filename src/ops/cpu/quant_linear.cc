@@ -330,6 +330,7 @@ class IntConvKernel final : public DataKernel {
     if (group_ < 1) return invalid("group must be >= 1");
     if (kind_ == QOpKind::kFused) {
       SL_ASSIGN_OR_RETURN(act_, read_activation(a.node, /*allow_gelu=*/true));
+      clip_ = a.node.attr_floats("pre_residual_clip");
     }
     return ok_status();
   }
@@ -372,7 +373,11 @@ class IntConvKernel final : public DataKernel {
     const Tensor* bias = slot_tensor(ctx.inputs, s_.bias);
     const Tensor* z = slot_tensor(ctx.inputs, s_.z);
     if (wzp && wzp->numel() != 1 && wzp->numel() != g.m) return invalid("w_zero_point must be scalar or per channel");
-    const QEpilogue e = read_epilogue(kind_, s_, ctx.inputs, act_);
+    QEpilogue e = read_epilogue(kind_, s_, ctx.inputs, act_);
+    if (clip_.size() == 2) {
+      e.clip_lo = clip_[0];
+      e.clip_hi = clip_[1];
+    }
     const bool cl = x.layout() == Layout::kChannelsLast;
     const int32_t xz = static_cast<int32_t>(param_at(xzp, 0, 0));
     const int64_t k_plane = g.k[0] * g.k[1] * g.k[2];
@@ -409,8 +414,8 @@ class IntConvKernel final : public DataKernel {
           double r = 0.0;
           if (e.out != DType::kInt32) {
             const int32_t zv = z ? q8_at(*z, yi) : e.z_zp;
-            r = acc_scale * (static_cast<double>(acc) + param_at(bias, m, 0)) +
-                e.z_scale * static_cast<double>(zv - e.z_zp);
+            r = acc_scale * (static_cast<double>(acc) + param_at(bias, m, 0));
+            if (z) r = std::min(e.clip_hi, std::max(e.clip_lo, r)) + e.z_scale * static_cast<double>(zv - e.z_zp);
           }
           store_out(e, y, yi, acc, r);
         }
@@ -471,6 +476,7 @@ class IntConvKernel final : public DataKernel {
   QOpKind kind_;
   QSlots s_;
   ActivationAttrs act_;
+  std::vector<float> clip_;  // pre_residual_clip
   std::string auto_pad_;
   int64_t group_ = 1;
   std::vector<int64_t> kernel_shape_, pads_, strides_, dilations_;

@@ -16,6 +16,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "ops/cpu/quant_common.h"
@@ -82,6 +83,8 @@ struct QOutputStage {
   int32_t y_zp = 0;
   ActivationAttrs act;
   bool quantized_units = false;  // post-ops run in the output's quantised units
+  // streamline.QConv's pre_residual_clip: bounds (real units) on conv + bias before Z is added.
+  std::optional<std::pair<float, float>> pre_residual_clip;
 
   // Sets the output scales and destination zero point on `attr` and appends the residual sum and
   // the activation to `po` (the caller may append more and then sets the post-ops). `channel_mask`
@@ -91,6 +94,10 @@ struct QOutputStage {
     attr.set_output_scales(scales.size() > 1 ? channel_mask : 0, scales);
     const bool q8 = is_q8(out);
     if (q8 && y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {y_zp});
+    const float unit = quantized_units ? y_scale : 1.f;
+    if (residual && pre_residual_clip)
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip_v2, pre_residual_clip->first / unit,
+                        pre_residual_clip->second / unit);
     if (residual) {
       const float s = quantized_units ? residual->scale / y_scale : residual->scale;
       if (residual->dtype == out)
@@ -98,7 +105,7 @@ struct QOutputStage {
       else
         po.append_sum(s, residual->zp, dnnl_dtype(residual->dtype));
     }
-    append_q_activation(po, act, quantized_units ? y_scale : 1.f);
+    append_q_activation(po, act, unit);
     if (q8 && !quantized_units) po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, 1.f / y_scale, 0.f);
   }
 };

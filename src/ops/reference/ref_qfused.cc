@@ -1,5 +1,5 @@
 // Reference kernels for streamline's fused int8 ops (the formulas are in ops/cpu/quant_common.h
-// and ops/cpu/qelementwise.cc): QConv (2-D, plain layout, explicit pads), QMatMul and
+// and ops/cpu/qelementwise.cc): QConv (2-D, plain layout, explicit pads, pre_residual_clip), QMatMul and
 // MatMulIntegerToFloat (A [..., K] times a 2-D B), QAdd and QGlobalAveragePool. Every value goes
 // through double and the activation is evaluated from its definition; no shortcuts.
 
@@ -104,9 +104,12 @@ class RefQConv final : public Kernel {
           }
       double r =
           read_f(ctx.inputs[1], 0) * at(&ctx.inputs[4], o[1], 1) * (static_cast<double>(acc) + at(bias, o[1], 0));
-      if (z)
+      if (z) {
+        const std::vector<float> clip = node_.attr_floats("pre_residual_clip");
+        if (clip.size() == 2) r = std::min<double>(clip[1], std::max<double>(clip[0], r));
         r += read_f(ctx.inputs[10], 0) *
              static_cast<double>(read_i(*z, i) - (opt(ctx, 11) ? read_i(ctx.inputs[11], 0) : 0));
+      }
       store(node_, y, i, r, opt(ctx, 6), opt(ctx, 7));
     }
     return ok_status();

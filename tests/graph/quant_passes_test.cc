@@ -1,0 +1,437 @@
+// The int8 rewrites (graph/pass_quant.cc, pass_quant_unsigned.cc) on small QDQ and dynamically
+// quantised graphs: which ops they leave, and that the rewritten graph (run with the CPU kernels)
+// computes what the original (run with the reference kernels) does, within one output step.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graph/passes.h"
+#include "ops/evaluator.h"
+#include "ops/registry.h"
+
+namespace streamline::graph {
+namespace {
+
+struct Builder {
+  Graph g;
+  Builder() { g.opsets[""] = 13; }
+  ValueId input(const std::string& name, DimList dims, DType t = DType::kFloat32) {
+    const ValueId v = g.add_value(name, t, std::move(dims));
+    g.add_input(v);
+    return v;
+  }
+  ValueId value(const std::string& name, DType t = DType::kFloat32, std::optional<DimList> dims = std::nullopt) {
+    return g.add_value(name, t, std::move(dims));
+  }
+  ValueId constant(const std::string& name, Tensor t) { return g.add_constant(name, std::move(t)); }
+  NodeId node(const std::string& op, std::vector<ValueId> in, std::vector<ValueId> out) {
+    return g.add_node(op, op + std::to_string(g.num_nodes()), std::move(in), std::move(out));
+  }
+  // QuantizeLinear then DequantizeLinear of `x` with one scale and zero point; returns the DQ output.
+  ValueId qdq(ValueId x, float scale, int zp, DType t, const DimList& dims, ValueId* q_out = nullptr) {
+    const ValueId s = constant("s" + std::to_string(g.num_values()), Tensor::scalar<float>(scale));
+    const ValueId z = constant("z" + std::to_string(g.num_values()), zp_tensor(t, zp));
+    const ValueId q = value("q" + std::to_string(g.num_values()), t, dims);
+    const ValueId d = value("d" + std::to_string(g.num_values()), DType::kFloat32, dims);
+    node("QuantizeLinear", {x, s, z}, {q});
+    node("DequantizeLinear", {q, s, z}, {d});
+    if (q_out) *q_out = q;
+    return d;
+  }
+  // DequantizeLinear of a constant int8 weight with per-channel (axis) or per-tensor scales.
+  ValueId weight(const Shape& shape, std::mt19937& rng, bool per_channel, int64_t axis) {
+    Tensor w = Tensor::empty(DType::kInt8, shape);
+    std::uniform_int_distribution<int> d(-127, 127);
+    for (int64_t i = 0; i < w.numel(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(d(rng));
+    const int64_t n = per_channel ? shape[static_cast<size_t>(axis)] : 1;
+    Tensor s = Tensor::empty(DType::kFloat32, per_channel ? Shape{n} : Shape{});
+    Tensor z = Tensor::empty(DType::kInt8, per_channel ? Shape{n} : Shape{});
+    std::uniform_real_distribution<float> ds(0.002f, 0.01f);
+    for (int64_t i = 0; i < n; ++i) {
+      s.data<float>()[i] = ds(rng);
+      z.data<int8_t>()[i] = 0;
+    }
+    const ValueId out = value("w" + std::to_string(g.num_values()));
+    const NodeId dq =
+        node("DequantizeLinear",
+             {constant("wq" + std::to_string(g.num_values()), w), constant("ws" + std::to_string(g.num_values()), s),
+              constant("wz" + std::to_string(g.num_values()), z)},
+             {out});
+    Attribute a;
+    a.kind = Attribute::Kind::kInt;
+    a.i = axis;
+    g.node(dq).attrs["axis"] = a;
+    return out;
+  }
+  static Tensor zp_tensor(DType t, int zp) {
+    return t == DType::kInt8 ? Tensor::scalar<int8_t>(static_cast<int8_t>(zp))
+                             : Tensor::scalar<uint8_t>(static_cast<uint8_t>(zp));
+  }
+};
+
+void set_ints(Node& n, const std::string& k, std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  n.attrs[k] = a;
+}
+
+std::map<std::string, int> op_counts(const Graph& g) {
+  std::map<std::string, int> c;
+  for (size_t i = 0; i < g.num_nodes(); ++i)
+    if (!g.node(static_cast<NodeId>(i)).dead) ++c[g.node(static_cast<NodeId>(i)).op_type];
+  return c;
+}
+
+const Node* find(const Graph& g, const std::string& op) {
+  for (size_t i = 0; i < g.num_nodes(); ++i) {
+    const Node& n = g.node(static_cast<NodeId>(i));
+    if (!n.dead && n.op_type == op) return &n;
+  }
+  return nullptr;
+}
+
+// Runs `g` node by node on `reg` (ops it lacks on the CPU kernels); returns the graph outputs.
+std::vector<Tensor> run_graph(const Graph& g, const ops::KernelRegistry& reg, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> vals(g.num_values());
+  for (size_t v = 0; v < g.num_values(); ++v)
+    if (g.value(static_cast<ValueId>(v)).constant) vals[v] = *g.value(static_cast<ValueId>(v)).constant;
+  for (size_t i = 0; i < inputs.size(); ++i) vals[static_cast<size_t>(g.inputs()[i])] = inputs[i];
+  auto order = g.topological_order();
+  EXPECT_TRUE(order.ok());
+  for (NodeId id : *order) {
+    const Node& n = g.node(id);
+    std::vector<Tensor> in;
+    for (ValueId v : n.inputs) in.push_back(v == kNoValue ? Tensor() : vals[static_cast<size_t>(v)]);
+    // The reference registry has the compute ops; the CPU one moves data (Flatten, ...).
+    const bool here = reg.has_op(n.op_type, n.domain, n.opset, ops::Device::kCpu);
+    auto out = ops::evaluate_node(here ? reg : ops::default_cpu_registry(), g, n, in);
+    EXPECT_TRUE(out.ok()) << n.describe() << ": " << out.status().to_string();
+    if (!out.ok()) return {};
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (n.outputs[k] != kNoValue) vals[static_cast<size_t>(n.outputs[k])] = (*out)[k];
+  }
+  std::vector<Tensor> outs;
+  for (ValueId v : g.outputs()) outs.push_back(vals[static_cast<size_t>(v)]);
+  return outs;
+}
+
+const ops::KernelRegistry& ref_registry() {
+  static const ops::KernelRegistry* r = [] {
+    auto* reg = new ops::KernelRegistry();
+    EXPECT_TRUE(ops::register_reference_kernels(*reg).ok());
+    return reg;
+  }();
+  return *r;
+}
+
+// Runs the passes on a copy of `g` and checks the rewritten graph's outputs against the
+// original's within `tol` (absolute); returns the rewritten graph.
+Graph rewrite_and_compare(const Graph& g, const std::vector<Tensor>& inputs, double tol) {
+  Graph after = g;
+  ops::KernelEvaluator ev(ops::default_cpu_registry());
+  PassReport report;
+  EXPECT_TRUE(run_passes(after, PassOptions{}, &ev, &report).ok());
+  EXPECT_GT(report.quant_fused, 0) << report.to_string();
+  const std::vector<Tensor> want = run_graph(g, ref_registry(), inputs);
+  const std::vector<Tensor> got = run_graph(after, ops::default_cpu_registry(), inputs);
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
+    EXPECT_EQ(got[k].shape(), want[k].shape());
+    double worst = 0;
+    for (int64_t i = 0; i < want[k].numel(); ++i)
+      worst = std::max(worst, std::fabs(element_as_double(got[k], i) - element_as_double(want[k], i)));
+    EXPECT_LE(worst, tol) << "output " << k;
+  }
+  return after;
+}
+
+Tensor random_input(const Shape& s, std::mt19937& rng) {
+  Tensor t = Tensor::empty(DType::kFloat32, s);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+// x -> Q/DQ -> Conv(DQ(w), DQ(b)) -> [Relu] -> Q/DQ -> y, with a residual branch when asked:
+// ... -> Q/DQ -> Add(DQ(x2)) -> Q/DQ -> y.
+struct ConvGraph {
+  Builder b;
+  float y_scale = 0.05f;
+};
+ConvGraph conv_graph(DType act, bool per_channel, bool relu, bool residual, uint32_t seed) {
+  ConvGraph t;
+  Builder& b = t.b;
+  std::mt19937 rng(seed);
+  const DimList xd{1, 8, 6, 6};
+  const int zx = act == DType::kInt8 ? -3 : 125;
+  const ValueId x = b.input("x", xd);
+  const ValueId xdq = b.qdq(x, 0.03f, zx, act, xd);
+  const ValueId w = b.weight(Shape{8, 8, 3, 3}, rng, per_channel, 0);
+  // Bias: int32 with scale x_scale * w_scale (what quantize_static writes) for per-tensor weights,
+  // a float constant otherwise.
+  ValueId bias;
+  if (!per_channel) {
+    const float ws = b.g.value(b.g.node(b.g.value(w).producer).inputs[1]).constant->data<float>()[0];
+    Tensor bq = Tensor::empty(DType::kInt32, Shape{8});
+    for (int i = 0; i < 8; ++i) bq.data<int32_t>()[i] = 40 * i - 150;
+    bias = b.value("bias");
+    b.node("DequantizeLinear", {b.constant("bq", bq), b.constant("bs", Tensor::scalar<float>(0.03f * ws))}, {bias});
+  } else {
+    Tensor bf = Tensor::empty(DType::kFloat32, Shape{8});
+    for (int i = 0; i < 8; ++i) bf.data<float>()[i] = 0.05f * static_cast<float>(i) - 0.2f;
+    bias = b.constant("bias", bf);
+  }
+  const ValueId c = b.value("c", DType::kFloat32, xd);
+  const NodeId conv = b.node("Conv", {xdq, w, bias}, {c});
+  set_ints(b.g.node(conv), "pads", {1, 1, 1, 1});
+  ValueId cur = c;
+  if (relu && !residual) {
+    cur = b.value("r", DType::kFloat32, xd);
+    b.node("Relu", {c}, {cur});
+  }
+  const int zy = act == DType::kInt8 ? (relu ? -128 : 2) : (relu ? 0 : 130);
+  cur = b.qdq(cur, t.y_scale, zy, act, xd);
+  if (residual) {
+    const ValueId x2 = b.input("x2", xd);
+    const ValueId zdq = b.qdq(x2, 0.04f, act == DType::kInt8 ? 5 : 120, act, xd);
+    const ValueId s = b.value("sum", DType::kFloat32, xd);
+    b.node("Add", {cur, zdq}, {s});
+    ValueId r = s;
+    if (relu) {
+      r = b.value("sr", DType::kFloat32, xd);
+      b.node("Relu", {s}, {r});
+    }
+    cur = b.qdq(r, t.y_scale, zy, act, xd);
+  }
+  b.g.add_output(cur);
+  return t;
+}
+
+TEST(QuantPasses, QdqConvBecomesQConvOnUint8) {
+  for (DType act : {DType::kUInt8, DType::kInt8}) {
+    for (bool per_channel : {false, true}) {
+      ConvGraph t = conv_graph(act, per_channel, /*relu=*/true, /*residual=*/false, 11);
+      std::mt19937 rng(3);
+      const Graph after = rewrite_and_compare(t.b.g, {random_input(Shape{1, 8, 6, 6}, rng)}, 1.01 * t.y_scale);
+      const auto ops = op_counts(after);
+      EXPECT_EQ(ops.count("Conv"), 0u);
+      ASSERT_EQ(ops.count("QConv"), 1u);
+      // Input Q, the QConv, the output DQ: nothing else.
+      EXPECT_EQ(after.live_node_count(), 3) << "per_channel " << per_channel;
+      const Node* qc = find(after, "QConv");
+      EXPECT_EQ(qc->attr_string("activation", ""), "Relu");
+      // int8 activations become uint8 with the zero point moved by 128: a Relu'd tensor gets 0.
+      EXPECT_EQ(after.value(qc->inputs[0]).dtype, DType::kUInt8);
+      EXPECT_EQ(after.value(qc->outputs[0]).dtype, DType::kUInt8);
+      EXPECT_EQ(element_as_double(*after.value(qc->inputs[7]).constant, 0), 0.0);
+      EXPECT_EQ(after.value(qc->inputs[8]).constant->dtype(), DType::kInt32);
+    }
+  }
+}
+
+TEST(QuantPasses, ResidualAddFoldsIntoTheConv) {
+  for (DType act : {DType::kUInt8, DType::kInt8}) {
+    ConvGraph t = conv_graph(act, true, /*relu=*/true, /*residual=*/true, 12);
+    std::mt19937 rng(4);
+    // One rounding instead of two: within one output step plus the dropped intermediate step.
+    const Graph after = rewrite_and_compare(
+        t.b.g, {random_input(Shape{1, 8, 6, 6}, rng), random_input(Shape{1, 8, 6, 6}, rng)}, 2.01 * t.y_scale);
+    const auto ops = op_counts(after);
+    EXPECT_EQ(ops.count("Add"), 0u);
+    EXPECT_EQ(ops.count("QAdd"), 0u);
+    const Node* qc = find(after, "QConv");
+    ASSERT_NE(qc, nullptr);
+    ASSERT_EQ(qc->inputs.size(), 12u);
+    EXPECT_NE(qc->inputs[9], kNoValue);
+    EXPECT_EQ(qc->attr_string("activation", ""), "Relu");
+  }
+}
+
+TEST(QuantPasses, ConvWithoutFinalQuantizeWritesFloat) {
+  ConvGraph t = conv_graph(DType::kUInt8, false, false, false, 13);
+  // Drop the output Q/DQ: the Conv's float result is the graph output's producer's input.
+  Graph& g = t.b.g;
+  const Node* conv = nullptr;
+  for (size_t i = 0; i < g.num_nodes(); ++i)
+    if (g.node(static_cast<NodeId>(i)).op_type == "Conv") conv = &g.node(static_cast<NodeId>(i));
+  ASSERT_NE(conv, nullptr);
+  const ValueId c = conv->outputs[0];
+  // Drop the Q/DQ pair after the Conv: a float op reads its result instead.
+  for (size_t i = 0; i < g.num_nodes(); ++i) {
+    Node& n = g.node(static_cast<NodeId>(i));
+    if (n.op_type == "QuantizeLinear" && n.inputs[0] == c) {
+      n.dead = true;
+      for (size_t j = 0; j < g.num_nodes(); ++j)
+        if (g.node(static_cast<NodeId>(j)).op_type == "DequantizeLinear" &&
+            g.node(static_cast<NodeId>(j)).inputs[0] == n.outputs[0])
+          g.node(static_cast<NodeId>(j)).dead = true;
+    }
+  }
+  const ValueId y = t.b.value("y");
+  t.b.node("Sigmoid", {c}, {y});
+  g.mutable_outputs() = {y};
+  std::mt19937 rng(5);
+  const Graph after = rewrite_and_compare(g, {random_input(Shape{1, 8, 6, 6}, rng)}, 1e-4);
+  const Node* qc = find(after, "QConv");
+  ASSERT_NE(qc, nullptr);
+  EXPECT_EQ(qc->inputs[6], kNoValue);
+  EXPECT_EQ(qc->attr_string("activation", ""), "Sigmoid");
+}
+
+TEST(QuantPasses, PoolsReshapesAndAddsStayQuantized) {
+  Builder b;
+  const DimList xd{1, 4, 8, 8}, pd{1, 4, 4, 4};
+  const ValueId x = b.input("x", xd), x2 = b.input("x2", pd);
+  ValueId q;
+  const ValueId d = b.qdq(x, 0.02f, 10, DType::kInt8, xd, &q);
+  const ValueId mp = b.value("mp", DType::kFloat32, pd);
+  const NodeId pool = b.node("MaxPool", {d}, {mp});
+  set_ints(b.g.node(pool), "kernel_shape", {2, 2});
+  set_ints(b.g.node(pool), "strides", {2, 2});
+  const ValueId mpd = b.qdq(mp, 0.02f, 10, DType::kInt8, pd);  // same parameters: exact
+  const ValueId other = b.qdq(x2, 0.03f, -7, DType::kInt8, pd);
+  const ValueId s = b.value("s", DType::kFloat32, pd);
+  b.node("Add", {mpd, other}, {s});
+  const ValueId sd = b.qdq(s, 0.05f, 0, DType::kInt8, pd);
+  const ValueId gp = b.value("gp", DType::kFloat32, DimList{1, 4, 1, 1});
+  b.node("GlobalAveragePool", {sd}, {gp});
+  const ValueId gd = b.qdq(gp, 0.01f, 3, DType::kInt8, DimList{1, 4, 1, 1});
+  const ValueId f = b.value("f", DType::kFloat32, DimList{1, 4});
+  b.node("Flatten", {gd}, {f});
+  const ValueId fd = b.qdq(f, 0.01f, 3, DType::kInt8, DimList{1, 4});
+  b.g.add_output(fd);
+  std::mt19937 rng(6);
+  const Graph after =
+      rewrite_and_compare(b.g, {random_input(Shape{1, 4, 8, 8}, rng), random_input(Shape{1, 4, 4, 4}, rng)}, 0.0101);
+  const auto ops = op_counts(after);
+  EXPECT_EQ(ops.at("QuantizeLinear"), 2);    // the two graph inputs
+  EXPECT_EQ(ops.at("DequantizeLinear"), 1);  // the graph output
+  EXPECT_EQ(ops.at("MaxPool"), 1);
+  EXPECT_EQ(ops.at("QAdd"), 1);
+  EXPECT_EQ(ops.at("QGlobalAveragePool"), 1);
+  EXPECT_EQ(ops.at("Flatten"), 1);
+  EXPECT_EQ(after.value(find(after, "MaxPool")->inputs[0]).dtype, DType::kUInt8);
+  EXPECT_EQ(after.value(find(after, "Flatten")->outputs[0]).dtype, DType::kUInt8);
+}
+
+TEST(QuantPasses, MovingOpWithOtherOutputParametersIsLeft) {
+  Builder b;
+  const DimList xd{1, 4, 8, 8}, pd{1, 4, 4, 4};
+  const ValueId x = b.input("x", xd);
+  const ValueId d = b.qdq(x, 0.02f, 10, DType::kUInt8, xd);
+  const ValueId mp = b.value("mp", DType::kFloat32, pd);
+  const NodeId pool = b.node("MaxPool", {d}, {mp});
+  set_ints(b.g.node(pool), "kernel_shape", {2, 2});
+  set_ints(b.g.node(pool), "strides", {2, 2});
+  b.g.add_output(b.qdq(mp, 0.04f, 10, DType::kUInt8, pd));  // another scale: requantisation, not a move
+  ops::KernelEvaluator ev(ops::default_cpu_registry());
+  PassReport r;
+  ASSERT_TRUE(run_passes(b.g, PassOptions{}, &ev, &r).ok());
+  EXPECT_EQ(r.quant_fused, 0);
+  EXPECT_EQ(b.g.value(find(b.g, "MaxPool")->inputs[0]).dtype, DType::kFloat32);
+}
+
+TEST(QuantPasses, QdqGemmBecomesQMatMulWithTransposedWeights) {
+  for (bool trans_b : {false, true}) {
+    Builder b;
+    std::mt19937 rng(7);
+    const ValueId x = b.input("x", {3, 16});
+    const ValueId xd = b.qdq(x, 0.03f, -10, DType::kInt8, {3, 16});
+    const ValueId w = b.weight(trans_b ? Shape{5, 16} : Shape{16, 5}, rng, true, trans_b ? 0 : 1);
+    const ValueId bias = b.constant("bias", Tensor::from_vector<float>(Shape{5}, {0.1f, -0.2f, 0.3f, 0.f, 1.f}));
+    const ValueId y = b.value("y", DType::kFloat32, DimList{3, 5});
+    const NodeId gemm = b.node("Gemm", {xd, w, bias}, {y});
+    Attribute t;
+    t.kind = Attribute::Kind::kInt;
+    t.i = trans_b ? 1 : 0;
+    b.g.node(gemm).attrs["transB"] = t;
+    Attribute alpha;
+    alpha.kind = Attribute::Kind::kFloat;
+    alpha.f = 0.5f;
+    b.g.node(gemm).attrs["alpha"] = alpha;
+    b.g.add_output(b.qdq(y, 0.02f, 0, DType::kUInt8, {3, 5}));
+    const Graph after = rewrite_and_compare(b.g, {random_input(Shape{3, 16}, rng)}, 0.0201);
+    const Node* qm = find(after, "QMatMul");
+    ASSERT_NE(qm, nullptr);
+    EXPECT_EQ(after.value(qm->inputs[3]).constant->shape(), (Shape{16, 5}));
+  }
+}
+
+TEST(QuantPasses, DynamicQuantizationChainBecomesMatMulIntegerToFloat) {
+  Builder b;
+  std::mt19937 rng(8);
+  const ValueId x = b.input("x", {4, 32});
+  const ValueId xq = b.value("xq", DType::kUInt8, DimList{4, 32});
+  const ValueId xs = b.value("xs", DType::kFloat32, DimList{});
+  const ValueId xz = b.value("xz", DType::kUInt8, DimList{});
+  b.node("DynamicQuantizeLinear", {x}, {xq, xs, xz});
+  Tensor w = Tensor::empty(DType::kInt8, Shape{32, 6});
+  for (int64_t i = 0; i < w.numel(); ++i)
+    w.data<int8_t>()[i] = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  const ValueId scale = b.value("scale", DType::kFloat32, DimList{});
+  b.node("Mul", {xs, b.constant("ws", Tensor::scalar<float>(0.004f))}, {scale});
+  const ValueId acc = b.value("acc", DType::kInt32, DimList{4, 6});
+  b.node("MatMulInteger", {xq, b.constant("w", w), xz, b.constant("wz", Tensor::scalar<int8_t>(0))}, {acc});
+  const ValueId f = b.value("f", DType::kFloat32, DimList{4, 6});
+  const NodeId cast = b.node("Cast", {acc}, {f});
+  Attribute to;
+  to.kind = Attribute::Kind::kInt;
+  to.i = static_cast<int64_t>(DType::kFloat32);
+  b.g.node(cast).attrs["to"] = to;
+  const ValueId m = b.value("m", DType::kFloat32, DimList{4, 6});
+  b.node("Mul", {f, scale}, {m});
+  const ValueId y = b.value("y", DType::kFloat32, DimList{4, 6});
+  b.node("Add", {b.constant("bias", Tensor::from_vector<float>(Shape{6}, {1, 2, 3, 4, 5, 6})), m}, {y});
+  b.g.add_output(y);
+  const Graph after = rewrite_and_compare(b.g, {random_input(Shape{4, 32}, rng)}, 1e-4);
+  const auto ops = op_counts(after);
+  EXPECT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops.at("DynamicQuantizeLinear"), 1);
+  const Node* mf = find(after, "MatMulIntegerToFloat");
+  ASSERT_NE(mf, nullptr);
+  EXPECT_EQ(mf->inputs[2], after.find_value("xs"));  // A's scale, read at run time
+  EXPECT_NE(mf->inputs[6], kNoValue);
+}
+
+TEST(QuantPasses, Int8GraphOutputsStayInt8) {
+  Builder b;
+  const DimList xd{1, 4, 8, 8}, pd{1, 4, 4, 4};
+  const ValueId x = b.input("x", xd);
+  ValueId q;
+  const ValueId d = b.qdq(x, 0.02f, 10, DType::kInt8, xd, &q);
+  const ValueId mp = b.value("mp", DType::kFloat32, pd);
+  const NodeId pool = b.node("MaxPool", {d}, {mp});
+  set_ints(b.g.node(pool), "kernel_shape", {2, 2});
+  set_ints(b.g.node(pool), "strides", {2, 2});
+  ValueId out;
+  b.qdq(mp, 0.02f, 10, DType::kInt8, pd, &out);
+  b.g.mutable_outputs() = {out};  // the int8 tensor itself is what the caller gets
+  ops::KernelEvaluator ev(ops::default_cpu_registry());
+  PassReport r;
+  ASSERT_TRUE(run_passes(b.g, PassOptions{}, &ev, &r).ok());
+  EXPECT_GT(r.quant_fused, 0);
+  EXPECT_EQ(b.g.value(b.g.outputs()[0]).dtype, DType::kInt8);
+  EXPECT_EQ(b.g.value(find(b.g, "MaxPool")->inputs[0]).dtype, DType::kInt8);
+}
+
+TEST(QuantPasses, FloatWeightsOrSwitchedOffLeaveTheGraph) {
+  ConvGraph t = conv_graph(DType::kUInt8, false, true, false, 14);
+  Graph off = t.b.g;
+  PassOptions po;
+  po.fuse_quant = false;
+  ops::KernelEvaluator ev(ops::default_cpu_registry());
+  PassReport r;
+  ASSERT_TRUE(run_passes(off, po, &ev, &r).ok());
+  EXPECT_EQ(r.quant_fused, 0);
+  EXPECT_EQ(op_counts(off).count("QConv"), 0u);
+  EXPECT_EQ(op_counts(off).count("Conv") + op_counts(off).count("FusedConv"), 1u);
+}
+
+}  // namespace
+}  // namespace streamline::graph
