@@ -23,7 +23,9 @@
 //   4. DQ(x) -> GlobalAveragePool -> Q                                     => QGlobalAveragePool
 //   5. DQ(p) -> MaxPool / Reshape / Flatten / Squeeze / Unsqueeze / Transpose / Slice / Concat
 //      -> Q(p), one scale and zero point throughout: the op runs on the 8-bit tensor (exact: these
-//      ops move or compare values, and dequantisation is monotonic).
+//      ops move or compare values, and dequantisation is monotonic). A Concat input with another
+//      scale qualifies when a Q op writes it for the Concat alone: that op quantises to p, its
+//      old range kept as a Clip activation.
 //   6. MatMulInteger(A, B const, a_zp, b_zp) -> Cast(float) -> Mul(scale) [-> Add(bias)]
 //      => MatMulIntegerToFloat; a scale that is Mul(a_scale, b_scale const) gives both.
 //   7. Every int8 activation tensor whose producers and readers all take a zero point (the ops
@@ -420,7 +422,47 @@ std::vector<size_t> data_inputs(const Node& n) {
   return v;
 }
 
-// Pattern 5.
+// The Q op (QConv, QMatMul, QAdd, QGlobalAveragePool) writing `d`'s input when that is all `d`
+// reads and `d` feeds only `reader`; it may then quantise straight to another scale.
+NodeId retargetable_producer(const Graph& g, const ProtectedValues& prot, const DqInput& d, NodeId reader) {
+  const NodeId p = g.value(d.q).producer;
+  if (p == kNoNode || detail::sole_consumer(g, prot, d.q) != d.node) return kNoNode;
+  if (detail::sole_consumer(g, prot, g.node(d.node).outputs[0]) != reader) return kNoNode;
+  const Node& n = g.node(p);
+  if (n.dead || n.domain != kStreamlineDomain) return kNoNode;
+  const bool q_op = n.op_type == "QConv" || n.op_type == "QMatMul" || n.op_type == "QAdd";
+  const std::string act = n.attr_string("activation", "");
+  // Its activation must be able to take over the old output range as a Clip (see retarget).
+  const bool clip_ok = act.empty() || act == "Relu" || act == "Clip";
+  return q_op && clip_ok && n.inputs.size() > 7 && n.inputs[6] != kNoValue ? p : kNoNode;
+}
+
+// Makes Q op `p` quantise to `to` instead of `from`, keeping the saturation of `from` as a Clip
+// activation (combined with a Relu or Clip it had): the values it writes stay those the QDQ
+// graph's intermediate tensor could hold, rounded once.
+void retarget(Graph& g, NodeId p, const QParam& from, const QParam& to) {
+  const int32_t qmin = from.t == DType::kInt8 ? -128 : 0, qmax = from.t == DType::kInt8 ? 127 : 255;
+  float lo = static_cast<float>(qmin - from.z) * from.s, hi = static_cast<float>(qmax - from.z) * from.s;
+  Node& n = g.node(p);
+  const std::string act = n.attr_string("activation", "");
+  const std::vector<float> params = n.attr_floats("activation_params");
+  if (act == "Relu") lo = std::max(lo, 0.f);
+  if (act == "Clip" && params.size() == 2) {
+    lo = std::max(lo, params[0]);
+    hi = std::min(hi, params[1]);
+  }
+  detail::set_activation_attrs(n, detail::Activation{"Clip", {lo, hi}});
+  n.inputs[6] = to.scale;
+  n.inputs[7] = to.zp;
+  if (to.zp == kNoValue)
+    g.node(p).inputs[7] =
+        g.add_constant(detail::unique_value_name(g, g.node(p).name + "_y_zero_point"), Tensor::scalar<uint8_t>(0));
+  g.value(g.node(p).outputs[0]).dtype = to.t;
+}
+
+// Pattern 5. A Concat whose inputs have other scales than its output still qualifies when each
+// such input comes straight from a Q op: that op then quantises to the Concat's output scale
+// (one rounding where the QDQ graph had two).
 bool fuse_moving_op(Graph& g, const ProtectedValues& prot, NodeId id) {
   const Node& op = g.node(id);
   if (op.outputs.size() != 1 || op.outputs[0] == kNoValue || op.inputs.empty()) return false;
@@ -429,14 +471,21 @@ bool fuse_moving_op(Graph& g, const ProtectedValues& prot, NodeId id) {
     const auto& dims = g.value(op.inputs[0]).dims;
     if (!dims || dims->size() != 4) return false;
   }
+  const auto q = q_after(g, prot, op.outputs[0]);
+  if (!q) return false;
   std::vector<DqInput> ins;
+  std::vector<std::pair<NodeId, QParam>> moves;  // producers to retarget, with their old output
   for (size_t i : data_inputs(op)) {
     const auto d = dq_of(g, op.inputs[i]);
-    if (!d || (!ins.empty() && !d->p.same(ins[0].p))) return false;
+    if (!d) return false;
+    if (!d->p.same(q->p)) {
+      const NodeId p = op.op_type == "Concat" ? retargetable_producer(g, prot, *d, id) : kNoNode;
+      if (p == kNoNode) return false;
+      moves.emplace_back(p, d->p);
+    }
     ins.push_back(*d);
   }
-  const auto q = q_after(g, prot, op.outputs[0]);
-  if (!q || !q->p.same(ins[0].p)) return false;
+  for (const auto& [p, from] : moves) retarget(g, p, from, q->p);
   Node& n = g.node(id);
   size_t k = 0;
   for (size_t i : data_inputs(n)) n.inputs[i] = ins[k++].q;

@@ -320,6 +320,38 @@ TEST(QuantPasses, PoolsReshapesAndAddsStayQuantized) {
   EXPECT_EQ(after.value(find(after, "Flatten")->outputs[0]).dtype, DType::kUInt8);
 }
 
+TEST(QuantPasses, ConcatBranchesQuantizeStraightToTheConcatScale) {
+  Builder b;
+  std::mt19937 rng(15);
+  const DimList xd{1, 8, 5, 5}, cd{1, 16, 5, 5};
+  const ValueId x = b.input("x", xd);
+  const ValueId xdq = b.qdq(x, 0.03f, 128, DType::kUInt8, xd);
+  std::vector<ValueId> branches;
+  for (float scale : {0.02f, 0.05f}) {
+    const ValueId c = b.value("c" + std::to_string(branches.size()), DType::kFloat32, xd);
+    b.node("Conv", {xdq, b.weight(Shape{8, 8, 1, 1}, rng, true, 0)}, {c});
+    branches.push_back(b.qdq(c, scale, 120, DType::kUInt8, xd));
+  }
+  const ValueId cat = b.value("cat", DType::kFloat32, cd);
+  const NodeId concat = b.node("Concat", branches, {cat});
+  Attribute axis;
+  axis.kind = Attribute::Kind::kInt;
+  axis.i = 1;
+  b.g.node(concat).attrs["axis"] = axis;
+  b.g.add_output(b.qdq(cat, 0.04f, 125, DType::kUInt8, cd));
+  const Graph after = rewrite_and_compare(b.g, {random_input(Shape{1, 8, 5, 5}, rng)}, 0.0401 + 0.025);
+  const auto ops = op_counts(after);
+  EXPECT_EQ(ops.at("QConv"), 2);
+  EXPECT_EQ(ops.at("DequantizeLinear"), 1);
+  const Node* c = find(after, "Concat");
+  ASSERT_NE(c, nullptr);
+  for (ValueId v : c->inputs) {
+    const Node& conv = after.node(after.value(v).producer);
+    EXPECT_EQ(conv.op_type, "QConv");
+    EXPECT_EQ(after.value(conv.inputs[6]).constant->data<float>()[0], 0.04f);
+  }
+}
+
 TEST(QuantPasses, MovingOpWithOtherOutputParametersIsLeft) {
   Builder b;
   const DimList xd{1, 4, 8, 8}, pd{1, 4, 4, 4};
