@@ -247,6 +247,39 @@ TEST(QKernels, QuantizedMatMulsMatchReference) {
   }
 }
 
+// Large enough that 2 and 3 threads cut the work into row bands (qconv.cc, qmatmul.cc): top,
+// middle and bottom bands with their own padding, strides, a residual, a run-time zero point.
+TEST(QKernels, BandedRunsMatchReference) {
+  std::mt19937 rng(709);
+  for (int64_t stride : {1, 2}) {
+    // About 18M and 9M multiply-adds: four and two bands on two threads.
+    NodeCase qc("QConv", 1, 12, 1, {}, "streamline");
+    qc.ints("pads", {1, 1, 1, 1}).ints("strides", {stride, stride}).s("activation", "Relu");
+    const int64_t h = stride == 1 ? 33 : 65, w = 30, oh = (h + 2 - 3) / stride + 1, ow = (w + 2 - 3) / stride + 1;
+    const std::vector<Tensor> in = {q8(DType::kUInt8, Shape{1, 32, h, w}, rng),
+                                    Tensor::scalar<float>(0.02f),
+                                    scalar_q8(DType::kUInt8, 0),
+                                    q8(DType::kInt8, Shape{64, 32, 3, 3}, rng, -127, 127),
+                                    uniform_f32(Shape{64}, rng, 0.002f, 0.01f),
+                                    Tensor(),
+                                    Tensor::scalar<float>(0.3f),
+                                    scalar_q8(DType::kUInt8, 0),
+                                    i32(Shape{64}, rng, -900, 900),
+                                    q8(DType::kUInt8, Shape{1, 64, oh, ow}, rng),
+                                    Tensor::scalar<float>(0.1f),
+                                    scalar_q8(DType::kUInt8, 128)};
+    expect_matches(qc, in, QRun{Layout::kChannelsLast, 2, {}}, "banded QConv, stride " + std::to_string(stride));
+  }
+  // 300 rows of 256 x 200: about 15M multiply-adds, three bands on three threads.
+  NodeCase tf("MatMulIntegerToFloat", 1, 7, 1, {}, "streamline");
+  const Tensor a = q8(DType::kUInt8, Shape{2, 150, 256}, rng), b = q8(DType::kInt8, Shape{256, 200}, rng, -127, 127);
+  expect_matches(tf,
+                 {a, b, Tensor::scalar<float>(0.03f), uniform_f32(Shape{200}, rng, 0.01f, 0.02f),
+                  scalar_q8(DType::kUInt8, 131), scalar_q8(DType::kInt8, 0), uniform_f32(Shape{200}, rng, -1.f, 1.f)},
+                 QRun{Layout::kPlain, 3, {false, true, false, true, false, true, true}}, "banded MatMulIntegerToFloat",
+                 2e-4);
+}
+
 TEST(QKernels, QAddAndQGlobalAveragePoolMatchReference) {
   std::mt19937 rng(706);
   for (int iter = 0; iter < 12; ++iter) {

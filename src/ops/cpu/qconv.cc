@@ -8,6 +8,12 @@
 // post-ops (quant_onednn.h). Activations are channels-last (oneDNN's int8 kernels are built around
 // NHWC); plain inputs work too. Every other case runs the plain loops of quant_linear.cc.
 //
+// Threads: on channels-last data with enough work, the output is cut into bands of rows (per
+// image), each a task for run_tasks (task_runner.h) running a single-thread primitive on its dense
+// slice of the source and destination; the weights are packed once for all of them. A thread that
+// loses its core then delays only the band it holds, where oneDNN's own threading (static split,
+// barrier at the end) would wait for its whole share.
+//
 // Depthwise convolutions: oneDNN 2.6 picks its brdgmm kernel for an unsigned source without a
 // zero point, which measured 3-4x slower here than its jit_int8 depthwise kernel, so the latter
 // is taken when it is offered.
@@ -15,11 +21,14 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <map>
+#include <tuple>
 
 #include "ops/cpu/extra_common.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/onednn_common.h"
 #include "ops/cpu/quant_onednn.h"
+#include "ops/cpu/task_runner.h"
 
 namespace streamline::ops::cpu {
 namespace {
@@ -32,13 +41,34 @@ struct Geom2d {
   Shape y_shape() const { return Shape{n, m, oh, ow}; }
 };
 
+// One task of a banded run: output rows [o0, o1) of image n, reading input rows from i0 on,
+// with primitive `prim` of its BandPlan.
+struct Band {
+  int64_t n = 0, o0 = 0, o1 = 0, i0 = 0;
+  size_t prim = 0;
+};
+
+// Row bands of one convolution for one thread count: single-thread primitives on dense NHWC
+// slices of the source and destination (a band of rows is contiguous in NHWC).
+struct BandPlan {
+  std::vector<Band> bands;
+  std::vector<std::unique_ptr<BuiltPrimitive>> prims;
+  std::vector<memory::desc> src_mds, dst_mds;  // per primitive
+  size_t slot_scratch = 0;                     // scratchpad bytes per thread slot
+};
+
 struct QConvState {
   Geom2d g;
   memory::desc src_md, dst_md, bias_md;
   bool has_bias = false, has_z = false;
-  size_t scratch = 0;
-  PrimitiveCache cache;
+  bool channels_last = false;
+  size_t scratch = 0;                // workspace bytes: the bands' scratchpads or the whole primitive's
+  PrimitiveCache cache;              // whole-tensor primitives per thread count
+  ThreadCountCache<BandPlan> bands;  // null entries: the count runs the whole primitive
 };
+
+// Multiply-adds below which a band is not worth a task (oneDNN's per-call cost is a few us).
+constexpr double kMacsPerTask = 4e6;
 
 class QConvKernel final : public Kernel {
  public:
@@ -86,9 +116,16 @@ class QConvKernel final : public Kernel {
     st->src_md = md(g.c, g.h, g.w, x_dtype_);
     st->dst_md = md(g.m, g.oh, g.ow, out_.out);
     if (st->has_bias) st->bias_md = memory::desc({g.m}, memory::data_type::s32, memory::format_tag::a);
+    st->channels_last = cl;
     const int nthr = current_omp_threads();
-    SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p, st->cache.get(nthr, [&] { return build(*st, nthr, SIZE_MAX); }));
-    st->scratch = p->scratchpad_bytes;
+    SL_ASSIGN_OR_RETURN(const BandPlan* plan, st->bands.get(nthr, [&] { return plan_bands(*st, nthr, SIZE_MAX); }));
+    if (plan) {
+      st->scratch = plan->slot_scratch * static_cast<size_t>(nthr);
+    } else {
+      const int wt = whole_threads(*st, nthr);
+      SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p, st->cache.get(wt, [&] { return build(*st, wt, SIZE_MAX); }));
+      st->scratch = p->scratchpad_bytes;
+    }
     ReshapeResult r;
     r.outputs.push_back(OutputInfo{out_.out, g.y_shape(), x.layout});
     if (st->has_z) r.inplace = {s_.z};
@@ -101,13 +138,15 @@ class QConvKernel final : public Kernel {
     const auto* st = static_cast<const QConvState*>(ctx.state);
     if (!st) return internal_error(who_ + ": run without reshape state");
     const int nthr = std::max(1, ctx.num_threads);
-    ensure_omp_threads(nthr);
     Tensor& y = ctx.outputs[0];
-    if (st->has_z) {
-      const Tensor& z = ctx.inputs[static_cast<size_t>(s_.z)];
-      if (z.raw() != y.raw()) std::memcpy(y.raw(), z.raw(), y.nbytes());
-    }
-    SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p, st->cache.get(nthr, [&] { return build(*st, nthr, st->scratch); }));
+    const void* z = st->has_z ? ctx.inputs[static_cast<size_t>(s_.z)].raw() : nullptr;
+    SL_ASSIGN_OR_RETURN(const BandPlan* plan,
+                        st->bands.get(nthr, [&] { return plan_bands(*st, nthr, st->scratch / nthr); }));
+    if (plan) return run_bands(*st, *plan, ctx, z, nthr);
+    const int wt = whole_threads(*st, nthr);
+    ensure_omp_threads(wt);
+    if (z && z != y.raw()) std::memcpy(y.raw(), z, y.nbytes());
+    SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p, st->cache.get(wt, [&] { return build(*st, wt, st->scratch); }));
     std::unordered_map<int, memory> args;
     try {
       args.emplace(DNNL_ARG_SRC, wrap(st->src_md, ctx.inputs[static_cast<size_t>(s_.x)].raw()));
@@ -260,6 +299,96 @@ class QConvKernel final : public Kernel {
     return g;
   }
 
+  // Row bands for `nthr` threads (see BandPlan), or null when this convolution runs as one
+  // primitive: one thread, a plain layout, too little work, or band scratchpads larger than
+  // `slot_budget` bytes each.
+  // How many bands `nthr` threads would cut this convolution into (below 2: none).
+  int64_t band_tasks(const Geom2d& g, int nthr) const {
+    const double macs =
+        static_cast<double>(g.n * g.m * (g.c / group_) * g.kh * g.kw) * static_cast<double>(g.oh * g.ow);
+    return std::min<int64_t>({4 * static_cast<int64_t>(nthr), static_cast<int64_t>(macs / kMacsPerTask), g.n * g.oh});
+  }
+
+  // Threads of the whole-tensor primitive: one when the work is too small to cut into bands
+  // (a fork and join would cost more than it saves), else all.
+  int whole_threads(const QConvState& st, int nthr) const {
+    return st.channels_last && band_tasks(st.g, nthr) < 2 ? 1 : nthr;
+  }
+
+  Result<std::unique_ptr<BandPlan>> plan_bands(const QConvState& st, int nthr, size_t slot_budget) const {
+    const Geom2d& g = st.g;
+    const int64_t tasks = band_tasks(g, nthr);
+    if (nthr < 2 || !st.channels_last || tasks < 2) return std::unique_ptr<BandPlan>();
+    auto plan = std::make_unique<BandPlan>();
+    const int64_t per_image = (tasks + g.n - 1) / g.n, rows = (g.oh + per_image - 1) / per_image;
+    std::map<std::tuple<bool, bool, int64_t>, size_t> kinds;  // (top, bottom, rows) -> primitive
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t o0 = 0; o0 < g.oh; o0 += rows) {
+        Band b;
+        b.n = n;
+        b.o0 = o0;
+        b.o1 = std::min(g.oh, o0 + rows);
+        const int64_t i0 = b.o0 * g.sh - g.pt, i1 = (b.o1 - 1) * g.sh - g.pt + (g.kh - 1) * g.dh + 1;
+        b.i0 = std::max<int64_t>(0, i0);
+        const auto key = std::make_tuple(b.o0 == 0, b.o1 == g.oh, b.o1 - b.o0);
+        auto it = kinds.find(key);
+        if (it == kinds.end()) {
+          // This band as a convolution of its own: its input rows, the padding it touches.
+          QConvState band;
+          band.g = g;
+          band.g.n = 1;
+          band.g.h = std::min(g.h, i1) - b.i0;
+          band.g.oh = b.o1 - b.o0;
+          band.g.pt = b.i0 - i0;
+          band.g.pb = std::max<int64_t>(0, i1 - g.h);
+          band.has_bias = st.has_bias;
+          band.bias_md = st.bias_md;
+          band.src_md = memory::desc({1, g.c, band.g.h, g.w}, st.src_md.data_type(), memory::format_tag::nhwc);
+          band.dst_md = memory::desc({1, g.m, band.g.oh, g.ow}, st.dst_md.data_type(), memory::format_tag::nhwc);
+          SL_ASSIGN_OR_RETURN(std::unique_ptr<BuiltPrimitive> p, build(band, 1, slot_budget));
+          if (!p->user_scratchpad) return std::unique_ptr<BandPlan>();  // concurrent runs need own scratch
+          plan->slot_scratch = std::max(plan->slot_scratch, align_up(p->scratchpad_bytes));
+          it = kinds.emplace(key, plan->prims.size()).first;
+          plan->prims.push_back(std::move(p));
+          plan->src_mds.push_back(band.src_md);
+          plan->dst_mds.push_back(band.dst_md);
+        }
+        b.prim = it->second;
+        plan->bands.push_back(b);
+      }
+    return plan;
+  }
+
+  Status run_bands(const QConvState& st, const BandPlan& plan, const RunContext& ctx, const void* z, int nthr) const {
+    const Geom2d& g = st.g;
+    const auto* x = static_cast<const uint8_t*>(ctx.inputs[static_cast<size_t>(s_.x)].raw());
+    auto* y = static_cast<uint8_t*>(ctx.outputs[0].raw());
+    const void* bias = st.has_bias ? ctx.inputs[static_cast<size_t>(s_.bias)].raw() : nullptr;
+    const size_t x_row = static_cast<size_t>(g.w * g.c), y_row = static_cast<size_t>(g.ow * g.m) * dtype_size(out_.out);
+    std::vector<Status> status(plan.bands.size());
+    run_tasks(static_cast<int64_t>(plan.bands.size()), nthr, [&](int64_t t, int slot) {
+      const Band& b = plan.bands[static_cast<size_t>(t)];
+      const BuiltPrimitive& p = *plan.prims[b.prim];
+      uint8_t* yb = y + static_cast<size_t>(b.n * g.oh + b.o0) * y_row;
+      if (z && z != y)
+        std::memcpy(yb, static_cast<const uint8_t*>(z) + (yb - y), static_cast<size_t>(b.o1 - b.o0) * y_row);
+      std::unordered_map<int, memory> args;
+      try {
+        args.emplace(DNNL_ARG_SRC, wrap(plan.src_mds[b.prim], x + static_cast<size_t>(b.n * g.h + b.i0) * x_row));
+        args.emplace(DNNL_ARG_WEIGHTS, wrap(p.weights_md, p.packed_weights->data()));
+        if (bias) args.emplace(DNNL_ARG_BIAS, wrap(st.bias_md, bias));
+        args.emplace(DNNL_ARG_DST, wrap(plan.dst_mds[b.prim], yb));
+      } catch (const dnnl::error& e) {
+        status[static_cast<size_t>(t)] = dnnl_error_status(e, who_);
+        return;
+      }
+      status[static_cast<size_t>(t)] =
+          execute(p, args, static_cast<uint8_t*>(ctx.workspace) + plan.slot_scratch * static_cast<size_t>(slot));
+    });
+    for (const Status& s : status) SL_RETURN_IF_ERROR(s.with_context(who_));
+    return ok_status();
+  }
+
   Result<std::unique_ptr<BuiltPrimitive>> build(const QConvState& st, int nthr, size_t budget) const {
     const Geom2d& g = st.g;
     dnnl::primitive_attr attr;
@@ -292,7 +421,7 @@ class QConvKernel final : public Kernel {
     const memory::desc user_w(wd, memory::data_type::s8,
                               group_ > 1 ? memory::format_tag::goihw : memory::format_tag::oihw);
     OmpThreadsGuard guard(nthr);
-    SL_ASSIGN_OR_RETURN(p->packed_weights, reorder_to_buffer(user_w, w8_.raw(), p->weights_md));
+    SL_ASSIGN_OR_RETURN(p->packed_weights, packs_.get(p->weights_md, user_w, w8_.raw()));
     p->weights_source = WeightsSource::kBuiltPacked;
     return p;
   }
@@ -306,7 +435,8 @@ class QConvKernel final : public Kernel {
   std::string auto_pad_;
   std::vector<int64_t> kernel_shape_, pads_, strides_, dilations_;
   ActivationAttrs act_;
-  Tensor w8_;  // int8 weights without zero points, ONNX layout
+  Tensor w8_;          // int8 weights without zero points, ONNX layout
+  WeightPacks packs_;  // w8_ in the layouts the primitives want
   QOutputStage out_;
   std::optional<QResidual> residual_;
 };

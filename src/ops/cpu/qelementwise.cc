@@ -21,6 +21,7 @@
 #include "ops/cpu/families.h"
 #include "ops/cpu/math_common.h"
 #include "ops/cpu/quant_common.h"
+#include "ops/cpu/task_runner.h"
 
 namespace streamline::ops::cpu {
 namespace {
@@ -111,7 +112,7 @@ class QAddKernel final : public DataKernel {
       const TA* ap = a.data<TA>();
       const TB* bp = b.data<TB>();
       TY* yp = y.data<TY>();
-      math::parallel_chunks(n, math::kCheapGrain, ctx.num_threads, [&](int64_t s, int64_t e) {
+      run_chunks(n, math::kCheapGrain, ctx.num_threads, [&](int64_t s, int64_t e, int) {
         for (int64_t i = s; i < e; ++i) {
           float v = ka * static_cast<float>(ap[i]) + kb * static_cast<float>(bp[i]) + c;
           if (leaky) v = v > 0.f ? v : slope * v;
@@ -235,7 +236,7 @@ class QMaxPoolKernel final : public DataKernel {
     T* yp = y.data<T>();
     constexpr T lowest = std::numeric_limits<T>::lowest();
     const int64_t rows = cl ? n * oh : n * c * oh;
-    math::parallel_chunks(rows, 4, threads, [&](int64_t r0, int64_t r1) {
+    run_chunks(rows, 4, threads, [&](int64_t r0, int64_t r1, int) {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t oy = r % oh;
         const int64_t y0 = oy * ax[0].s - ax[0].pad_begin;

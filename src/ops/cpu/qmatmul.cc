@@ -9,6 +9,10 @@
 // (quant_onednn.h). MatMulIntegerToFloat's A scale changes every run, so the output scales hold
 // only B's scale and a binary post-op multiplies by A's scale (a run-time [1, 1] tensor); its
 // float bias follows as a binary add. Everything else runs the plain loops of quant_linear.cc.
+//
+// Threads: with enough rows and work, bands of rows are tasks for run_tasks (task_runner.h), each
+// a single-thread primitive on its slice of A and Y sharing one packed B; a small product runs on
+// one thread.
 
 #include <algorithm>
 #include <climits>
@@ -17,21 +21,35 @@
 #include "ops/cpu/families.h"
 #include "ops/cpu/onednn_common.h"
 #include "ops/cpu/quant_onednn.h"
+#include "ops/cpu/task_runner.h"
 
 namespace streamline::ops::cpu {
 namespace {
 
 using dnnl::memory;
 
+// Row bands of one product for one thread count: single-thread primitives on [rows, K] slices.
+struct RowBands {
+  int64_t rows = 0;  // per band (the last may have fewer)
+  std::unique_ptr<BuiltPrimitive> full, last;
+  memory::desc a_full, y_full, a_last, y_last;
+  size_t slot_scratch = 0;
+};
+
 struct QMatMulState {
   memory::desc a_md, y_md, bias_md, scale_md;
   int64_t rows = 0;
   Shape y_shape;
   bool has_bias = false;
-  size_t scratch = 0;
+  size_t scratch = 0;    // scratchpad bytes (the bands' for all slots, or the whole primitive's)
   size_t zp_offset = 0;  // workspace offset of the run-time A zero point (int32)
   PrimitiveCache cache;
+  ThreadCountCache<RowBands> bands;  // null entries: the count runs one primitive
 };
+
+// Multiply-adds below which a band is not worth a task, and the fewest rows a band gets.
+constexpr double kMacsPerTask = 4e6;
+constexpr int64_t kMinBandRows = 16;
 
 class QMatMulKernel final : public Kernel {
  public:
@@ -78,8 +96,14 @@ class QMatMulKernel final : public Kernel {
     r.outputs.push_back(OutputInfo{out_.out, st->y_shape, Layout::kPlain});
     if (st->rows == 0) return r;
     const int nthr = current_omp_threads();
-    SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p, st->cache.get(nthr, [&] { return build(*st, nthr, SIZE_MAX); }));
-    st->scratch = p->scratchpad_bytes;
+    SL_ASSIGN_OR_RETURN(const RowBands* bands, st->bands.get(nthr, [&] { return plan_bands(*st, nthr, SIZE_MAX); }));
+    if (bands) {
+      st->scratch = bands->slot_scratch * static_cast<size_t>(nthr);
+    } else {
+      const int wt = whole_threads(*st, nthr);
+      SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p, st->cache.get(wt, [&] { return build(*st, wt, SIZE_MAX); }));
+      st->scratch = p->scratchpad_bytes;
+    }
     st->zp_offset = align_up(st->scratch);
     r.workspace_bytes = st->zp_offset + (runtime_zp_ ? sizeof(int32_t) : 0);
     r.state = std::move(st);
@@ -90,38 +114,103 @@ class QMatMulKernel final : public Kernel {
     const auto* st = static_cast<const QMatMulState*>(ctx.state);
     if (!st) return ctx.outputs[0].numel() == 0 ? ok_status() : internal_error(who_ + ": run without reshape state");
     const int nthr = std::max(1, ctx.num_threads);
-    ensure_omp_threads(nthr);
-    SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p, st->cache.get(nthr, [&] { return build(*st, nthr, st->scratch); }));
     auto* ws = static_cast<uint8_t*>(ctx.workspace);
-    std::unordered_map<int, memory> args;
-    try {
-      args.emplace(DNNL_ARG_SRC, wrap(st->a_md, ctx.inputs[static_cast<size_t>(s_.x)].raw()));
-      args.emplace(DNNL_ARG_WEIGHTS, wrap(p->weights_md, p->packed_weights->data()));
-      args.emplace(DNNL_ARG_DST, wrap(st->y_md, ctx.outputs[0].raw()));
-      int post = 0;
-      if (runtime_scale_)
-        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(post++) | DNNL_ARG_SRC_1,
-                     wrap(st->scale_md, ctx.inputs[static_cast<size_t>(s_.x_scale)].raw()));
-      if (st->has_bias) {
-        const void* b = ctx.inputs[static_cast<size_t>(s_.bias)].raw();
-        if (float_bias())
-          args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(post++) | DNNL_ARG_SRC_1, wrap(st->bias_md, b));
-        else
-          args.emplace(DNNL_ARG_BIAS, wrap(st->bias_md, b));
-      }
-      if (runtime_zp_) {
-        auto* zp = reinterpret_cast<int32_t*>(ws + st->zp_offset);
-        *zp = static_cast<int32_t>(param_value(ctx.inputs[static_cast<size_t>(s_.x_zp)], 0));
-        args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
-                     wrap(memory::desc({1}, memory::data_type::s32, memory::format_tag::a), zp));
-      }
-    } catch (const dnnl::error& e) {
-      return dnnl_error_status(e, who_);
+    if (runtime_zp_)
+      *reinterpret_cast<int32_t*>(ws + st->zp_offset) =
+          static_cast<int32_t>(param_value(ctx.inputs[static_cast<size_t>(s_.x_zp)], 0));
+    SL_ASSIGN_OR_RETURN(const RowBands* bands,
+                        st->bands.get(nthr, [&] { return plan_bands(*st, nthr, st->scratch / nthr); }));
+    const auto* a = static_cast<const uint8_t*>(ctx.inputs[static_cast<size_t>(s_.x)].raw());
+    auto* y = static_cast<uint8_t*>(ctx.outputs[0].raw());
+    if (bands) {
+      const int64_t tasks = (st->rows + bands->rows - 1) / bands->rows;
+      const size_t a_row = static_cast<size_t>(k_) * dtype_size(a_dtype_);
+      const size_t y_row = static_cast<size_t>(n_) * dtype_size(out_.out);
+      std::vector<Status> status(static_cast<size_t>(tasks));
+      run_tasks(tasks, nthr, [&](int64_t t, int slot) {
+        const bool last = t + 1 == tasks && st->rows % bands->rows != 0;
+        const size_t r0 = static_cast<size_t>(t * bands->rows);
+        status[static_cast<size_t>(t)] =
+            execute_on(*st, last ? *bands->last : *bands->full, last ? bands->a_last : bands->a_full,
+                       last ? bands->y_last : bands->y_full, a + r0 * a_row, y + r0 * y_row, ctx,
+                       ws + bands->slot_scratch * static_cast<size_t>(slot), ws);
+      });
+      for (const Status& s : status) SL_RETURN_IF_ERROR(s);
+      return ok_status();
     }
-    return execute(*p, args, ws).with_context(who_);
+    const int wt = whole_threads(*st, nthr);
+    ensure_omp_threads(wt);
+    SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p, st->cache.get(wt, [&] { return build(*st, wt, st->scratch); }));
+    return execute_on(*st, *p, st->a_md, st->y_md, a, y, ctx, ws, ws);
   }
 
  private:
+  // How many row bands `nthr` threads would cut this product into (below 2: none).
+  int64_t band_tasks(const QMatMulState& st, int nthr) const {
+    const double macs = static_cast<double>(st.rows) * static_cast<double>(k_ * n_);
+    return std::min<int64_t>(
+        {4 * static_cast<int64_t>(nthr), static_cast<int64_t>(macs / kMacsPerTask), st.rows / kMinBandRows});
+  }
+  int whole_threads(const QMatMulState& st, int nthr) const { return band_tasks(st, nthr) < 2 ? 1 : nthr; }
+
+  // Row bands for `nthr` threads, or null (one thread, too little work, or a band scratchpad
+  // above `slot_budget`).
+  Result<std::unique_ptr<RowBands>> plan_bands(const QMatMulState& st, int nthr, size_t slot_budget) const {
+    const int64_t tasks = band_tasks(st, nthr);
+    if (nthr < 2 || tasks < 2) return std::unique_ptr<RowBands>();
+    auto b = std::make_unique<RowBands>();
+    b->rows = (st.rows + tasks - 1) / tasks;
+    auto one = [&](int64_t rows, memory::desc* a_md, memory::desc* y_md) -> Result<std::unique_ptr<BuiltPrimitive>> {
+      QMatMulState band;
+      band.rows = rows;
+      band.has_bias = st.has_bias;
+      band.bias_md = st.bias_md;
+      band.scale_md = st.scale_md;
+      band.a_md = *a_md = memory::desc({rows, k_}, st.a_md.data_type(), memory::format_tag::ab);
+      band.y_md = *y_md = memory::desc({rows, n_}, st.y_md.data_type(), memory::format_tag::ab);
+      return build(band, 1, slot_budget);
+    };
+    SL_ASSIGN_OR_RETURN(b->full, one(b->rows, &b->a_full, &b->y_full));
+    if (st.rows % b->rows != 0) {
+      SL_ASSIGN_OR_RETURN(b->last, one(st.rows % b->rows, &b->a_last, &b->y_last));
+    }
+    for (const BuiltPrimitive* p : {b->full.get(), b->last.get()}) {
+      if (!p) continue;
+      if (!p->user_scratchpad) return std::unique_ptr<RowBands>();  // concurrent runs need own scratch
+      b->slot_scratch = std::max(b->slot_scratch, align_up(p->scratchpad_bytes));
+    }
+    return b;
+  }
+
+  // Runs `p` on A rows at `a` into Y rows at `y`; `scratch` is its scratchpad, `ws` the workspace
+  // holding the run-time zero point.
+  Status execute_on(const QMatMulState& st, const BuiltPrimitive& p, const memory::desc& a_md, const memory::desc& y_md,
+                    const void* a, void* y, const RunContext& ctx, void* scratch, uint8_t* ws) const {
+    std::unordered_map<int, memory> args;
+    try {
+      args.emplace(DNNL_ARG_SRC, wrap(a_md, a));
+      args.emplace(DNNL_ARG_WEIGHTS, wrap(p.weights_md, p.packed_weights->data()));
+      args.emplace(DNNL_ARG_DST, wrap(y_md, y));
+      int post = 0;
+      if (runtime_scale_)
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(post++) | DNNL_ARG_SRC_1,
+                     wrap(st.scale_md, ctx.inputs[static_cast<size_t>(s_.x_scale)].raw()));
+      if (st.has_bias) {
+        const void* b = ctx.inputs[static_cast<size_t>(s_.bias)].raw();
+        if (float_bias())
+          args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(post++) | DNNL_ARG_SRC_1, wrap(st.bias_md, b));
+        else
+          args.emplace(DNNL_ARG_BIAS, wrap(st.bias_md, b));
+      }
+      if (runtime_zp_)
+        args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
+                     wrap(memory::desc({1}, memory::data_type::s32, memory::format_tag::a), ws + st.zp_offset));
+    } catch (const dnnl::error& e) {
+      return dnnl_error_status(e, who_);
+    }
+    return execute(p, args, scratch).with_context(who_);
+  }
+
   // MatMulIntegerToFloat's bias is float32 and added after scaling; QMatMul's is int32, added to
   // the accumulator.
   bool float_bias() const { return kind_ == QOpKind::kToFloat; }
@@ -237,7 +326,7 @@ class QMatMulKernel final : public Kernel {
     SL_ASSIGN_OR_RETURN(std::unique_ptr<BuiltPrimitive> p, build_primitive(nthr, budget, attr, make_pd, who_));
     OmpThreadsGuard guard(nthr);
     const memory::desc user_b({k_, n_}, memory::data_type::s8, memory::format_tag::ab);
-    SL_ASSIGN_OR_RETURN(p->packed_weights, reorder_to_buffer(user_b, b8_.raw(), p->weights_md));
+    SL_ASSIGN_OR_RETURN(p->packed_weights, packs_.get(p->weights_md, user_b, b8_.raw()));
     p->weights_source = WeightsSource::kBuiltPacked;
     return p;
   }
@@ -251,7 +340,8 @@ class QMatMulKernel final : public Kernel {
   bool runtime_scale_ = false;
   int64_t k_ = 0, n_ = 0;
   ActivationAttrs act_;
-  Tensor b8_;  // int8 B [K, N] without zero points
+  Tensor b8_;          // int8 B [K, N] without zero points
+  WeightPacks packs_;  // b8_ in the layouts the primitives want
   QOutputStage out_;
 };
 

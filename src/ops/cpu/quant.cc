@@ -9,9 +9,11 @@
 // arithmetic is float32 as the spec's reference does it (a division, not a multiplication by the
 // reciprocal), so results match it bit for bit. The loops run over [outer, axis, inner] blocks
 // with the scale fixed in the innermost loop, which the compiler vectorises. Per-tensor
-// quantisation is element-wise and takes its input in any layout.
+// quantisation is element-wise and takes its input in any layout; a QuantizeLinear that only int8
+// convolutions read turns plain NCHW input into channels-last output as it goes.
 
 #include <cmath>
+#include <vector>
 
 #if defined(__AVX__)
 #include <immintrin.h>
@@ -21,6 +23,7 @@
 #include "ops/cpu/families.h"
 #include "ops/cpu/math_common.h"
 #include "ops/cpu/quant_common.h"
+#include "ops/cpu/task_runner.h"
 
 namespace streamline::ops::cpu {
 namespace {
@@ -52,6 +55,18 @@ class QuantizeKernel final : public DataKernel {
 
   Status init(const KernelCreateArgs& a) {
     axis_ = a.node.attr_int("axis", 1);
+    // A QuantizeLinear whose every reader is an int8 convolution (the input of a QDQ CNN) writes
+    // channels-last itself, which saves the planner a layout change of its output.
+    const graph::ValueId out = a.node.outputs.empty() ? graph::kNoValue : a.node.outputs[0];
+    if (quantize_ && out != graph::kNoValue && !a.graph.is_graph_output(out)) {
+      const auto& readers = a.graph.value(out).consumers;
+      to_channels_last_ = !readers.empty();
+      for (graph::NodeId c : readers) {
+        const graph::Node& n = a.graph.node(c);
+        to_channels_last_ = to_channels_last_ && n.domain == "streamline" && n.op_type == "QConv" &&
+                            !n.inputs.empty() && n.inputs[0] == out;
+      }
+    }
     return ok_status();
   }
 
@@ -79,8 +94,12 @@ class QuantizeKernel final : public DataKernel {
     }
     SL_ASSIGN_OR_RETURN(AxisSplit sp, split(in[0].shape, in[1].shape, has_zp ? &in[2].shape : nullptr));
     if (sp.len > 1 && in[0].layout != Layout::kPlain) return invalid("per-axis parameters need a plain input");
+    Layout layout = in[0].layout;
+    if (to_channels_last_ && sp.len == 1 && in[0].shape.rank() == 4 && layout == Layout::kPlain &&
+        in[0].dtype == DType::kFloat32)
+      layout = Layout::kChannelsLast;
     ReshapeResult rr;
-    rr.outputs.push_back(OutputInfo{out, in[0].shape, in[0].layout});
+    rr.outputs.push_back(OutputInfo{out, in[0].shape, layout});
     return rr;
   }
 
@@ -92,6 +111,14 @@ class QuantizeKernel final : public DataKernel {
     SL_ASSIGN_OR_RETURN(AxisSplit sp, split(x.shape(), scale.shape(), zp ? &zp->shape() : nullptr));
     const float* sc = scale.data<float>();
     const int64_t n = x.numel();
+    if (x.layout() == Layout::kPlain && y.layout() == Layout::kChannelsLast) {
+      const float z = zp ? static_cast<float>(param_value(*zp, 0)) : 0.f;
+      if (y.dtype() == DType::kInt8)
+        quantize_to_nhwc(x, static_cast<int8_t*>(y.raw()), sc[0], z, ctx.num_threads);
+      else
+        quantize_to_nhwc(x, static_cast<uint8_t*>(y.raw()), sc[0], z, ctx.num_threads);
+      return ok_status();
+    }
     const int64_t blocks = n / std::max<int64_t>(1, sp.inner);  // (outer, axis) pairs
     // Per-tensor: chunks of the flat tensor; per-axis: whole inner blocks per chunk.
     const int64_t unit = sp.len == 1 ? 1 : sp.inner;
@@ -102,7 +129,7 @@ class QuantizeKernel final : public DataKernel {
       using TY = std::remove_pointer_t<decltype(py)>;
       const TX* xp = x.data<TX>();
       TY* yp = static_cast<TY*>(y.raw());
-      math::parallel_chunks(units, grain, ctx.num_threads, [&](int64_t b, int64_t e) {
+      run_chunks(units, grain, ctx.num_threads, [&](int64_t b, int64_t e, int) {
         for (int64_t u = b; u < e;) {
           // One run of elements sharing a scale: the rest of this chunk (per-tensor) or one block.
           const int64_t k = sp.len == 1 ? 0 : u % sp.len;
@@ -158,7 +185,33 @@ class QuantizeKernel final : public DataKernel {
     return sp;
   }
 
+  // Quantises plain NCHW float32 x into NHWC y, a run of pixels per task.
+  template <typename TY>
+  static void quantize_to_nhwc(const Tensor& x, TY* y, float scale, float zp, int threads) {
+    const int64_t n = x.shape()[0], c = x.shape()[1], hw = x.shape()[2] * x.shape()[3];
+    const float* xp = x.data<float>();
+    // Blocks of pixels: each channel's run quantised into a small buffer (contiguous, vectorised),
+    // then the buffers interleaved into the pixels' channel vectors.
+    constexpr int64_t kBlockBytes = 4096;
+    const int64_t block = std::max<int64_t>(16, kBlockBytes / std::max<int64_t>(1, c));
+    const int64_t blocks_per_image = (hw + block - 1) / block;
+    run_chunks(n * blocks_per_image, std::max<int64_t>(1, math::kCheapGrain / (block * c)), threads,
+               [&](int64_t b, int64_t e, int) {
+                 std::vector<TY> buf(static_cast<size_t>(block * c));
+                 for (int64_t k = b; k < e; ++k) {
+                   const int64_t img = k / blocks_per_image, p0 = (k % blocks_per_image) * block;
+                   const int64_t len = std::min(block, hw - p0);
+                   for (int64_t ch = 0; ch < c; ++ch)
+                     quantize_block(xp + (img * c + ch) * hw + p0, buf.data() + ch * block, len, scale, zp);
+                   TY* dst = y + (img * hw + p0) * c;
+                   for (int64_t i = 0; i < len; ++i)
+                     for (int64_t ch = 0; ch < c; ++ch) dst[i * c + ch] = buf[static_cast<size_t>(ch * block + i)];
+                 }
+               });
+  }
+
   bool quantize_;
+  bool to_channels_last_ = false;  // see init()
   int64_t axis_ = 1;
 };
 
@@ -211,7 +264,7 @@ class DynamicQuantizeKernel final : public DataKernel {
     rr.outputs.push_back(OutputInfo{DType::kUInt8, in[0].shape, Layout::kPlain});
     rr.outputs.push_back(OutputInfo{DType::kFloat32, Shape{}, Layout::kPlain});
     rr.outputs.push_back(OutputInfo{DType::kUInt8, Shape{}, Layout::kPlain});
-    rr.workspace_bytes = 2 * kMaxChunks * sizeof(float);
+    rr.workspace_bytes = 2 * kMaxSlots * sizeof(float);
     return rr;
   }
 
@@ -219,20 +272,18 @@ class DynamicQuantizeKernel final : public DataKernel {
     const Tensor& x = ctx.inputs[0];
     const float* xp = x.data<float>();
     const int64_t n = x.numel();
-    // Pass 1: the range, per chunk, then combined (the range always includes 0).
+    // Pass 1: the range, per thread slot, then combined (the range always includes 0).
     auto* partial = static_cast<float*>(ctx.workspace);
-    const int threads = std::min(ctx.num_threads, kMaxChunks);
-    for (int c = 0; c < kMaxChunks; ++c) partial[2 * c] = partial[2 * c + 1] = 0.f;
-    const int64_t grain = std::max<int64_t>(math::kCheapGrain, (n + kMaxChunks - 1) / kMaxChunks);
-    math::parallel_chunks(n, grain, threads, [&](int64_t b, int64_t e) {
+    const int threads = std::min(ctx.num_threads, kMaxSlots);
+    for (int c = 0; c < kMaxSlots; ++c) partial[2 * c] = partial[2 * c + 1] = 0.f;
+    run_chunks(n, math::kCheapGrain, threads, [&](int64_t b, int64_t e, int slot) {
       float lo = 0.f, hi = 0.f;
       range(xp + b, e - b, &lo, &hi);
-      const int c = static_cast<int>(b / grain);
-      partial[2 * c] = lo;
-      partial[2 * c + 1] = hi;
+      partial[2 * slot] = std::min(partial[2 * slot], lo);
+      partial[2 * slot + 1] = std::max(partial[2 * slot + 1], hi);
     });
     float lo = 0.f, hi = 0.f;
-    for (int c = 0; c < kMaxChunks; ++c) {
+    for (int c = 0; c < kMaxSlots; ++c) {
       lo = std::min(lo, partial[2 * c]);
       hi = std::max(hi, partial[2 * c + 1]);
     }
@@ -243,8 +294,8 @@ class DynamicQuantizeKernel final : public DataKernel {
     if (scale == 0.f) {
       std::fill(yp, yp + n, static_cast<uint8_t>(zp));
     } else {
-      math::parallel_chunks(n, math::kCheapGrain, threads,
-                            [&](int64_t b, int64_t e) { quantize_block(xp + b, yp + b, e - b, scale, zp); });
+      run_chunks(n, math::kCheapGrain, threads,
+                 [&](int64_t b, int64_t e, int) { quantize_block(xp + b, yp + b, e - b, scale, zp); });
     }
     if (ctx.outputs.size() > 1 && ctx.outputs[1].defined()) ctx.outputs[1].data<float>()[0] = scale;
     if (ctx.outputs.size() > 2 && ctx.outputs[2].defined())
@@ -253,7 +304,7 @@ class DynamicQuantizeKernel final : public DataKernel {
   }
 
  private:
-  static constexpr int kMaxChunks = 64;
+  static constexpr int kMaxSlots = 64;  // threads whose partial ranges the workspace holds
 };
 
 KernelFactory quantize_factory(bool quantize) {

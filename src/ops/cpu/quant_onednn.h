@@ -14,11 +14,15 @@
 // works in the output's quantised units; with any other activation the output scale is
 // x_scale * w_scale, the activation sees real values, and a final linear post-op divides by y_scale.
 
+#include <memory>
+#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "ops/cpu/onednn_common.h"
 #include "ops/cpu/quant_common.h"
 
 namespace streamline::ops::cpu {
@@ -108,6 +112,48 @@ struct QOutputStage {
     append_q_activation(po, act, unit);
     if (q8 && !quantized_units) po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, 1.f / y_scale, 0.f);
   }
+};
+
+// Per-OpenMP-thread-count cache of a kernel's per-shape objects (band plans), like
+// PrimitiveCache: built on the first request for a count, then shared; get() may run concurrently.
+template <typename T>
+class ThreadCountCache {
+ public:
+  // The object for `threads`, from build() (returning Result<std::unique_ptr<T>>, possibly null).
+  template <typename Build>
+  Result<const T*> get(int threads, Build&& build) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = owned_.find(threads);
+    if (it != owned_.end()) return it->second.get();
+    SL_ASSIGN_OR_RETURN(std::unique_ptr<T> built, build());
+    const T* p = built.get();
+    owned_.emplace(threads, std::move(built));
+    return p;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::unordered_map<int, std::unique_ptr<T>> owned_;
+};
+
+// Constant weights reordered once per oneDNN layout and shared by every primitive that wants that
+// layout (the primitives of all thread counts and row bands of one kernel).
+class WeightPacks {
+ public:
+  // The weights `src` (described by `src_md`) in layout `md`.
+  Result<std::shared_ptr<AlignedBuffer>> get(const dnnl::memory::desc& md, const dnnl::memory::desc& src_md,
+                                             const void* src) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [m, buf] : packs_)
+      if (m == md) return buf;
+    SL_ASSIGN_OR_RETURN(std::shared_ptr<AlignedBuffer> buf, reorder_to_buffer(src_md, src, md));
+    packs_.emplace_back(md, buf);
+    return buf;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::vector<std::pair<dnnl::memory::desc, std::shared_ptr<AlignedBuffer>>> packs_;
 };
 
 // The output stage for accumulator scales `acc_scales` (x_scale * w_scale per channel).
