@@ -8,7 +8,8 @@
 //       `activation`; y_scale and y_zp absent: a float32 Y.
 //   QMatMul(A, a_scale, a_zp, B, b_scale, b_zp, y_scale, y_zp, bias) -> Y   (B constant [K, N])
 //   MatMulIntegerToFloat(A, B, a_scale, b_scale, a_zp, b_zp, bias) -> Y (float32)
-//   QAdd(A, a_scale, a_zp, B, b_scale, b_zp, y_scale, y_zp) -> Y
+//   QAdd / QMul(A, a_scale, a_zp, B, b_scale, b_zp, y_scale, y_zp) -> Y
+//   QLookup(X, table) -> Y (256 codes of Y per code of X)
 //   QGlobalAveragePool(X, x_scale, x_zp, y_scale, y_zp) -> Y
 //
 // Patterns, in the order fuse_quantized applies them (all scales and zero points constants,
@@ -19,13 +20,16 @@
 //   2. QConv -> Q'd Y -> DQ -> Add(., DQ(z)) [-> activation] -> Q        => QConv with residual Z
 //      (the intermediate rounding of Y disappears, one rounding instead of two; its saturation
 //      stays, as QConv's `pre_residual_clip`)
-//   3. DQ(a), DQ(b) -> Add [-> Relu/Clip] -> Q                            => QAdd
+//   3. DQ(a), DQ(b) -> Add / Mul [-> Relu/Clip] -> Q                      => QAdd / QMul
+//      (b of a's shape, a scalar, or a [N, C, 1, 1] channel vector: squeeze-and-excite)
+//   L. Element-wise regions from one 8-bit tensor to a Q (Sigmoid, SiLU, h-swish, requantising;
+//      pass_quant_lookup.cc), run before 3                                 => QLookup
 //   4. DQ(x) -> GlobalAveragePool -> Q                                     => QGlobalAveragePool
 //   5. DQ(p) -> MaxPool / Reshape / Flatten / Squeeze / Unsqueeze / Transpose / Slice / Concat
 //      -> Q(p), one scale and zero point throughout: the op runs on the 8-bit tensor (exact: these
 //      ops move or compare values, and dequantisation is monotonic). A Concat input with another
 //      scale qualifies when a Q op writes it for the Concat alone: that op quantises to p, its
-//      old range kept as a Clip activation.
+//      old range kept as a Clip activation; any other gets a requantising QLookup.
 //   6. MatMulInteger(A, B const, a_zp, b_zp) -> Cast(float) -> Mul(scale) [-> Add(bias)]
 //      => MatMulIntegerToFloat; a scale that is Mul(a_scale, b_scale const) gives both.
 //   7. Every int8 activation tensor whose producers and readers all take a zero point (the ops
@@ -35,6 +39,7 @@
 // Weight and bias DequantizeLinear nodes must still be there, so run_passes keeps constant
 // folding away from DequantizeLinear until this pass has run.
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -370,21 +375,43 @@ bool fuse_residual(Graph& g, const ProtectedValues& prot, NodeId id) {
   return false;
 }
 
-// Pattern 3.
-bool fuse_add(Graph& g, const ProtectedValues& prot, NodeId id) {
-  const Node& add = g.node(id);
-  if (add.inputs.size() != 2 || add.outputs.size() != 1 || add.outputs[0] == kNoValue) return false;
-  if (!detail::same_known_dims(g.value(add.inputs[0]), g.value(add.inputs[1]))) return false;
-  const auto a = dq_of(g, add.inputs[0]);
-  const auto b = dq_of(g, add.inputs[1]);
+// How the second operand of a binary Q op may differ from the first in shape: equal known
+// dims, a scalar, or a [N or 1, C, 1, 1] channel vector against [N, C, H, W] (the kernels'
+// broadcasts). False when unknown or otherwise.
+bool broadcasts_to(const Value& a, const Value& b) {
+  if (detail::same_known_dims(a, b)) return true;
+  if (!a.dims || !b.dims) return false;
+  const DimList& ad = *a.dims;
+  const DimList& bd = *b.dims;
+  auto one = [](const Dim& d) { return d.fixed() && d.value == 1; };
+  if (bd.size() <= ad.size() && std::all_of(bd.begin(), bd.end(), one)) return true;
+  if (ad.size() != 4 || bd.size() != 4 || !ad[1].fixed() || bd[1].value != ad[1].value) return false;
+  const bool batch_ok = one(bd[0]) || (ad[0].fixed() && bd[0].value == ad[0].value) ||
+                        (!ad[0].fixed() && !ad[0].symbol.empty() && bd[0].symbol == ad[0].symbol);
+  return batch_ok && one(bd[2]) && one(bd[3]);
+}
+
+// Pattern 3: Add or Mul of two DQ'd tensors, then Q.
+bool fuse_binary(Graph& g, const ProtectedValues& prot, NodeId id) {
+  const Node& op = g.node(id);
+  if (op.inputs.size() != 2 || op.outputs.size() != 1 || op.outputs[0] == kNoValue) return false;
+  // The kernels broadcast their second operand only; both ops commute.
+  size_t big = 0;
+  if (!broadcasts_to(g.value(op.inputs[0]), g.value(op.inputs[1]))) {
+    if (!broadcasts_to(g.value(op.inputs[1]), g.value(op.inputs[0]))) return false;
+    big = 1;
+  }
+  const auto a = dq_of(g, op.inputs[big]);
+  const auto b = dq_of(g, op.inputs[1 - big]);
   if (!a || !b) return false;
-  OutputEnd e = output_end(g, prot, add.outputs[0]);
+  OutputEnd e = output_end(g, prot, op.outputs[0]);
   if (!e.q) return false;
   if (e.act && e.act->op != "Relu" && e.act->op != "Clip" && e.act->op != "LeakyRelu") return false;
-  const std::string name = add.name;
+  const std::string name = op.name;
+  const bool mul = op.op_type == "Mul";
   const ValueId az = zp_value(g, *a, name + "_a"), bz = zp_value(g, *b, name + "_b");
   Node& n = g.node(id);
-  to_streamline(n, "QAdd");
+  to_streamline(n, mul ? "QMul" : "QAdd");
   n.inputs = {a->q, a->p.scale, az, b->q, b->p.scale, bz};
   finish_output(g, n, e, 6);
   return true;
@@ -407,6 +434,22 @@ bool fuse_global_pool(Graph& g, const ProtectedValues& prot, NodeId id) {
   n.inputs = {x->q, x->p.scale, xz};
   finish_output(g, n, e, 3);
   return true;
+}
+
+// The QLookup table of DequantizeLinear(from) then QuantizeLinear(to), in the kernels' float math.
+Tensor requant_table(const QParam& from, const QParam& to) {
+  Tensor t = Tensor::empty(to.t, Shape{256});
+  const float lo = to.t == DType::kInt8 ? -128.f : 0.f, hi = to.t == DType::kInt8 ? 127.f : 255.f;
+  for (int i = 0; i < 256; ++i) {
+    const float code = static_cast<float>(from.t == DType::kInt8 ? i - 128 : i);
+    const float v = (code - static_cast<float>(from.z)) * from.s;
+    const float q = std::min(hi, std::max(lo, std::rint(v / to.s) + static_cast<float>(to.z)));
+    if (to.t == DType::kInt8)
+      t.data<int8_t>()[i] = static_cast<int8_t>(q);
+    else
+      t.data<uint8_t>()[i] = static_cast<uint8_t>(q);
+  }
+  return t;
 }
 
 // The ops of pattern 5 and which of their inputs carry data.
@@ -475,17 +518,31 @@ bool fuse_moving_op(Graph& g, const ProtectedValues& prot, NodeId id) {
   if (!q) return false;
   std::vector<DqInput> ins;
   std::vector<std::pair<NodeId, QParam>> moves;  // producers to retarget, with their old output
+  std::vector<size_t> requant;                   // Concat inputs to requantise with a table
   for (size_t i : data_inputs(op)) {
     const auto d = dq_of(g, op.inputs[i]);
     if (!d) return false;
     if (!d->p.same(q->p)) {
-      const NodeId p = op.op_type == "Concat" ? retargetable_producer(g, prot, *d, id) : kNoNode;
-      if (p == kNoNode) return false;
-      moves.emplace_back(p, d->p);
+      if (op.op_type != "Concat") return false;
+      const NodeId p = retargetable_producer(g, prot, *d, id);
+      if (p != kNoNode)
+        moves.emplace_back(p, d->p);
+      else
+        requant.push_back(ins.size());
     }
     ins.push_back(*d);
   }
   for (const auto& [p, from] : moves) retarget(g, p, from, q->p);
+  for (size_t k : requant) {
+    // DQ -> Q to the Concat's scale, as the QDQ graph computes it, in a QLookup.
+    const DqInput& d = ins[k];
+    const std::string base = g.node(id).name + "_requant" + std::to_string(k);
+    const ValueId table = g.add_constant(detail::unique_value_name(g, base + "_table"), requant_table(d.p, q->p));
+    const ValueId out = g.add_value(detail::unique_value_name(g, base), q->p.t, g.value(d.q).dims);
+    const NodeId lk = g.add_node("QLookup", base, {d.q, table}, {out}, kStreamlineDomain);
+    g.node(lk).opset = kStreamlineOpset;
+    ins[k].q = out;
+  }
   Node& n = g.node(id);
   size_t k = 0;
   for (size_t i : data_inputs(n)) n.inputs[i] = ins[k++].q;
@@ -578,23 +635,37 @@ int sweep(Graph& g, Select&& select, Rewrite&& rewrite) {
   return count;
 }
 
+bool is_conv(const Node& n) {
+  return detail::is_onnx_op(n, "Conv");
+}
+bool is_product(const Node& n) {
+  return detail::is_onnx_op(n, "Gemm") || detail::is_onnx_op(n, "MatMul");
+}
+bool is_add(const Node& n) {
+  return detail::is_onnx_op(n, "Add");
+}
+bool is_binary(const Node& n) {
+  return detail::is_onnx_op(n, "Add") || detail::is_onnx_op(n, "Mul");
+}
+bool is_global_pool(const Node& n) {
+  return detail::is_onnx_op(n, "GlobalAveragePool");
+}
+bool is_matmul_integer(const Node& n) {
+  return detail::is_onnx_op(n, "MatMulInteger");
+}
+
 }  // namespace
 
-int fuse_quantized(Graph& g) {
+int fuse_quantized(Graph& g, ConstantEvaluator* evaluator) {
   int count = 0;
-  count += sweep(
-      g, [](const Node& n) { return detail::is_onnx_op(n, "Conv"); }, fuse_conv);
-  count += sweep(
-      g, [](const Node& n) { return detail::is_onnx_op(n, "Gemm") || detail::is_onnx_op(n, "MatMul"); }, fuse_product);
-  count += sweep(
-      g, [](const Node& n) { return detail::is_onnx_op(n, "Add"); }, fuse_residual);
-  count += sweep(
-      g, [](const Node& n) { return detail::is_onnx_op(n, "Add"); }, fuse_add);
-  count += sweep(
-      g, [](const Node& n) { return detail::is_onnx_op(n, "GlobalAveragePool"); }, fuse_global_pool);
+  count += sweep(g, is_conv, fuse_conv);
+  count += sweep(g, is_product, fuse_product);
+  count += sweep(g, is_add, fuse_residual);
+  if (evaluator) count += fuse_quantized_lookups(g, *evaluator);
+  count += sweep(g, is_binary, fuse_binary);
+  count += sweep(g, is_global_pool, fuse_global_pool);
   count += sweep(g, moves_values, fuse_moving_op);
-  count += sweep(
-      g, [](const Node& n) { return detail::is_onnx_op(n, "MatMulInteger"); }, fuse_integer_matmul);
+  count += sweep(g, is_matmul_integer, fuse_integer_matmul);
   if (count > 0) count += normalize_int8_activations(g);
   return count;
 }

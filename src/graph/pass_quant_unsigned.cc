@@ -11,7 +11,8 @@
 // switch together. A component switches when each tensor in it is computed (not a graph input,
 // output or constant), each producer is QuantizeLinear or one of streamline's Q ops (or a moving
 // op inside the component), and each reader is DequantizeLinear, a Q op reading it as a
-// quantised input, or a moving op inside the component.
+// quantised input, or a moving op inside the component. QLookup reads int8 codes from index 128,
+// where the shifted uint8 code lands, so it reads either; as a producer its table is shifted.
 
 #include <map>
 #include <numeric>
@@ -34,15 +35,21 @@ int zp_input_for(const Node& n, size_t i) {
   if (n.domain != kStreamlineDomain) return -1;
   if (n.op_type == "QConv") return i == 0 ? 2 : i == 9 ? 11 : -1;
   if (n.op_type == "QMatMul" || n.op_type == "QGlobalAveragePool") return i == 0 ? 2 : -1;
-  if (n.op_type == "QAdd") return i == 0 ? 2 : i == 3 ? 5 : -1;
+  if (n.op_type == "QAdd" || n.op_type == "QMul") return i == 0 ? 2 : i == 3 ? 5 : -1;
   return -1;
+}
+
+// streamline.QLookup indexes int8 codes from 128, which is where the uint8 code of the same value
+// sits: its input switches for free; its output switches with its table.
+bool is_lookup(const Node& n) {
+  return n.domain == kStreamlineDomain && n.op_type == "QLookup";
 }
 
 // For a node writing a quantised output 0: the input holding its zero point, or -1.
 int zp_input_of_output(const Node& n) {
   if (n.domain.empty()) return n.op_type == "QuantizeLinear" ? 2 : -1;
   if (n.domain != kStreamlineDomain) return -1;
-  if (n.op_type == "QConv" || n.op_type == "QMatMul" || n.op_type == "QAdd") return 7;
+  if (n.op_type == "QConv" || n.op_type == "QMatMul" || n.op_type == "QAdd" || n.op_type == "QMul") return 7;
   if (n.op_type == "QGlobalAveragePool") return 4;
   return -1;
 }
@@ -91,14 +98,14 @@ int normalize_int8_activations(Graph& g) {
     bool ok = !prot.contains(id) && !g.is_graph_input(id) && val.producer != kNoNode;
     if (ok) {
       const Node& p = g.node(val.producer);
-      ok = (moves_values(p) && p.outputs[0] == id) || (zp_input_of_output(p) >= 0 && p.outputs[0] == id);
+      ok = p.outputs[0] == id && (moves_values(p) || zp_input_of_output(p) >= 0 || is_lookup(p));
     }
     for (NodeId c : val.consumers) {
       const Node& n = g.node(c);
       for (size_t i = 0; i < n.inputs.size() && ok; ++i) {
         if (n.inputs[i] != id) continue;
         const bool moved = moves_values(n) && is_data_input(n, i) && !n.outputs.empty() && int8_act(n.outputs[0]);
-        ok = moved || zp_input_for(n, i) >= 0;
+        ok = moved || zp_input_for(n, i) >= 0 || (is_lookup(n) && i == 0);
       }
     }
     if (!ok) bad[uf.find(v)] = 1;
@@ -141,6 +148,10 @@ int normalize_int8_activations(Graph& g) {
       const ValueId zp = static_cast<size_t>(z) < n.inputs.size() ? n.inputs[static_cast<size_t>(z)] : kNoValue;
       if (!zp_ok(zp)) bad[uf.find(static_cast<size_t>(n.inputs[i]))] = 1;
     }
+    if (is_lookup(n) && !n.outputs.empty() && good(n.outputs[0])) {
+      const Tensor* t = n.inputs.size() > 1 ? constant_of(g, n.inputs[1]) : nullptr;
+      if (!t || t->numel() != 256 || t->dtype() != DType::kInt8) bad[uf.find(static_cast<size_t>(n.outputs[0]))] = 1;
+    }
   }
   int count = 0;
   std::vector<ValueId> flipped;
@@ -150,6 +161,16 @@ int normalize_int8_activations(Graph& g) {
     if (out_zp >= 0 && !n.outputs.empty() && good(n.outputs[0])) {
       const ValueId nz = shift(n.inputs[static_cast<size_t>(out_zp)]);
       g.node(id).inputs[static_cast<size_t>(out_zp)] = nz;
+      ++count;
+    }
+    if (is_lookup(n) && n.inputs.size() > 1 && good(n.outputs[0])) {
+      // The same values as uint8 codes.
+      Tensor t = Tensor::empty(DType::kUInt8, Shape{256});
+      const Tensor* old = constant_of(g, n.inputs[1]);
+      for (int64_t i = 0; i < 256 && old; ++i)
+        t.data<uint8_t>()[i] = static_cast<uint8_t>(static_cast<uint8_t>(old->data<int8_t>()[i]) ^ 0x80);
+      const ValueId nt = g.add_constant(detail::unique_value_name(g, g.node(id).name + "_uint8_table"), std::move(t));
+      g.node(id).inputs[1] = nt;
       ++count;
     }
     Node& m = g.node(id);

@@ -147,7 +147,7 @@ Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evalu
   };
   simplify(options.fuse_quant ? FoldScope::kKeepDequantize : FoldScope::kAll);
   if (options.fuse_quant) {
-    r.quant_fused += fuse_quantized(g);
+    r.quant_fused += fuse_quantized(g, options.constant_folding ? evaluator : nullptr);
     // The weights' DequantizeLinear nodes the int8 ops took over are dead now; drop them before
     // folding would dequantize them. Those still read (by float ops) fold as before.
     if (r.quant_fused && options.dead_code) r.dead_removed += eliminate_dead_code(g);

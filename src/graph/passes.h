@@ -95,8 +95,11 @@ int fuse_attention(Graph& g);
 int fuse_matmul_gelu(Graph& g);
 int eliminate_dead_code(Graph& g);
 // Int8 rewrites (pass_quant.cc): QDQ patterns and dynamic quantisation onto the int8 ops, then
-// normalize_int8_activations.
-int fuse_quantized(Graph& g);
+// normalize_int8_activations. `evaluator` (may be null: no QLookup tables) evaluates regions.
+int fuse_quantized(Graph& g, ConstantEvaluator* evaluator);
+// Element-wise regions from one 8-bit tensor to a QuantizeLinear as streamline.QLookup tables,
+// evaluated with `evaluator` (pass_quant_lookup.cc).
+int fuse_quantized_lookups(Graph& g, ConstantEvaluator& evaluator);
 // int8 activation tensors between ops that all take zero points become uint8 with the zero
 // points shifted by 128 (pass_quant_unsigned.cc); same real values.
 int normalize_int8_activations(Graph& g);

@@ -352,6 +352,76 @@ TEST(QuantPasses, ConcatBranchesQuantizeStraightToTheConcatScale) {
   }
 }
 
+TEST(QuantPasses, SiluAndSqueezeExciteBecomeTablesAndQMul) {
+  Builder b;
+  std::mt19937 rng(16);
+  const DimList xd{1, 8, 6, 6}, vd{1, 8, 1, 1};
+  const ValueId x = b.input("x", xd);
+  const ValueId xdq = b.qdq(x, 0.03f, 0, DType::kInt8, xd);
+  const ValueId c = b.value("c", DType::kFloat32, xd);
+  b.node("Conv", {xdq, b.weight(Shape{8, 8, 1, 1}, rng, true, 0)}, {c});
+  // SiLU as quantize_static writes it: the sigmoid gets its own Q/DQ, the product another.
+  const ValueId cdq = b.qdq(c, 0.04f, 10, DType::kInt8, xd);
+  const ValueId sg = b.value("sg", DType::kFloat32, xd);
+  b.node("Sigmoid", {cdq}, {sg});
+  const ValueId sgdq = b.qdq(sg, 1.f / 255, -128, DType::kInt8, xd);
+  const ValueId silu = b.value("silu", DType::kFloat32, xd);
+  b.node("Mul", {cdq, sgdq}, {silu});
+  const ValueId sdq = b.qdq(silu, 0.03f, -120, DType::kInt8, xd);
+  // Squeeze-and-excite: the pooled vector through a 1x1 conv and a sigmoid scales the channels.
+  const ValueId pooled = b.value("pooled", DType::kFloat32, vd);
+  b.node("GlobalAveragePool", {sdq}, {pooled});
+  const ValueId pdq = b.qdq(pooled, 0.01f, 0, DType::kInt8, vd);
+  const ValueId e = b.value("e", DType::kFloat32, vd);
+  b.node("Conv", {pdq, b.weight(Shape{8, 8, 1, 1}, rng, true, 0)}, {e});
+  const ValueId edq = b.qdq(e, 0.02f, 0, DType::kInt8, vd);
+  const ValueId es = b.value("es", DType::kFloat32, vd);
+  b.node("Sigmoid", {edq}, {es});
+  const ValueId esdq = b.qdq(es, 1.f / 255, -128, DType::kInt8, vd);
+  const ValueId scaled = b.value("scaled", DType::kFloat32, xd);
+  b.node("Mul", {sdq, esdq}, {scaled});
+  b.g.add_output(b.qdq(scaled, 0.02f, 0, DType::kInt8, xd));
+  // The tables reproduce the QDQ arithmetic exactly; the convolutions round once.
+  const Graph after = rewrite_and_compare(b.g, {random_input(Shape{1, 8, 6, 6}, rng)}, 0.0201);
+  const auto ops = op_counts(after);
+  EXPECT_EQ(ops.count("Sigmoid"), 0u);
+  EXPECT_EQ(ops.count("Mul"), 0u);
+  EXPECT_EQ(ops.at("QLookup"), 2);  // x * sigmoid(x) in one table, the excitation's sigmoid in another
+  EXPECT_EQ(ops.at("QMul"), 1);
+  EXPECT_EQ(ops.at("QGlobalAveragePool"), 1);
+  EXPECT_EQ(ops.at("QConv"), 2);
+  EXPECT_EQ(ops.at("DequantizeLinear"), 1);
+}
+
+TEST(QuantPasses, ConcatInputFromAMovingOpIsRequantisedByATable) {
+  Builder b;
+  std::mt19937 rng(17);
+  const DimList xd{1, 8, 6, 6}, pd{1, 8, 3, 3}, cd{1, 16, 3, 3};
+  const ValueId x = b.input("x", xd);
+  const ValueId xdq = b.qdq(x, 0.03f, 128, DType::kUInt8, xd);
+  const ValueId mp = b.value("mp", DType::kFloat32, pd);
+  const NodeId pool = b.node("MaxPool", {xdq}, {mp});
+  set_ints(b.g.node(pool), "kernel_shape", {2, 2});
+  set_ints(b.g.node(pool), "strides", {2, 2});
+  const ValueId mpdq = b.qdq(mp, 0.03f, 128, DType::kUInt8, pd);
+  const ValueId cv = b.value("cv", DType::kFloat32, pd);
+  const NodeId conv = b.node("Conv", {mpdq, b.weight(Shape{8, 8, 1, 1}, rng, true, 0)}, {cv});
+  (void)conv;
+  const ValueId cvdq = b.qdq(cv, 0.05f, 120, DType::kUInt8, pd);
+  const ValueId cat = b.value("cat", DType::kFloat32, cd);
+  const NodeId concat = b.node("Concat", {mpdq, cvdq}, {cat});
+  Attribute axis;
+  axis.kind = Attribute::Kind::kInt;
+  axis.i = 1;
+  b.g.node(concat).attrs["axis"] = axis;
+  b.g.add_output(b.qdq(cat, 0.045f, 125, DType::kUInt8, cd));
+  const Graph after = rewrite_and_compare(b.g, {random_input(Shape{1, 8, 6, 6}, rng)}, 0.0451 + 0.031);
+  const auto ops = op_counts(after);
+  EXPECT_EQ(ops.at("QLookup"), 1);  // the pooled branch: MaxPool writes it, so only a table can rescale it
+  EXPECT_EQ(ops.at("DequantizeLinear"), 1);
+  EXPECT_EQ(after.value(find(after, "Concat")->outputs[0]).dtype, DType::kUInt8);
+}
+
 TEST(QuantPasses, MovingOpWithOtherOutputParametersIsLeft) {
   Builder b;
   const DimList xd{1, 4, 8, 8}, pd{1, 4, 4, 4};

@@ -305,6 +305,42 @@ TEST(QKernels, QAddAndQGlobalAveragePoolMatchReference) {
   }
 }
 
+TEST(QKernels, QMulAndBroadcastQAddMatchReference) {
+  std::mt19937 rng(710);
+  for (int iter = 0; iter < 12; ++iter) {
+    const int64_t n = 1 + iter % 2, c = 1 + static_cast<int64_t>(rng() % 70);
+    const Shape s{n, c, 1 + static_cast<int64_t>(rng() % 9), 1 + static_cast<int64_t>(rng() % 9)};
+    // B: the same shape, a [N or 1, C, 1, 1] channel vector (squeeze-and-excite), or one value.
+    const Shape bs = iter % 3 == 0 ? s : iter % 3 == 1 ? Shape{iter % 2 ? n : 1, c, 1, 1} : Shape{};
+    const DType at = iter % 2 ? DType::kInt8 : DType::kUInt8, bt = iter % 4 < 2 ? DType::kUInt8 : DType::kInt8;
+    const QRun r{iter % 2 ? Layout::kChannelsLast : Layout::kPlain,
+                 1 + iter % 2,
+                 {false, true, true, bs.rank() != 4, true, true, true, true}};
+    for (const char* op : {"QMul", "QAdd"}) {
+      NodeCase c2(op, 1, 8, 1, {}, "streamline");
+      if (iter % 4 == 3) c2.s("activation", "Relu");
+      expect_matches(
+          c2,
+          {q8(at, s, rng), uniform_f32(Shape{}, rng, 0.01f, 0.1f), scalar_q8(at, 3), q8(bt, bs, rng),
+           uniform_f32(Shape{}, rng, 0.01f, 0.1f), scalar_q8(bt, 9),
+           uniform_f32(Shape{}, rng, std::string(op) == "QMul" ? 0.05f : 0.01f, 0.3f), scalar_q8(DType::kUInt8, 64)},
+          r, std::string(op) + " " + s.to_string() + " * " + bs.to_string());
+    }
+  }
+}
+
+TEST(QKernels, QLookupMapsEveryCode) {
+  std::mt19937 rng(711);
+  for (DType xt : {DType::kUInt8, DType::kInt8}) {
+    for (int64_t n : {5, 64, 1000, 70000}) {
+      Tensor table = q8(DType::kInt8, Shape{256}, rng);
+      NodeCase lk("QLookup", 1, 2, 1, {}, "streamline");
+      expect_matches(lk, {q8(xt, Shape{n}, rng), table}, QRun{Layout::kPlain, 2, {false, true}},
+                     "QLookup " + std::to_string(n), 0.0);
+    }
+  }
+}
+
 TEST(QKernels, Int8MaxPoolEqualsFloatMaxPool) {
   std::mt19937 rng(707);
   for (int iter = 0; iter < 12; ++iter) {

@@ -2,8 +2,11 @@
 // int8 convolutions and matrix products (graph/pass_quant.cc makes them):
 //
 //   streamline.QAdd(A, a_scale, a_zp, B, b_scale, b_zp, y_scale, y_zp) -> Y
-//       Y = sat(round(act(a_scale * (A - a_zp) + b_scale * (B - b_zp)) / y_scale) + y_zp); A and B
-//       of one shape (no broadcasting), any layout they share; `activation` as the fused ops'.
+//       Y = sat(round(act(a_scale * (A - a_zp) + b_scale * (B - b_zp)) / y_scale) + y_zp); B of
+//       A's shape, one value, or [N or 1, C, 1, 1] against a 4-D A; any layout they share;
+//       `activation` Relu, LeakyRelu or Clip.
+//   streamline.QMul(...)  the same with a_scale * b_scale * (A - a_zp) * (B - b_zp).
+//   streamline.QLookup(X, table) -> Y   a 256-entry table per code of X (see QLookupKernel).
 //   streamline.QGlobalAveragePool(X, x_scale, x_zp, y_scale, y_zp) -> Y [N, C, 1, 1]
 //       Y = sat(round(x_scale * (mean over H, W of X - x_zp) / y_scale) + y_zp); plain or
 //       channels-last X.
@@ -14,6 +17,10 @@
 // compiler to vectorise along contiguous elements or channels.
 
 #include <algorithm>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <cmath>
 #include <vector>
 
@@ -53,9 +60,56 @@ void dispatch3(DType a, DType b, DType y, F&& f) {
     with_b(static_cast<const uint8_t*>(nullptr));
 }
 
-class QAddKernel final : public DataKernel {
+// How B lines up with A in QAdd / QMul.
+enum class Broadcast {
+  kSame,     // B has A's shape
+  kScalar,   // one B value
+  kChannel,  // A [N, C, H, W], B [N or 1, C, 1, 1]: one B value per (image, channel)
+};
+
+Result<Broadcast> broadcast_of(const Shape& a, const Shape& b) {
+  if (a == b) return Broadcast::kSame;
+  if (b.numel() == 1 && b.rank() <= a.rank()) return Broadcast::kScalar;
+  if (a.rank() == 4 && b.rank() == 4 && (b[0] == a[0] || b[0] == 1) && b[1] == a[1] && b[2] == 1 && b[3] == 1)
+    return Broadcast::kChannel;
+  return invalid_argument("B " + b.to_string() + " must have A's shape " + a.to_string() +
+                          ", be one value, or be [N or 1, C, 1, 1]");
+}
+
+// The per-element arithmetic of QAdd / QMul (see QBinaryKernel::run).
+struct RowParams {
+  float za, zb, ka, kb, zy, lo, hi, slope;
+  bool leaky, mul;
+};
+
+// One row of `n` outputs; B advances with A (B_STEP) or stays at its first element. Parameters
+// arrive by value and live in locals: 8-bit stores may alias anything in memory, which would
+// otherwise reload them every iteration and keep the loop scalar.
+template <bool B_STEP, typename TA, typename TB, typename TY>
+void binary_row(const TA* a, const TB* b, TY* y, int64_t n, RowParams p) {
+  const float za = p.za, zb = p.zb, ka = p.ka, kb = p.kb, zy = p.zy, lo = p.lo, hi = p.hi, slope = p.slope;
+  const float b0 = static_cast<float>(b[0]) - zb;
+  if (p.mul) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float bv = B_STEP ? static_cast<float>(b[i]) - zb : b0;
+      float v = ka * (static_cast<float>(a[i]) - za) * bv;
+      if (p.leaky) v = v > 0.f ? v : slope * v;
+      y[i] = sat_cast<TY>(std::rint(std::min(hi, std::max(lo, v))) + zy);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const float bv = B_STEP ? static_cast<float>(b[i]) - zb : b0;
+      float v = ka * (static_cast<float>(a[i]) - za) + kb * bv;
+      if (p.leaky) v = v > 0.f ? v : slope * v;
+      y[i] = sat_cast<TY>(std::rint(std::min(hi, std::max(lo, v))) + zy);
+    }
+  }
+}
+
+// streamline.QAdd and streamline.QMul.
+class QBinaryKernel final : public DataKernel {
  public:
-  using DataKernel::DataKernel;
+  QBinaryKernel(const graph::Node& node, bool mul) : DataKernel(node), mul_(mul) {}
   Status init(const KernelCreateArgs& a) {
     SL_ASSIGN_OR_RETURN(act_, read_activation(a.node, /*allow_gelu=*/false));
     if (!activation_scales(act_)) return unsupported_error("activation must be Relu, LeakyRelu or Clip");
@@ -64,7 +118,7 @@ class QAddKernel final : public DataKernel {
 
   LayoutSupport layout_support() const override { return LayoutSupport::kAny; }
   bool accepts(std::span<const TensorInfo> in) const override {
-    return in.size() > 3 && in[0].layout == in[3].layout && in[0].shape == in[3].shape;
+    return in.size() > 3 && in[0].layout == in[3].layout && broadcast_of(in[0].shape, in[3].shape).ok();
   }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
@@ -73,14 +127,16 @@ class QAddKernel final : public DataKernel {
       if (!in[static_cast<size_t>(i)].present()) return invalid("input " + std::to_string(i) + " is missing");
     if (!is_q8(in[0].dtype) || !is_q8(in[3].dtype) || !is_q8(in[7].dtype))
       return invalid("A, B and y_zero_point must be uint8 or int8");
-    if (in[0].shape != in[3].shape) return invalid("A and B must have one shape");
-    if (in[0].layout != in[3].layout) return invalid("A and B must have one layout");
+    auto bc = broadcast_of(in[0].shape, in[3].shape);
+    if (!bc.ok()) return invalid(bc.status().message());
+    if (*bc == Broadcast::kSame && in[0].layout != in[3].layout) return invalid("A and B must have one layout");
+    if (in[0].layout == Layout::kBlocked8) return invalid("nChw8c input");
     for (int i : {1, 2, 4, 5, 6, 7})
       if (in[static_cast<size_t>(i)].present() && in[static_cast<size_t>(i)].shape.numel() != 1)
         return invalid("scales and zero points must be single values");
     ReshapeResult r;
     r.outputs.push_back(OutputInfo{in[7].dtype, in[0].shape, in[0].layout});
-    r.inplace = {in[0].dtype == in[7].dtype ? 0 : in[3].dtype == in[7].dtype ? 3 : -1};
+    r.inplace = {in[0].dtype == in[7].dtype ? 0 : -1};
     return r;
   }
 
@@ -88,23 +144,44 @@ class QAddKernel final : public DataKernel {
     const Tensor& a = ctx.inputs[0];
     const Tensor& b = ctx.inputs[3];
     Tensor& y = ctx.outputs[0];
-    const double ys = param_value(ctx.inputs[6], 0);
-    const float ka = static_cast<float>(param_value(ctx.inputs[1], 0) / ys);
-    const float kb = static_cast<float>(param_value(ctx.inputs[4], 0) / ys);
-    const double za = ctx.inputs[2].defined() ? param_value(ctx.inputs[2], 0) : 0.0;
-    const double zb = ctx.inputs[5].defined() ? param_value(ctx.inputs[5], 0) : 0.0;
-    const float c = static_cast<float>(-ka * za - kb * zb);
+    SL_ASSIGN_OR_RETURN(Broadcast bc, broadcast_of(a.shape(), b.shape()));
+    const double ys = param_value(ctx.inputs[6], 0), sa = param_value(ctx.inputs[1], 0);
+    const double sb = param_value(ctx.inputs[4], 0);
+    const float za = ctx.inputs[2].defined() ? static_cast<float>(param_value(ctx.inputs[2], 0)) : 0.f;
+    const float zb = ctx.inputs[5].defined() ? static_cast<float>(param_value(ctx.inputs[5], 0)) : 0.f;
+    // Add: v = ka * (a - za) + kb * (b - zb); Mul: v = k * (a - za) * (b - zb); in y's units.
+    const float ka = static_cast<float>(mul_ ? sa * sb / ys : sa / ys), kb = static_cast<float>(sb / ys);
     const float zy = static_cast<float>(param_value(ctx.inputs[7], 0));
     // The activation in the output's units: Relu is max(v, 0), Clip's bounds divided by y_scale.
-    float lo = -INFINITY, hi = INFINITY, slope = 1.f;
+    float lo = -INFINITY, hi = INFINITY;
     if (act_.kind == ActivationKind::kRelu) lo = 0.f;
     if (act_.kind == ActivationKind::kClip) {
       lo = static_cast<float>(act_.alpha / ys);
       hi = static_cast<float>(act_.beta / ys);
     }
     const bool leaky = act_.kind == ActivationKind::kLeakyRelu;
-    if (leaky) slope = act_.alpha;
+    const float slope = leaky ? act_.alpha : 1.f;
+    const RowParams q{za, zb, ka, kb, zy, lo, hi, slope, leaky, mul_};
+    // Rows of `inner` elements sharing one B row (kSame: B advances with A; else B fixed per row).
+    const Shape& s = a.shape();
+    const bool cl = a.layout() == Layout::kChannelsLast;
     const int64_t n = a.numel();
+    int64_t inner = n, b_step = 1;  // b_step: B elements per A element within a row (0 or 1)
+    if (bc == Broadcast::kScalar) b_step = 0;
+    if (bc == Broadcast::kChannel) {
+      inner = cl ? s[1] : s[2] * s[3];
+      b_step = cl ? 1 : 0;
+    }
+    const int64_t rows = n / std::max<int64_t>(1, inner);
+    const int64_t hw = s.rank() == 4 ? s[2] * s[3] : 1, c = s.rank() >= 2 ? s[1] : 1;
+    const bool b_images = b.shape().rank() == 4 && b.shape()[0] > 1;
+    // Offset of row r's first B element.
+    auto b_row = [&](int64_t r) -> int64_t {
+      if (bc == Broadcast::kSame) return r * inner;
+      if (bc == Broadcast::kScalar) return 0;
+      const int64_t img = cl ? r / hw : r / c;
+      return (b_images ? img * c : 0) + (cl ? 0 : r % c);
+    };
     dispatch3(a.dtype(), b.dtype(), y.dtype(), [&](auto pa, auto pb, auto py) {
       using TA = std::remove_cv_t<std::remove_pointer_t<decltype(pa)>>;
       using TB = std::remove_cv_t<std::remove_pointer_t<decltype(pb)>>;
@@ -112,12 +189,15 @@ class QAddKernel final : public DataKernel {
       const TA* ap = a.data<TA>();
       const TB* bp = b.data<TB>();
       TY* yp = y.data<TY>();
-      run_chunks(n, math::kCheapGrain, ctx.num_threads, [&](int64_t s, int64_t e, int) {
-        for (int64_t i = s; i < e; ++i) {
-          float v = ka * static_cast<float>(ap[i]) + kb * static_cast<float>(bp[i]) + c;
-          if (leaky) v = v > 0.f ? v : slope * v;
-          v = std::min(hi, std::max(lo, v));
-          yp[i] = sat_cast<TY>(std::rint(v) + zy);
+      const int64_t grain = std::max<int64_t>(1, math::kCheapGrain / inner);
+      // One row: B advancing with A (step 1) or fixed (step 0); separate loops so each vectorises.
+      run_chunks(rows, grain, ctx.num_threads, [&](int64_t r0, int64_t r1, int) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const TB* br = bp + b_row(r);
+          if (b_step == 1)
+            binary_row<true>(ap + r * inner, br, yp + r * inner, inner, q);
+          else
+            binary_row<false>(ap + r * inner, br, yp + r * inner, inner, q);
         }
       });
     });
@@ -125,7 +205,59 @@ class QAddKernel final : public DataKernel {
   }
 
  private:
+  bool mul_;
   ActivationAttrs act_;
+};
+
+// streamline.QLookup(X, table): Y = table[X] for uint8 X, table[X + 128] for int8 X; `table` is
+// 256 values of Y's type. Any element-wise function of one 8-bit tensor, evaluated at load for
+// all 256 codes (graph/pass_quant_lookup.cc).
+class QLookupKernel final : public DataKernel {
+ public:
+  using DataKernel::DataKernel;
+  Status init(const KernelCreateArgs&) { return ok_status(); }
+
+  LayoutSupport layout_support() const override { return LayoutSupport::kAny; }
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    if (in.size() < 2 || !in[0].present() || !in[1].present()) return invalid("expected X and table");
+    if (!is_q8(in[0].dtype) || !is_q8(in[1].dtype)) return invalid("X and table must be uint8 or int8");
+    if (in[1].shape.numel() != 256) return invalid("table must have 256 values, got " + in[1].shape.to_string());
+    ReshapeResult r;
+    r.outputs.push_back(OutputInfo{in[1].dtype, in[0].shape, in[0].layout});
+    r.inplace = {0};
+    return r;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    const Tensor& x = ctx.inputs[0];
+    const auto* t = static_cast<const uint8_t*>(ctx.inputs[1].raw());
+    const auto* xp = static_cast<const uint8_t*>(x.raw());
+    auto* yp = static_cast<uint8_t*>(ctx.outputs[0].raw());
+    // int8 codes index from 128: flipping the sign bit turns them into that index.
+    const uint8_t flip = x.dtype() == DType::kInt8 ? 0x80 : 0;
+    run_chunks(x.numel(), math::kCheapGrain, ctx.num_threads,
+               [&](int64_t b, int64_t e, int) { lookup(xp + b, yp + b, e - b, t, flip); });
+    return ok_status();
+  }
+
+ private:
+  // y[i] = t[x[i] ^ flip]. With AVX-512 VBMI, 64 codes at a time: two 128-entry permutes (each
+  // across two registers of the table) and the code's top bit choosing between them.
+  static void lookup(const uint8_t* x, uint8_t* y, int64_t n, const uint8_t* t, uint8_t flip) {
+    int64_t i = 0;
+#if defined(__AVX512VBMI__) && defined(__AVX512BW__)
+    const __m512i t0 = _mm512_loadu_si512(t), t1 = _mm512_loadu_si512(t + 64);
+    const __m512i t2 = _mm512_loadu_si512(t + 128), t3 = _mm512_loadu_si512(t + 192);
+    const __m512i f = _mm512_set1_epi8(static_cast<char>(flip));
+    for (; i + 64 <= n; i += 64) {
+      const __m512i idx = _mm512_xor_si512(_mm512_loadu_si512(x + i), f);
+      const __m512i lo = _mm512_permutex2var_epi8(t0, idx, t1), hi = _mm512_permutex2var_epi8(t2, idx, t3);
+      _mm512_storeu_si512(y + i, _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), lo, hi));
+    }
+#endif
+    for (; i < n; ++i) y[i] = t[x[i] ^ flip];
+  }
 };
 
 class QGlobalAveragePoolKernel final : public DataKernel {
@@ -147,8 +279,9 @@ class QGlobalAveragePoolKernel final : public DataKernel {
     Shape ys{in[0].shape[0], in[0].shape[1]};
     for (size_t d = 2; d < in[0].shape.rank(); ++d) ys.push_back(1);
     ReshapeResult r;
-    // [N, C, 1, 1] has the same bytes in every layout.
-    r.outputs.push_back(OutputInfo{in[4].dtype, ys, Layout::kPlain});
+    // [N, C, 1, 1] has the same bytes in every layout; keeping the input's lets a channels-last
+    // squeeze-and-excite branch stay channels-last without layout changes.
+    r.outputs.push_back(OutputInfo{in[4].dtype, ys, in[0].shape.rank() == 4 ? in[0].layout : Layout::kPlain});
     r.workspace_bytes = static_cast<size_t>(in[0].shape[1]) * sizeof(int32_t) * 2;
     return r;
   }
@@ -188,6 +321,12 @@ class QGlobalAveragePoolKernel final : public DataKernel {
     return ok_status();
   }
 };
+
+// out[i] = max(out[i], in[i]); a separate function with restrict pointers so it vectorises.
+template <typename T>
+void max_into(T* __restrict out, const T* __restrict in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::max(out[i], in[i]);
+}
 
 // 2-D MaxPool on 8-bit data. Channels-last: one pass per output pixel over its window, each tap
 // a contiguous run of C channels. Plain: per (image, channel) plane.
@@ -252,8 +391,7 @@ class QMaxPoolKernel final : public DataKernel {
               for (int64_t j = 0; j < ax[1].k; ++j) {
                 const int64_t ix = x0 + j * ax[1].d;
                 if (ix < 0 || ix >= w) continue;
-                const T* in = xp + ((b * h + iy) * w + ix) * c;
-                for (int64_t ch = 0; ch < c; ++ch) out[ch] = std::max(out[ch], in[ch]);
+                max_into(out, xp + ((b * h + iy) * w + ix) * c, c);
               }
             }
           } else {
@@ -280,7 +418,15 @@ class QMaxPoolKernel final : public DataKernel {
 }  // namespace
 
 Status register_qelementwise(KernelRegistry& reg) {
-  SL_RETURN_IF_ERROR(add_typed_def(reg, "QAdd", 1, DType::kUndefined, make_factory<QAddKernel>(), "streamline"));
+  for (const bool mul : {false, true}) {
+    KernelFactory f = [mul](const KernelCreateArgs& a) -> Result<std::unique_ptr<Kernel>> {
+      auto k = std::make_unique<QBinaryKernel>(a.node, mul);
+      SL_RETURN_IF_ERROR(k->init(a));
+      return std::unique_ptr<Kernel>(std::move(k));
+    };
+    SL_RETURN_IF_ERROR(add_typed_def(reg, mul ? "QMul" : "QAdd", 1, DType::kUndefined, f, "streamline"));
+  }
+  SL_RETURN_IF_ERROR(add_typed_def(reg, "QLookup", 1, DType::kUndefined, make_factory<QLookupKernel>(), "streamline"));
   SL_RETURN_IF_ERROR(add_typed_def(reg, "QGlobalAveragePool", 1, DType::kUndefined,
                                    make_factory<QGlobalAveragePoolKernel>(), "streamline"));
   for (DType t : {DType::kUInt8, DType::kInt8})

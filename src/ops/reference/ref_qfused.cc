@@ -1,6 +1,6 @@
 // Reference kernels for streamline's fused int8 ops (the formulas are in ops/cpu/quant_common.h
 // and ops/cpu/qelementwise.cc): QConv (2-D, plain layout, explicit pads, pre_residual_clip), QMatMul and
-// MatMulIntegerToFloat (A [..., K] times a 2-D B), QAdd and QGlobalAveragePool. Every value goes
+// MatMulIntegerToFloat (A [..., K] times a 2-D B), QAdd, QMul, QLookup and QGlobalAveragePool. Every value goes
 // through double and the activation is evaluated from its definition; no shortcuts.
 
 #include <cmath>
@@ -167,19 +167,27 @@ class RefQMatMul final : public Kernel {
   bool to_float_;
 };
 
-// streamline.QAdd(A, as, az, B, bs, bz, ys, yz) and streamline.QGlobalAveragePool(X, xs, xz, ys, yz).
+// streamline.QAdd / QMul(A, as, az, B, bs, bz, ys, yz) (B broadcast NumPy-style),
+// streamline.QGlobalAveragePool(X, xs, xz, ys, yz) and streamline.QLookup(X, table).
 class RefQElementwise final : public Kernel {
  public:
-  explicit RefQElementwise(const graph::Node& node) : node_(node), pool_(node.op_type == "QGlobalAveragePool") {}
+  explicit RefQElementwise(const graph::Node& node)
+      : node_(node), pool_(node.op_type == "QGlobalAveragePool"), lookup_(node.op_type == "QLookup") {}
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     ReshapeResult rr;
+    if (lookup_) {
+      rr.outputs.push_back({in[1].dtype, in[0].shape});
+      return rr;
+    }
     if (pool_) {
       Shape s{in[0].shape[0], in[0].shape[1]};
       for (size_t d = 2; d < in[0].shape.rank(); ++d) s.push_back(1);
       rr.outputs.push_back({in[4].dtype, s});
     } else {
-      if (in[0].shape != in[3].shape) return unsupported(prefix(node_) + "reference needs equal shapes");
+      Shape out;
+      if (!broadcast_shapes(in[0].shape, in[3].shape, &out) || out != in[0].shape)
+        return unsupported(prefix(node_) + "B must broadcast to A's shape");
       rr.outputs.push_back({in[7].dtype, in[0].shape});
     }
     return rr;
@@ -189,6 +197,13 @@ class RefQElementwise final : public Kernel {
     const Tensor& x = ctx.inputs[0];
     Tensor& y = ctx.outputs[0];
     auto zp = [&](size_t i) { return opt(ctx, i) ? static_cast<double>(read_i(ctx.inputs[i], 0)) : 0.0; };
+    if (lookup_) {
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        const int64_t code = read_i(x, i) + (x.dtype() == DType::kInt8 ? 128 : 0);
+        write_i(y, i, read_i(ctx.inputs[1], code));
+      }
+      return ok_status();
+    }
     if (pool_) {
       const int64_t plane = x.numel() / (x.shape()[0] * x.shape()[1]);
       for (int64_t i = 0; i < y.numel(); ++i) {
@@ -199,17 +214,19 @@ class RefQElementwise final : public Kernel {
       return ok_status();
     }
     const Tensor& b = ctx.inputs[3];
+    const bool mul = node_.op_type == "QMul";
     for (int64_t i = 0; i < y.numel(); ++i) {
-      const double r =
-          read_f(ctx.inputs[1], 0) * (read_f(x, i) - zp(2)) + read_f(ctx.inputs[4], 0) * (read_f(b, i) - zp(5));
-      store(node_, y, i, r, &ctx.inputs[6], &ctx.inputs[7]);
+      const double av = read_f(ctx.inputs[1], 0) * (read_f(x, i) - zp(2));
+      const int64_t bi = math_util::input_offset(y.shape(), i, b.shape());
+      const double bv = read_f(ctx.inputs[4], 0) * (read_f(b, bi) - zp(5));
+      store(node_, y, i, mul ? av * bv : av + bv, &ctx.inputs[6], &ctx.inputs[7]);
     }
     return ok_status();
   }
 
  private:
   graph::Node node_;
-  bool pool_;
+  bool pool_, lookup_;
 };
 
 template <typename K>
@@ -232,6 +249,8 @@ Status register_quant_fused(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(reg.add(def<RefQMatMul>("QMatMul")));
   SL_RETURN_IF_ERROR(reg.add(def<RefQMatMul>("MatMulIntegerToFloat")));
   SL_RETURN_IF_ERROR(reg.add(def<RefQElementwise>("QAdd")));
+  SL_RETURN_IF_ERROR(reg.add(def<RefQElementwise>("QMul")));
+  SL_RETURN_IF_ERROR(reg.add(def<RefQElementwise>("QLookup")));
   return reg.add(def<RefQElementwise>("QGlobalAveragePool"));
 }
 
