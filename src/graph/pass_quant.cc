@@ -10,7 +10,8 @@
 //   MatMulIntegerToFloat(A, B, a_scale, b_scale, a_zp, b_zp, bias) -> Y (float32)
 //   QAdd / QMul(A, a_scale, a_zp, B, b_scale, b_zp, y_scale, y_zp) -> Y
 //   QLookup(X, table) -> Y (256 codes of Y per code of X)
-//   QGlobalAveragePool(X, x_scale, x_zp, y_scale, y_zp) -> Y
+//   QScaleShift(X, x_scale, x_zp, scale, shift, y_scale, y_zp) -> Y   (per channel, axis 1)
+//   QGlobalAveragePool, QAveragePool(X, x_scale, x_zp, y_scale, y_zp) -> Y
 //
 // Patterns, in the order fuse_quantized applies them (all scales and zero points constants,
 // activations per-tensor; "DQ" DequantizeLinear, "Q" QuantizeLinear):
@@ -24,8 +25,10 @@
 //      (b of a's shape, a scalar, or a [N, C, 1, 1] channel vector: squeeze-and-excite)
 //   L. Element-wise regions from one 8-bit tensor to a Q (Sigmoid, SiLU, h-swish, requantising;
 //      pass_quant_lookup.cc), run before 3                                 => QLookup
-//   4. DQ(x) -> GlobalAveragePool -> Q                                     => QGlobalAveragePool
-//   5. DQ(p) -> MaxPool / Reshape / Flatten / Squeeze / Unsqueeze / Transpose / Slice / Concat
+//   4. DQ(x) -> GlobalAveragePool / AveragePool -> Q     => QGlobalAveragePool / QAveragePool
+//      DQ(x) -> BatchNormalization [-> Relu/Clip] -> Q                     => QScaleShift
+//   5. DQ(p) -> MaxPool / Reshape / Flatten / Squeeze / Unsqueeze / Transpose / Slice / Concat /
+//      Pad (constant 0, which becomes the zero point's code)
 //      -> Q(p), one scale and zero point throughout: the op runs on the 8-bit tensor (exact: these
 //      ops move or compare values, and dequantisation is monotonic). A Concat input with another
 //      scale qualifies when a Q op writes it for the Concat alone: that op quantises to p, its
@@ -417,10 +420,62 @@ bool fuse_binary(Graph& g, const ProtectedValues& prot, NodeId id) {
   return true;
 }
 
-// Pattern 4.
+// Per-channel values (C of them) of `v`: a float constant, or the DQ of one (per-tensor or
+// per-channel on axis 0).
+std::optional<std::vector<double>> channel_values(const Graph& g, ValueId v, int64_t c) {
+  if (const Tensor* t = constant_of(g, v)) {
+    if (t->numel() != c) return std::nullopt;
+    std::vector<double> out;
+    for (int64_t i = 0; i < c; ++i) out.push_back(element_as_double(*t, i));
+    return out;
+  }
+  return bias_values(g, v, c);  // a DQ of a constant, whatever its integer type
+}
+
+// Pattern 4b: DQ(x) -> BatchNormalization (constant parameters) [-> Relu/Clip] -> Q
+// => QScaleShift(X, x_scale, x_zp, scale[C], shift[C], y_scale, y_zp): the per-channel affine
+// map BN is at inference (DenseNet's pre-activation BN + ReLU runs on the quantised tensor).
+bool fuse_batchnorm(Graph& g, const ProtectedValues& prot, NodeId id) {
+  const Node& bn = g.node(id);
+  if (bn.inputs.size() < 5 || bn.outputs.empty() || bn.outputs[0] == kNoValue) return false;
+  for (size_t k = 1; k < bn.outputs.size(); ++k)
+    if (bn.outputs[k] != kNoValue) return false;
+  if (bn.attr_int("training_mode", 0) != 0) return false;
+  const auto x = dq_of(g, bn.inputs[0]);
+  const auto& dims = g.value(bn.inputs[0]).dims;
+  if (!x || !dims || dims->size() < 2 || !(*dims)[1].fixed()) return false;
+  const int64_t c = (*dims)[1].value;
+  const auto gamma = channel_values(g, bn.inputs[1], c), beta = channel_values(g, bn.inputs[2], c);
+  const auto mean = channel_values(g, bn.inputs[3], c), var = channel_values(g, bn.inputs[4], c);
+  if (!gamma || !beta || !mean || !var) return false;
+  const OutputEnd e = output_end(g, prot, bn.outputs[0]);
+  if (!e.q) return false;
+  if (e.act && e.act->op != "Relu" && e.act->op != "Clip" && e.act->op != "LeakyRelu") return false;
+  const double eps = bn.attr_float("epsilon", 1e-5f);
+  Tensor scale = Tensor::empty(DType::kFloat32, Shape{c}), shift = Tensor::empty(DType::kFloat32, Shape{c});
+  for (int64_t i = 0; i < c; ++i) {
+    const double k = (*gamma)[static_cast<size_t>(i)] / std::sqrt((*var)[static_cast<size_t>(i)] + eps);
+    scale.data<float>()[i] = static_cast<float>(k);
+    shift.data<float>()[i] = static_cast<float>((*beta)[static_cast<size_t>(i)] - (*mean)[static_cast<size_t>(i)] * k);
+  }
+  const std::string name = bn.name;
+  const ValueId sv = g.add_constant(detail::unique_value_name(g, name + "_scale"), std::move(scale));
+  const ValueId hv = g.add_constant(detail::unique_value_name(g, name + "_shift"), std::move(shift));
+  const ValueId xz = zp_value(g, *x, name + "_x");
+  Node& n = g.node(id);
+  to_streamline(n, "QScaleShift");
+  n.attrs.clear();
+  n.inputs = {x->q, x->p.scale, xz, sv, hv};
+  finish_output(g, n, e, 5);
+  return true;
+}
+
+// Pattern 4 (and AveragePool, 2-D).
 bool fuse_global_pool(Graph& g, const ProtectedValues& prot, NodeId id) {
   const Node& p = g.node(id);
   if (p.inputs.empty() || p.outputs.size() != 1 || p.outputs[0] == kNoValue) return false;
+  const bool windowed = p.op_type == "AveragePool";
+  if (windowed && (!g.value(p.inputs[0]).dims || g.value(p.inputs[0]).dims->size() != 4)) return false;
   const auto x = dq_of(g, p.inputs[0]);
   const auto q = q_after(g, prot, p.outputs[0]);
   if (!x || !q) return false;
@@ -430,7 +485,7 @@ bool fuse_global_pool(Graph& g, const ProtectedValues& prot, NodeId id) {
   e.q = q;
   e.out = q->out;
   Node& n = g.node(id);
-  to_streamline(n, "QGlobalAveragePool");
+  to_streamline(n, windowed ? "QAveragePool" : "QGlobalAveragePool");
   n.inputs = {x->q, x->p.scale, xz};
   finish_output(g, n, e, 3);
   return true;
@@ -456,7 +511,7 @@ Tensor requant_table(const QParam& from, const QParam& to) {
 bool moves_values(const Node& n) {
   static const std::set<std::string> kOps = {"MaxPool",   "Reshape", "Flatten", "Squeeze",      "Unsqueeze",
                                              "Transpose", "Slice",   "Concat",  "DepthToSpace", "SpaceToDepth"};
-  return n.domain.empty() && !n.dead && kOps.count(n.op_type) != 0;
+  return n.domain.empty() && !n.dead && (kOps.count(n.op_type) != 0 || n.op_type == "Pad");
 }
 std::vector<size_t> data_inputs(const Node& n) {
   if (n.op_type != "Concat") return {0};
@@ -514,6 +569,15 @@ bool fuse_moving_op(Graph& g, const ProtectedValues& prot, NodeId id) {
     const auto& dims = g.value(op.inputs[0]).dims;
     if (!dims || dims->size() != 4) return false;
   }
+  if (op.op_type == "Pad") {
+    // Constant padding with a real zero, which is the zero point's code once quantised.
+    if (op.attr_string("mode", "constant") != "constant") return false;
+    if (op.inputs.size() > 2 && op.inputs[2] != kNoValue) {
+      const Tensor* v = constant_of(g, op.inputs[2]);
+      if (!v || v->numel() != 1 || element_as_double(*v, 0) != 0.0) return false;
+    }
+    if (op.inputs.size() > 3 && op.inputs[3] != kNoValue) return false;  // opset 18 axes
+  }
   const auto q = q_after(g, prot, op.outputs[0]);
   if (!q) return false;
   std::vector<DqInput> ins;
@@ -543,9 +607,14 @@ bool fuse_moving_op(Graph& g, const ProtectedValues& prot, NodeId id) {
     g.node(lk).opset = kStreamlineOpset;
     ins[k].q = out;
   }
+  const ValueId pad_zp = op.op_type == "Pad" ? zp_value(g, ins[0], g.node(id).name + "_pad") : kNoValue;
   Node& n = g.node(id);
   size_t k = 0;
   for (size_t i : data_inputs(n)) n.inputs[i] = ins[k++].q;
+  if (pad_zp != kNoValue) {
+    n.inputs.resize(3, kNoValue);
+    n.inputs[2] = pad_zp;
+  }
   n.outputs = {q->out};
   g.node(q->node).dead = true;
   return true;
@@ -648,7 +717,10 @@ bool is_binary(const Node& n) {
   return detail::is_onnx_op(n, "Add") || detail::is_onnx_op(n, "Mul");
 }
 bool is_global_pool(const Node& n) {
-  return detail::is_onnx_op(n, "GlobalAveragePool");
+  return detail::is_onnx_op(n, "GlobalAveragePool") || detail::is_onnx_op(n, "AveragePool");
+}
+bool is_batchnorm(const Node& n) {
+  return detail::is_onnx_op(n, "BatchNormalization");
 }
 bool is_matmul_integer(const Node& n) {
   return detail::is_onnx_op(n, "MatMulInteger");
@@ -664,6 +736,7 @@ int fuse_quantized(Graph& g, ConstantEvaluator* evaluator) {
   if (evaluator) count += fuse_quantized_lookups(g, *evaluator);
   count += sweep(g, is_binary, fuse_binary);
   count += sweep(g, is_global_pool, fuse_global_pool);
+  count += sweep(g, is_batchnorm, fuse_batchnorm);
   count += sweep(g, moves_values, fuse_moving_op);
   count += sweep(g, is_matmul_integer, fuse_integer_matmul);
   if (count > 0) count += normalize_int8_activations(g);

@@ -34,7 +34,9 @@ int zp_input_for(const Node& n, size_t i) {
   }
   if (n.domain != kStreamlineDomain) return -1;
   if (n.op_type == "QConv") return i == 0 ? 2 : i == 9 ? 11 : -1;
-  if (n.op_type == "QMatMul" || n.op_type == "QGlobalAveragePool") return i == 0 ? 2 : -1;
+  if (n.op_type == "QMatMul" || n.op_type == "QGlobalAveragePool" || n.op_type == "QScaleShift" ||
+      n.op_type == "QAveragePool")
+    return i == 0 ? 2 : -1;
   if (n.op_type == "QAdd" || n.op_type == "QMul") return i == 0 ? 2 : i == 3 ? 5 : -1;
   return -1;
 }
@@ -50,13 +52,14 @@ int zp_input_of_output(const Node& n) {
   if (n.domain.empty()) return n.op_type == "QuantizeLinear" ? 2 : -1;
   if (n.domain != kStreamlineDomain) return -1;
   if (n.op_type == "QConv" || n.op_type == "QMatMul" || n.op_type == "QAdd" || n.op_type == "QMul") return 7;
-  if (n.op_type == "QGlobalAveragePool") return 4;
+  if (n.op_type == "QGlobalAveragePool" || n.op_type == "QAveragePool") return 4;
+  if (n.op_type == "QScaleShift") return 6;
   return -1;
 }
 
 bool moves_values(const Node& n) {
-  static const char* kOps[] = {"MaxPool",   "Reshape", "Flatten", "Squeeze",      "Unsqueeze",
-                               "Transpose", "Slice",   "Concat",  "DepthToSpace", "SpaceToDepth"};
+  static const char* kOps[] = {"MaxPool", "Reshape", "Flatten",      "Squeeze",      "Unsqueeze", "Transpose",
+                               "Slice",   "Concat",  "DepthToSpace", "SpaceToDepth", "Pad"};
   if (!n.domain.empty()) return false;
   for (const char* op : kOps)
     if (n.op_type == op) return true;
@@ -148,6 +151,9 @@ int normalize_int8_activations(Graph& g) {
       const ValueId zp = static_cast<size_t>(z) < n.inputs.size() ? n.inputs[static_cast<size_t>(z)] : kNoValue;
       if (!zp_ok(zp)) bad[uf.find(static_cast<size_t>(n.inputs[i]))] = 1;
     }
+    if (n.domain.empty() && n.op_type == "Pad" && !n.outputs.empty() && good(n.outputs[0]) && n.inputs.size() > 2 &&
+        !zp_ok(n.inputs[2]))
+      bad[uf.find(static_cast<size_t>(n.outputs[0]))] = 1;
     if (is_lookup(n) && !n.outputs.empty() && good(n.outputs[0])) {
       const Tensor* t = n.inputs.size() > 1 ? constant_of(g, n.inputs[1]) : nullptr;
       if (!t || t->numel() != 256 || t->dtype() != DType::kInt8) bad[uf.find(static_cast<size_t>(n.outputs[0]))] = 1;
@@ -162,6 +168,12 @@ int normalize_int8_activations(Graph& g) {
       const ValueId nz = shift(n.inputs[static_cast<size_t>(out_zp)]);
       g.node(id).inputs[static_cast<size_t>(out_zp)] = nz;
       ++count;
+    }
+    if (n.domain.empty() && n.op_type == "Pad" && !n.outputs.empty() && good(n.outputs[0])) {
+      // The padding code moves with the data (an absent one is code 0).
+      if (n.inputs.size() < 3) g.node(id).inputs.resize(3, kNoValue);
+      const ValueId nz = shift(g.node(id).inputs[2]);
+      g.node(id).inputs[2] = nz;
     }
     if (is_lookup(n) && n.inputs.size() > 1 && good(n.outputs[0])) {
       // The same values as uint8 codes.

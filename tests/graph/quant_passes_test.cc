@@ -422,6 +422,45 @@ TEST(QuantPasses, ConcatInputFromAMovingOpIsRequantisedByATable) {
   EXPECT_EQ(after.value(find(after, "Concat")->outputs[0]).dtype, DType::kUInt8);
 }
 
+TEST(QuantPasses, BatchNormPadAndAveragePoolStayQuantized) {
+  Builder b;
+  std::mt19937 rng(18);
+  const DimList xd{1, 8, 6, 6}, pd{1, 8, 8, 8}, od{1, 8, 4, 4};
+  const ValueId x = b.input("x", xd);
+  const ValueId xdq = b.qdq(x, 0.03f, -5, DType::kInt8, xd);
+  auto vec = [&](float lo, float hi) {
+    Tensor t = Tensor::empty(DType::kFloat32, Shape{8});
+    std::uniform_real_distribution<float> d(lo, hi);
+    for (int i = 0; i < 8; ++i) t.data<float>()[i] = d(rng);
+    return b.constant("bn" + std::to_string(b.g.num_values()), t);
+  };
+  // DenseNet's pre-activation: BatchNormalization and Relu between a DQ and a Q.
+  const ValueId bn = b.value("bn", DType::kFloat32, xd), r = b.value("r", DType::kFloat32, xd);
+  b.node("BatchNormalization", {xdq, vec(0.5f, 2.f), vec(-0.5f, 0.5f), vec(-0.2f, 0.2f), vec(0.5f, 1.5f)}, {bn});
+  b.node("Relu", {bn}, {r});
+  const ValueId rdq = b.qdq(r, 0.02f, -128, DType::kInt8, xd);
+  // Its transition: Pad with zeros, then AveragePool.
+  const ValueId padded = b.value("padded", DType::kFloat32, pd);
+  b.node("Pad", {rdq, b.constant("pads", Tensor::from_vector<int64_t>(Shape{8}, {0, 0, 1, 1, 0, 0, 1, 1}))}, {padded});
+  const ValueId pdq = b.qdq(padded, 0.02f, -128, DType::kInt8, pd);
+  const ValueId avg = b.value("avg", DType::kFloat32, od);
+  const NodeId pool = b.node("AveragePool", {pdq}, {avg});
+  set_ints(b.g.node(pool), "kernel_shape", {2, 2});
+  set_ints(b.g.node(pool), "strides", {2, 2});
+  b.g.add_output(b.qdq(avg, 0.015f, -100, DType::kInt8, od));
+  const Graph after = rewrite_and_compare(b.g, {random_input(Shape{1, 8, 6, 6}, rng)}, 0.0151 + 0.02);
+  const auto ops = op_counts(after);
+  EXPECT_EQ(ops.count("BatchNormalization"), 0u);
+  EXPECT_EQ(ops.at("QScaleShift"), 1);
+  EXPECT_EQ(ops.at("QAveragePool"), 1);
+  EXPECT_EQ(ops.at("DequantizeLinear"), 1);
+  // The padding is the zero point's code (uint8 after the switch from int8: -128 + 128 = 0).
+  const Node* pad = find(after, "Pad");
+  ASSERT_NE(pad, nullptr);
+  EXPECT_EQ(after.value(pad->inputs[0]).dtype, DType::kUInt8);
+  EXPECT_EQ(element_as_double(*after.value(pad->inputs[2]).constant, 0), 0.0);
+}
+
 TEST(QuantPasses, MovingOpWithOtherOutputParametersIsLeft) {
   Builder b;
   const DimList xd{1, 4, 8, 8}, pd{1, 4, 4, 4};

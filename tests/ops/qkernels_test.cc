@@ -341,6 +341,33 @@ TEST(QKernels, QLookupMapsEveryCode) {
   }
 }
 
+TEST(QKernels, QScaleShiftAndQAveragePoolMatchReference) {
+  std::mt19937 rng(712);
+  for (int iter = 0; iter < 10; ++iter) {
+    const int64_t c = 1 + static_cast<int64_t>(rng() % 40);
+    const Shape s{1 + static_cast<int64_t>(iter % 2), c, 4 + static_cast<int64_t>(rng() % 9),
+                  4 + static_cast<int64_t>(rng() % 9)};
+    const DType xt = iter % 2 ? DType::kInt8 : DType::kUInt8, yt = iter % 3 ? DType::kUInt8 : DType::kInt8;
+    const Layout layout = iter % 2 ? Layout::kChannelsLast : Layout::kPlain;
+    NodeCase ss("QScaleShift", 1, 7, 1, {}, "streamline");
+    if (iter % 3 == 1) ss.s("activation", "Relu");
+    expect_matches(ss,
+                   {q8(xt, s, rng), uniform_f32(Shape{}, rng, 0.01f, 0.05f), scalar_q8(xt, 5),
+                    uniform_f32(Shape{c}, rng, 0.5f, 2.f), uniform_f32(Shape{c}, rng, -1.f, 1.f),
+                    uniform_f32(Shape{}, rng, 0.02f, 0.1f), scalar_q8(yt, yt == DType::kInt8 ? -3 : 30)},
+                   QRun{layout, 1 + iter % 2, {false, true, true, true, true, true, true}},
+                   "QScaleShift " + s.to_string());
+    NodeCase ap("QAveragePool", 1, 5, 1, {}, "streamline");
+    const int64_t k = 2 + iter % 2, pad = iter % 3 == 0 ? 1 : 0;
+    ap.ints("kernel_shape", {k, k}).ints("strides", {2, 2}).ints("pads", {pad, pad, pad, pad});
+    if (iter % 4 == 1) ap.i("count_include_pad", 1);
+    expect_matches(ap,
+                   {q8(xt, s, rng), uniform_f32(Shape{}, rng, 0.01f, 0.05f), scalar_q8(xt, 7),
+                    uniform_f32(Shape{}, rng, 0.01f, 0.05f), scalar_q8(yt, 4)},
+                   QRun{layout, 1 + iter % 2, {false, true, true, true, true}}, "QAveragePool " + s.to_string());
+  }
+}
+
 TEST(QKernels, Int8MaxPoolEqualsFloatMaxPool) {
   std::mt19937 rng(707);
   for (int iter = 0; iter < 12; ++iter) {

@@ -7,6 +7,8 @@
 //       `activation` Relu, LeakyRelu or Clip.
 //   streamline.QMul(...)  the same with a_scale * b_scale * (A - a_zp) * (B - b_zp).
 //   streamline.QLookup(X, table) -> Y   a 256-entry table per code of X (see QLookupKernel).
+//   streamline.QScaleShift(...)        a per-channel affine map, BatchNormalization's (see its kernel).
+//   streamline.QAveragePool(X, x_scale, x_zp, y_scale, y_zp)   AveragePool on the quantised tensor.
 //   streamline.QGlobalAveragePool(X, x_scale, x_zp, y_scale, y_zp) -> Y [N, C, 1, 1]
 //       Y = sat(round(x_scale * (mean over H, W of X - x_zp) / y_scale) + y_zp); plain or
 //       channels-last X.
@@ -322,11 +324,209 @@ class QGlobalAveragePoolKernel final : public DataKernel {
   }
 };
 
+// streamline.QAveragePool(X, x_scale, x_zp, y_scale, y_zp) -> Y with AveragePool's attributes
+// (2-D, plain or channels-last): Y = sat(round(x_scale / y_scale * mean(X - x_zp)) + y_zp), the
+// mean over the taps inside the input, or with count_include_pad over those inside the padded
+// input (the padding holds real zeros, code x_zp).
+class QAveragePoolKernel final : public DataKernel {
+ public:
+  using DataKernel::DataKernel;
+  Status init(const KernelCreateArgs& a) {
+    graph::Node pool = a.node;  // the attributes checker expects AveragePool's single input
+    pool.inputs.resize(1);
+    SL_ASSIGN_OR_RETURN(attrs_, read_pool_attrs(pool, /*global=*/false, desc_));
+    return ok_status();
+  }
+
+  LayoutSupport layout_support() const override { return LayoutSupport::kPreferChannelsLast; }
+  Layout preferred_layout(std::span<const TensorInfo>, bool) const override { return Layout::kChannelsLast; }
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    if (in.size() < 5 || !in[0].present() || !in[1].present() || !in[3].present() || !in[4].present())
+      return invalid("expected X, x_scale, x_zero_point, y_scale, y_zero_point");
+    if (!is_q8(in[0].dtype) || !is_q8(in[4].dtype)) return invalid("X and y_zero_point must be uint8 or int8");
+    if (in[0].shape.rank() != 4) return unsupported_error("8-bit AveragePool is 2-D only");
+    if (in[0].layout == Layout::kBlocked8) return invalid("nChw8c input");
+    SL_ASSIGN_OR_RETURN(std::vector<PoolAxis> axes, pool_axes(attrs_, in[0].shape, false, desc_));
+    ReshapeResult r;
+    r.outputs.push_back(
+        OutputInfo{in[4].dtype, Shape{in[0].shape[0], in[0].shape[1], axes[0].out, axes[1].out}, in[0].layout});
+    return r;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    const Tensor& x = ctx.inputs[0];
+    Tensor& y = ctx.outputs[0];
+    SL_ASSIGN_OR_RETURN(std::vector<PoolAxis> ax, pool_axes(attrs_, x.shape(), false, desc_));
+    const float k = static_cast<float>(param_value(ctx.inputs[1], 0) / param_value(ctx.inputs[3], 0));
+    const int32_t zx = ctx.inputs[2].defined() ? static_cast<int32_t>(param_value(ctx.inputs[2], 0)) : 0;
+    const float zy = static_cast<float>(param_value(ctx.inputs[4], 0));
+    const int64_t n = x.shape()[0], c = x.shape()[1], h = x.shape()[2], w = x.shape()[3];
+    const int64_t oh = ax[0].out, ow = ax[1].out;
+    const bool cl = x.layout() == Layout::kChannelsLast, include_pad = attrs_.count_include_pad;
+    dispatch3(x.dtype(), x.dtype(), y.dtype(), [&](auto px, auto, auto py) {
+      using TX = std::remove_cv_t<std::remove_pointer_t<decltype(px)>>;
+      using TY = std::remove_pointer_t<decltype(py)>;
+      const TX* xp = x.data<TX>();
+      TY* yp = y.data<TY>();
+      run_chunks(n * oh, 1, ctx.num_threads, [&](int64_t r0, int64_t r1, int) {
+        thread_local std::vector<int32_t> acc;
+        acc.resize(static_cast<size_t>(cl ? c : 1));
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t b = r / oh, oy = r % oh;
+          for (int64_t ox = 0; ox < ow; ++ox) {
+            // The window: taps inside the input, and the count the mean divides by.
+            const int64_t y0 = oy * ax[0].s - ax[0].pad_begin, x0 = ox * ax[1].s - ax[1].pad_begin;
+            int64_t inside = 0, padded = 0;
+            for (int64_t i = 0; i < ax[0].k; ++i)
+              for (int64_t j = 0; j < ax[1].k; ++j) {
+                const int64_t iy = y0 + i * ax[0].d, ix = x0 + j * ax[1].d;
+                padded += iy < h + ax[0].pad_end && ix < w + ax[1].pad_end;
+                inside += iy >= 0 && iy < h && ix >= 0 && ix < w;
+              }
+            const float scale = k / static_cast<float>(std::max<int64_t>(1, include_pad ? padded : inside));
+            const int32_t bias = -zx * static_cast<int32_t>(inside);
+            for (int64_t ch = 0; ch < (cl ? 1 : c); ++ch) {
+              std::fill(acc.begin(), acc.end(), bias);
+              for (int64_t i = 0; i < ax[0].k; ++i) {
+                const int64_t iy = y0 + i * ax[0].d;
+                if (iy < 0 || iy >= h) continue;
+                for (int64_t j = 0; j < ax[1].k; ++j) {
+                  const int64_t ix = x0 + j * ax[1].d;
+                  if (ix < 0 || ix >= w) continue;
+                  if (cl)
+                    add_into(acc.data(), xp + ((b * h + iy) * w + ix) * c, c);
+                  else
+                    acc[0] += xp[((b * c + ch) * h + iy) * w + ix];
+                }
+              }
+              TY* out = cl ? yp + ((b * oh + oy) * ow + ox) * c : yp + ((b * c + ch) * oh + oy) * ow + ox;
+              for (size_t q = 0; q < acc.size(); ++q)
+                out[q] = sat_cast<TY>(std::rint(scale * static_cast<float>(acc[q])) + zy);
+            }
+          }
+        }
+      });
+    });
+    return ok_status();
+  }
+
+ private:
+  template <typename T>
+  static void add_into(int32_t* __restrict acc, const T* __restrict x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
+  }
+
+  PoolAttrs attrs_;
+};
+
 // out[i] = max(out[i], in[i]); a separate function with restrict pointers so it vectorises.
 template <typename T>
 void max_into(T* __restrict out, const T* __restrict in, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = std::max(out[i], in[i]);
 }
+
+// streamline.QScaleShift(X, x_scale, x_zp, scale, shift, y_scale, y_zp) -> Y: per channel c (axis 1)
+// Y = sat(round(act(scale[c] * x_scale * (X - x_zp) + shift[c]) / y_scale) + y_zp), an inference
+// BatchNormalization on the quantised tensor. Plain or channels-last X of rank >= 2.
+class QScaleShiftKernel final : public DataKernel {
+ public:
+  using DataKernel::DataKernel;
+  Status init(const KernelCreateArgs& a) {
+    SL_ASSIGN_OR_RETURN(act_, read_activation(a.node, /*allow_gelu=*/false));
+    if (!activation_scales(act_)) return unsupported_error("activation must be Relu, LeakyRelu or Clip");
+    return ok_status();
+  }
+
+  LayoutSupport layout_support() const override { return LayoutSupport::kAny; }
+  bool accepts(std::span<const TensorInfo> in) const override {
+    return !in.empty() && in[0].layout != Layout::kBlocked8;
+  }
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    if (in.size() < 7 || !in[0].present() || !in[1].present() || !in[3].present() || !in[4].present() ||
+        !in[5].present() || !in[6].present())
+      return invalid("expected X, x_scale, x_zero_point, scale, shift, y_scale, y_zero_point");
+    if (!is_q8(in[0].dtype) || !is_q8(in[6].dtype)) return invalid("X and y_zero_point must be uint8 or int8");
+    if (in[0].shape.rank() < 2 || in[3].shape.numel() != in[0].shape[1] || in[4].shape.numel() != in[0].shape[1])
+      return invalid("scale and shift need one value per channel of " + in[0].shape.to_string());
+    if (in[3].dtype != DType::kFloat32 || in[4].dtype != DType::kFloat32)
+      return invalid("scale and shift must be float32");
+    if (in[0].layout == Layout::kBlocked8) return invalid("nChw8c input");
+    ReshapeResult r;
+    r.outputs.push_back(OutputInfo{in[6].dtype, in[0].shape, in[0].layout});
+    r.inplace = {in[0].dtype == in[6].dtype ? 0 : -1};
+    // Per channel, in y's units: v = a[c] * x + b[c].
+    r.workspace_bytes = 2 * static_cast<size_t>(in[0].shape[1]) * sizeof(float);
+    return r;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    const Tensor& x = ctx.inputs[0];
+    Tensor& y = ctx.outputs[0];
+    const int64_t c = x.shape()[1], n = x.numel();
+    const double ys = param_value(ctx.inputs[5], 0), xs = param_value(ctx.inputs[1], 0);
+    const double zx = ctx.inputs[2].defined() ? param_value(ctx.inputs[2], 0) : 0.0;
+    auto* a = static_cast<float*>(ctx.workspace);
+    float* b = a + c;
+    for (int64_t k = 0; k < c; ++k) {
+      const double sc = ctx.inputs[3].data<float>()[k], sh = ctx.inputs[4].data<float>()[k];
+      a[k] = static_cast<float>(sc * xs / ys);
+      b[k] = static_cast<float>((sh - sc * xs * zx) / ys);
+    }
+    RowParams p{0.f,
+                0.f,
+                0.f,
+                0.f,
+                static_cast<float>(param_value(ctx.inputs[6], 0)),
+                -INFINITY,
+                INFINITY,
+                1.f,
+                act_.kind == ActivationKind::kLeakyRelu,
+                false};
+    if (act_.kind == ActivationKind::kRelu) p.lo = 0.f;
+    if (act_.kind == ActivationKind::kClip) {
+      p.lo = static_cast<float>(act_.alpha / ys);
+      p.hi = static_cast<float>(act_.beta / ys);
+    }
+    if (p.leaky) p.slope = act_.alpha;
+    const bool cl = x.layout() == Layout::kChannelsLast;
+    // Rows: a pixel's channels (channels-last, a[] and b[] advance) or a channel's plane (plain).
+    const int64_t inner = cl ? c : n / (x.shape()[0] * c);
+    const int64_t rows = n / std::max<int64_t>(1, inner);
+    dispatch3(x.dtype(), x.dtype(), y.dtype(), [&](auto px, auto, auto py) {
+      using TX = std::remove_cv_t<std::remove_pointer_t<decltype(px)>>;
+      using TY = std::remove_pointer_t<decltype(py)>;
+      const TX* xp = x.data<TX>();
+      TY* yp = y.data<TY>();
+      run_chunks(rows, std::max<int64_t>(1, math::kCheapGrain / std::max<int64_t>(1, inner)), ctx.num_threads,
+                 [&](int64_t r0, int64_t r1, int) {
+                   for (int64_t r = r0; r < r1; ++r) {
+                     if (cl)
+                       affine_row<true>(xp + r * inner, a, b, yp + r * inner, inner, p);
+                     else
+                       affine_row<false>(xp + r * inner, a + r % c, b + r % c, yp + r * inner, inner, p);
+                   }
+                 });
+    });
+    return ok_status();
+  }
+
+ private:
+  // y[i] = sat(rint(clamp(act(a * x[i] + b))) + zy), a and b per element (STEP) or fixed; see
+  // binary_row for why the parameters come by value.
+  template <bool STEP, typename TX, typename TY>
+  static void affine_row(const TX* x, const float* a, const float* b, TY* y, int64_t n, RowParams p) {
+    const float zy = p.zy, lo = p.lo, hi = p.hi, slope = p.slope, a0 = a[0], b0 = b[0];
+    for (int64_t i = 0; i < n; ++i) {
+      float v = (STEP ? a[i] : a0) * static_cast<float>(x[i]) + (STEP ? b[i] : b0);
+      if (p.leaky) v = v > 0.f ? v : slope * v;
+      y[i] = sat_cast<TY>(std::rint(std::min(hi, std::max(lo, v))) + zy);
+    }
+  }
+
+  ActivationAttrs act_;
+};
 
 // 2-D MaxPool on 8-bit data. Channels-last: one pass per output pixel over its window, each tap
 // a contiguous run of C channels. Plain: per (image, channel) plane.
@@ -427,6 +627,10 @@ Status register_qelementwise(KernelRegistry& reg) {
     SL_RETURN_IF_ERROR(add_typed_def(reg, mul ? "QMul" : "QAdd", 1, DType::kUndefined, f, "streamline"));
   }
   SL_RETURN_IF_ERROR(add_typed_def(reg, "QLookup", 1, DType::kUndefined, make_factory<QLookupKernel>(), "streamline"));
+  SL_RETURN_IF_ERROR(
+      add_typed_def(reg, "QScaleShift", 1, DType::kUndefined, make_factory<QScaleShiftKernel>(), "streamline"));
+  SL_RETURN_IF_ERROR(
+      add_typed_def(reg, "QAveragePool", 1, DType::kUndefined, make_factory<QAveragePoolKernel>(), "streamline"));
   SL_RETURN_IF_ERROR(add_typed_def(reg, "QGlobalAveragePool", 1, DType::kUndefined,
                                    make_factory<QGlobalAveragePoolKernel>(), "streamline"));
   for (DType t : {DType::kUInt8, DType::kInt8})

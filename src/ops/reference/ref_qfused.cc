@@ -1,6 +1,7 @@
 // Reference kernels for streamline's fused int8 ops (the formulas are in ops/cpu/quant_common.h
 // and ops/cpu/qelementwise.cc): QConv (2-D, plain layout, explicit pads, pre_residual_clip), QMatMul and
-// MatMulIntegerToFloat (A [..., K] times a 2-D B), QAdd, QMul, QLookup and QGlobalAveragePool. Every value goes
+// MatMulIntegerToFloat (A [..., K] times a 2-D B), QAdd, QMul, QLookup, QScaleShift, QGlobalAveragePool and
+// QAveragePool. Every value goes
 // through double and the activation is evaluated from its definition; no shortcuts.
 
 #include <cmath>
@@ -229,6 +230,65 @@ class RefQElementwise final : public Kernel {
   bool pool_, lookup_;
 };
 
+// streamline.QScaleShift(X, xs, xz, scale, shift, ys, yz) (channel axis 1) and
+// streamline.QAveragePool(X, xs, xz, ys, yz) (2-D, explicit pads, no ceil_mode).
+class RefQChannelOps final : public Kernel {
+ public:
+  explicit RefQChannelOps(const graph::Node& node) : node_(node), pool_(node.op_type == "QAveragePool") {}
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    ReshapeResult rr;
+    if (!pool_) {
+      rr.outputs.push_back({in[6].dtype, in[0].shape});
+      return rr;
+    }
+    const Shape& x = in[0].shape;
+    if (x.rank() != 4 || node_.attr_int("ceil_mode", 0) != 0)
+      return unsupported(prefix(node_) + "reference pools 2-D without ceil_mode");
+    const auto k = node_.attr_ints("kernel_shape"), st = ints("strides", {1, 1}), p = ints("pads", {0, 0, 0, 0});
+    Shape out{x[0], x[1]};
+    for (size_t d = 0; d < 2; ++d) out.push_back((x[d + 2] + p[d] + p[d + 2] - k[d]) / st[d] + 1);
+    rr.outputs.push_back({in[4].dtype, out});
+    return rr;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    const Tensor& x = ctx.inputs[0];
+    Tensor& y = ctx.outputs[0];
+    const double xs = read_f(ctx.inputs[1], 0), zx = opt(ctx, 2) ? static_cast<double>(read_i(ctx.inputs[2], 0)) : 0;
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      const std::vector<int64_t> o = unravel(i, y.shape());
+      if (!pool_) {
+        const double v = read_f(ctx.inputs[3], o[1]) * xs * (read_f(x, i) - zx) + read_f(ctx.inputs[4], o[1]);
+        store(node_, y, i, v, &ctx.inputs[5], &ctx.inputs[6]);
+        continue;
+      }
+      const auto k = node_.attr_ints("kernel_shape"), st = ints("strides", {1, 1}), p = ints("pads", {0, 0, 0, 0});
+      double sum = 0;
+      int64_t inside = 0, padded = 0;
+      for (int64_t a = 0; a < k[0]; ++a)
+        for (int64_t b = 0; b < k[1]; ++b) {
+          const int64_t iy = o[2] * st[0] - p[0] + a, ix = o[3] * st[1] - p[1] + b;
+          if (iy < x.shape()[2] + p[2] && ix < x.shape()[3] + p[3]) ++padded;
+          if (iy < 0 || ix < 0 || iy >= x.shape()[2] || ix >= x.shape()[3]) continue;
+          sum += xs * (read_f(x, ravel({o[0], o[1], iy, ix}, x.shape())) - zx);
+          ++inside;
+        }
+      const int64_t count = node_.attr_int("count_include_pad", 0) ? padded : inside;
+      store(node_, y, i, sum / static_cast<double>(std::max<int64_t>(1, count)), &ctx.inputs[3], &ctx.inputs[4]);
+    }
+    return ok_status();
+  }
+
+ private:
+  std::vector<int64_t> ints(const char* name, std::vector<int64_t> def) const {
+    std::vector<int64_t> v = node_.attr_ints(name);
+    return v.empty() ? def : v;
+  }
+  graph::Node node_;
+  bool pool_;
+};
+
 template <typename K>
 KernelDef def(const char* op) {
   KernelDef d;
@@ -251,6 +311,8 @@ Status register_quant_fused(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(reg.add(def<RefQElementwise>("QAdd")));
   SL_RETURN_IF_ERROR(reg.add(def<RefQElementwise>("QMul")));
   SL_RETURN_IF_ERROR(reg.add(def<RefQElementwise>("QLookup")));
+  SL_RETURN_IF_ERROR(reg.add(def<RefQChannelOps>("QScaleShift")));
+  SL_RETURN_IF_ERROR(reg.add(def<RefQChannelOps>("QAveragePool")));
   return reg.add(def<RefQElementwise>("QGlobalAveragePool"));
 }
 
