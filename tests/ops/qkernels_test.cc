@@ -130,7 +130,10 @@ TEST(QKernels, ConvIntegerMatchesReferenceExactly) {
     ci.ints("pads", {1, 1, 1, 1});
     const std::vector<Tensor> in = {q8(xt, Shape{1, c, 6 + iter, 5}, rng), q8(DType::kInt8, Shape{m, c, 3, 3}, rng),
                                     scalar_q8(xt, 7), scalar_q8(DType::kInt8, 0)};
-    expect_matches(ci, in, QRun{iter % 2 ? Layout::kChannelsLast : Layout::kPlain, 1, {}}, "ConvInteger");
+    // Odd iterations take the input's zero point at run time, as after a DynamicQuantizeLinear.
+    const std::vector<bool> constant = {false, true, iter % 2 == 0, true};
+    expect_matches(ci, in, QRun{iter % 2 ? Layout::kChannelsLast : Layout::kPlain, 1 + iter % 3, constant},
+                   "ConvInteger");
   }
 }
 
@@ -193,7 +196,18 @@ TEST(QKernels, QConvKeepsChannelsLastOnTheOneDnnPath) {
   ASSERT_TRUE(k.ok()) << k.status().to_string();
   // The oneDNN kernel asks for NHWC; the plain fallback takes whatever it is given.
   EXPECT_EQ((*k)->layout_support(), LayoutSupport::kPreferChannelsLast);
-  // QRun-time weights send it to the plain loops.
+  // A run-time input zero point (DynamicQuantizeLinear's) stays on oneDNN.
+  NodeCase ci("ConvInteger", 10, 4);
+  const std::vector<Tensor> ci_in = {in[0], in[3], in[2], in[5]};
+  std::vector<DType> ci_dtypes;
+  for (const Tensor& t : ci_in) ci_dtypes.push_back(t.dtype());
+  auto ci_def = cpu_reg().find("ConvInteger", "", 10, Device::kCpu, DType::kUInt8);
+  ASSERT_TRUE(ci_def.ok());
+  const std::vector<const Tensor*> ci_consts = {nullptr, &ci_in[1], nullptr, &ci_in[3]};
+  auto ck = (*ci_def)->create(KernelCreateArgs{ci.graph(), ci.node(), ci_consts, ci_dtypes, {}});
+  ASSERT_TRUE(ck.ok()) << ck.status().to_string();
+  EXPECT_EQ((*ck)->layout_support(), LayoutSupport::kPreferChannelsLast);
+  // Run-time weights send it to the plain loops.
   consts[3] = nullptr;
   auto plain = (*def)->create(KernelCreateArgs{qc.graph(), qc.node(), consts, dtypes, {}});
   ASSERT_TRUE(plain.ok());

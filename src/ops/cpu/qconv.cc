@@ -1,12 +1,12 @@
 // QLinearConv, ConvInteger and streamline.QConv on oneDNN's int8 convolutions.
 //
-// A 2-D convolution whose weights, scales and zero points are constants runs as one oneDNN
-// primitive: uint8/int8 source with its zero point, int8 weights (uint8 weights, or int8 ones
-// with a zero point, are shifted to zero-point-free int8 at create when they fit), int32 bias,
-// per-channel output scales, the destination zero point, the residual Z of streamline.QConv as a
-// sum post-op (Y starts as a copy of Z, or shares Z's buffer) and the activation as eltwise
-// post-ops (quant_onednn.h). Activations are channels-last (oneDNN's int8 kernels are built around
-// NHWC); plain inputs work too. Every other case runs the plain loops of quant_linear.cc.
+// A 2-D convolution whose weights, scales and output zero point are constants runs as one oneDNN
+// primitive: uint8/int8 source with its zero point (a constant, or read every run), int8 weights (uint8 weights, or
+// int8 ones with a zero point, are shifted to zero-point-free int8 at create when they fit), int32 bias, per-channel
+// output scales, the destination zero point, the residual Z of streamline.QConv as a sum post-op (Y starts as a copy of
+// Z, or shares Z's buffer) and the activation as eltwise post-ops (quant_onednn.h). Activations are channels-last
+// (oneDNN's int8 kernels are built around NHWC); plain inputs work too. Every other case runs the plain loops of
+// quant_linear.cc.
 //
 // Threads: on channels-last data with enough work, the output is cut into bands of rows (per
 // image), each a task for run_tasks (task_runner.h) running a single-thread primitive on its dense
@@ -129,7 +129,8 @@ class QConvKernel final : public Kernel {
     ReshapeResult r;
     r.outputs.push_back(OutputInfo{out_.out, g.y_shape(), x.layout});
     if (st->has_z) r.inplace = {s_.z};
-    r.workspace_bytes = st->scratch;
+    // A run-time zero point lives after the scratchpads, as int32.
+    r.workspace_bytes = align_up(st->scratch) + (runtime_zp_ ? sizeof(int32_t) : 0);
     r.state = std::move(st);
     return r;
   }
@@ -140,6 +141,9 @@ class QConvKernel final : public Kernel {
     const int nthr = std::max(1, ctx.num_threads);
     Tensor& y = ctx.outputs[0];
     const void* z = st->has_z ? ctx.inputs[static_cast<size_t>(s_.z)].raw() : nullptr;
+    if (runtime_zp_)
+      *reinterpret_cast<int32_t*>(static_cast<uint8_t*>(ctx.workspace) + align_up(st->scratch)) =
+          static_cast<int32_t>(param_value(ctx.inputs[static_cast<size_t>(s_.x_zp)], 0));
     SL_ASSIGN_OR_RETURN(const BandPlan* plan,
                         st->bands.get(nthr, [&] { return plan_bands(*st, nthr, st->scratch / nthr); }));
     if (plan) return run_bands(*st, *plan, ctx, z, nthr);
@@ -153,6 +157,7 @@ class QConvKernel final : public Kernel {
       args.emplace(DNNL_ARG_WEIGHTS, wrap(p->weights_md, p->packed_weights->data()));
       if (st->has_bias) args.emplace(DNNL_ARG_BIAS, wrap(st->bias_md, ctx.inputs[static_cast<size_t>(s_.bias)].raw()));
       args.emplace(DNNL_ARG_DST, wrap(st->dst_md, y.raw()));
+      if (runtime_zp_) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp_arg(*st, ctx));
     } catch (const dnnl::error& e) {
       return dnnl_error_status(e, who_);
     }
@@ -173,8 +178,10 @@ class QConvKernel final : public Kernel {
              (i >= a.input_dtypes.size() || a.input_dtypes[i] != DType::kUndefined);
     };
     // Every parameter that is present must be a constant; the activation input must be 8-bit.
-    for (int slot : {s_.x_scale, s_.x_zp, s_.w, s_.w_scale, s_.w_zp, s_.y_scale, s_.y_zp, s_.z_scale, s_.z_zp})
+    for (int slot : {s_.x_scale, s_.w, s_.w_scale, s_.w_zp, s_.y_scale, s_.y_zp, s_.z_scale, s_.z_zp})
       if (present(slot) && !constant(slot)) return false;
+    // The input's zero point may come at run time (DynamicQuantizeLinear before a ConvInteger).
+    runtime_zp_ = present(s_.x_zp) && !constant(s_.x_zp);
     if (static_cast<size_t>(s_.x) >= a.input_dtypes.size()) return false;
     x_dtype_ = a.input_dtypes[static_cast<size_t>(s_.x)];
     if (!is_q8(x_dtype_)) return false;
@@ -302,6 +309,12 @@ class QConvKernel final : public Kernel {
   // Row bands for `nthr` threads (see BandPlan), or null when this convolution runs as one
   // primitive: one thread, a plain layout, too little work, or band scratchpads larger than
   // `slot_budget` bytes each.
+  // The run-time source zero point run() stored after the scratchpads, as oneDNN memory.
+  memory zp_arg(const QConvState& st, const RunContext& ctx) const {
+    return wrap(memory::desc({1}, memory::data_type::s32, memory::format_tag::a),
+                static_cast<uint8_t*>(ctx.workspace) + align_up(st.scratch));
+  }
+
   // How many bands `nthr` threads would cut this convolution into (below 2: none).
   int64_t band_tasks(const Geom2d& g, int nthr) const {
     const double macs =
@@ -378,6 +391,7 @@ class QConvKernel final : public Kernel {
         args.emplace(DNNL_ARG_WEIGHTS, wrap(p.weights_md, p.packed_weights->data()));
         if (bias) args.emplace(DNNL_ARG_BIAS, wrap(st.bias_md, bias));
         args.emplace(DNNL_ARG_DST, wrap(plan.dst_mds[b.prim], yb));
+        if (runtime_zp_) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp_arg(st, ctx));
       } catch (const dnnl::error& e) {
         status[static_cast<size_t>(t)] = dnnl_error_status(e, who_);
         return;
@@ -394,7 +408,10 @@ class QConvKernel final : public Kernel {
     dnnl::primitive_attr attr;
     dnnl::post_ops po;
     if (!out_.scales.empty()) out_.apply(attr, po, residual_, 1 << 1);
-    if (x_zp_ != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {x_zp_});
+    if (runtime_zp_)
+      attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    else if (x_zp_ != 0)
+      attr.set_zero_points(DNNL_ARG_SRC, 0, {x_zp_});
     attr.set_post_ops(po);
     memory::dims wd =
         group_ > 1 ? memory::dims{group_, g.m / group_, g.c / group_, g.kh, g.kw} : memory::dims{g.m, g.c, g.kh, g.kw};
@@ -431,6 +448,7 @@ class QConvKernel final : public Kernel {
   QSlots s_;
   DType x_dtype_ = DType::kUInt8;
   int32_t x_zp_ = 0;
+  bool runtime_zp_ = false;  // x_zp_ is read from the input every run (see zp_arg)
   int64_t m_ = 0, group_ = 1;
   std::string auto_pad_;
   std::vector<int64_t> kernel_shape_, pads_, strides_, dilations_;
