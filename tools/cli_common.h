@@ -1,6 +1,7 @@
 #pragma once
-// Helpers shared by the streamline CLI commands: parsing --shape/--input flags, making seeded
-// random inputs, and formatting tables and JSON.
+// Helpers shared by the streamline CLI commands: parsing --shape/--input flags, filling dynamic
+// dimensions, making seeded random inputs, and formatting tables and JSON. Flag range checks are
+// in cli_flags.h, file and port checks in preflight.h, the progress line in progress.h.
 
 #include <CLI/CLI.hpp>
 #include <map>
@@ -18,10 +19,36 @@ struct InputFlags {
   uint32_t seed = 0;
 };
 
+// An input as a model declares it: dims are -1 where dynamic; symbols name dims where the model
+// does ("" or a shorter list: unnamed).
+struct DeclaredInput {
+  std::string name;
+  std::vector<int64_t> dims;
+  std::vector<std::string> symbols;
+};
+
+// Concrete dims for every input, and a line per dimension the command chose by itself.
+struct FilledDims {
+  std::vector<std::vector<int64_t>> dims;  // per input, in the declared order
+  std::vector<std::string> notes;          // "input 'ids': dimension 1 ('seq') is dynamic; using 1 (set it with ...)"
+};
+
+// Fills the dynamic dimensions of the inputs that no flag gave (`given[i]` false; `given` may be
+// shorter than `inputs`, then the rest are not given): the first dimension with `batch` (--batch,
+// 1 when 0), the others with 1. Each filled dimension gets a note naming the flag that sets it
+// (--batch, or --shape with the other dims spelled out), except the first when --batch was given.
+// With `unnamed_dynamic` false, a dynamic dimension past the first that the model does not name
+// is an error (ONNX leaves its size open: it must be given); true treats it as any other (a
+// server's metadata names none).
+Result<FilledDims> fill_dynamic_dims(const std::vector<DeclaredInput>& inputs, const std::vector<bool>& given,
+                                     int64_t batch, bool unnamed_dynamic);
+// "d0,d1,..." from --shape NAME=d0,d1,...: InvalidArgument naming the flag for a bad dimension.
+Result<std::vector<int64_t>> parse_dims(const std::string& flag_value, const std::string& dims);
+
 // Flags that shape how a model is loaded and planned, shared by run, bench and plan.
 struct ModelFlags {
   std::string path;
-  int threads = 0;             // total threads; 0 = all cores
+  int threads = 0;  // total threads; 0 = all cores
   int streams = 1;
   int threads_per_stream = 0;  // 0 = threads / streams
   std::string pin_streams;     // JSON file {"node": stream}
@@ -41,6 +68,8 @@ void add_input_flags(CLI::App* app, InputFlags& f, bool with_files);
 Result<std::shared_ptr<Model>> load_model(const ModelFlags& f);
 
 // What a command needs before it runs: the model, each input's shape and (when asked) the inputs.
+// The flags' files are checked before the model loads; each dimension filled in by itself is
+// printed on stderr (fill_dynamic_dims).
 struct Prepared {
   std::shared_ptr<Model> model;
   std::vector<Shape> shapes;
@@ -49,12 +78,15 @@ struct Prepared {
 Result<Prepared> prepare(const ModelFlags& mf, const InputFlags& in, bool with_inputs);
 
 // Shapes for every model input: --shape wins, then --input files' shapes, then the model's
-// declared dims with symbolic batch = --batch (default 1).
-Result<std::vector<Shape>> resolve_shapes(const Model& model, const InputFlags& flags);
+// declared dims with the dynamic ones filled (fill_dynamic_dims). `notes` (optional) receives
+// a line per dimension filled.
+Result<std::vector<Shape>> resolve_shapes(const Model& model, const InputFlags& flags,
+                                          std::vector<std::string>* notes = nullptr);
 // Input tensors: from --input files where given, else seeded random values (floats in [-1, 1),
 // integers in [0, 1000), bools 0/1).
 Result<std::vector<Tensor>> make_inputs(const Model& model, const InputFlags& flags, const std::vector<Shape>& shapes);
-Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed);
+// ResourceExhausted when the tensor does not fit in memory.
+Result<Tensor> random_tensor(DType dtype, const Shape& shape, uint32_t seed);
 
 // Percentile (0..100) of unsorted samples, linear interpolation.
 double percentile(std::vector<double> v, double p);

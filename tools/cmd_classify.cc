@@ -1,14 +1,19 @@
 // `streamline classify`: JPEG/PNG images through an image-classification pipeline (decode ->
 // resize shorter side + centre crop -> normalise -> NCHW -> model -> softmax top-k).
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <sstream>
 
 #include "cli_common.h"
+#include "cli_flags.h"
 #include "commands.h"
+#include "preflight.h"
+#include "progress.h"
 #include "streamline/pipeline.h"
 
 namespace streamline::tools {
@@ -47,16 +52,20 @@ Result<std::vector<float>> parse_floats(const std::string& flag, const std::stri
 
 Result<Tensor> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot open '" + path + "'");
+  if (!in) return not_found("cannot open '" + path + "': " + std::strerror(errno));
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (bytes.empty()) return invalid_argument("'" + path + "' is empty");
   return Tensor::from_vector<uint8_t>(Shape{static_cast<int64_t>(bytes.size())}, bytes);
 }
 
-std::vector<std::string> read_labels(const std::string& path) {
+// One label per line; a file that cannot be read is an error, an empty one too.
+Result<std::vector<std::string>> read_labels(const std::string& path) {
+  SL_RETURN_IF_ERROR(check_input_file("--labels", path));
   std::vector<std::string> labels;
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) labels.push_back(line);
+  if (in.bad()) return invalid_argument("--labels: cannot read '" + path + "': " + std::strerror(errno));
+  if (labels.empty()) return invalid_argument("--labels: no labels in '" + path + "' (it is empty)");
   return labels;
 }
 
@@ -93,12 +102,20 @@ int classify(const ClassifyFlags& f) {
   }
   std::vector<std::string> labels;
   if (!f.labels.empty()) {
-    labels = read_labels(f.labels);
-    if (labels.empty()) return report(invalid_argument("no labels in '" + f.labels + "'"));
+    auto read = read_labels(f.labels);
+    if (!read.ok()) return report(read.status());
+    labels = std::move(*read);
   }
   auto model = load_model(f.model);
   if (!model.ok()) return report(model.status());
   const auto& ins = (*model)->inputs();
+  // A dynamic image height or width gets a crop chosen here unless --size gives one; say which (the
+  // rule of build_image_classifier: the model's height, else 224; its width, else the height).
+  if (f.size == 0 && ins.size() == 1 && ins[0].dims.size() == 4 && (ins[0].dims[2] < 0 || ins[0].dims[3] < 0)) {
+    const int64_t h = ins[0].dims[2] > 0 ? ins[0].dims[2] : 224, w = ins[0].dims[3] > 0 ? ins[0].dims[3] : h;
+    std::cerr << "note: input '" << ins[0].name << "': the image size is dynamic; using a " << h << "x"
+              << w << " crop (set it with --size S)" << std::endl;
+  }
   // Batch across images when the model's batch dimension is free.
   const bool free_batch = ins.size() == 1 && !ins[0].dims.empty() && ins[0].dims[0] < 0;
   ServingOptions so;
@@ -112,6 +129,11 @@ int classify(const ClassifyFlags& f) {
 
   // Pass 2: every image in flight at once; answers printed in the order given.
   const auto t0 = std::chrono::steady_clock::now();
+  ProgressOptions po;
+  po.title = "classify";
+  po.unit = "images";
+  po.total = static_cast<int64_t>(f.images.size());
+  Progress progress(po);
   std::vector<std::future<InferResponse>> answers(f.images.size());
   std::vector<Status> read_errors(f.images.size());
   for (size_t i = 0; i < f.images.size(); ++i) {
@@ -135,9 +157,10 @@ int classify(const ClassifyFlags& f) {
     } else {
       r.status = read_errors[i];
     }
+    progress.advance();
     if (!r.status.ok()) {
-      std::cerr << "error: " << f.images[i] << ": " << r.status.to_string() << std::endl;
-      ++failed;
+      progress.message("error: " + f.images[i] + ": " + r.status.to_string());
+      progress.set_note(std::to_string(++failed) + " failed");
       continue;
     }
     const Tensor& classes = r.outputs.at("classes");
@@ -151,6 +174,7 @@ int classify(const ClassifyFlags& f) {
     }
   }
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  progress.finish();
   print_table(rows);
   std::cout << f.images.size() << " image(s) in " << fmt(ms) << " ms";
   if (failed) std::cout << ", " << failed << " failed";
@@ -166,16 +190,16 @@ Runner add_classify_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand("classify", "Classify JPEG/PNG images with an image-classification model");
   add_model_flags(c, f->model);
   c->add_option("images", f->images, "JPEG or PNG files")->required();
-  c->add_option("--top-k", f->top_k, "Classes to print per image")->check(CLI::Range(1, 1000000));
+  c->add_option("--top-k", f->top_k, "Classes to print per image")->check(int_range(1, 1000000));
   c->add_option("--size", f->size, "Crop size (default: the model's input size, else 224)")
-      ->check(CLI::Range(int64_t{1}, int64_t{65536}));
+      ->check(int_range(1, 65536, "pixels"));
   c->add_option("--resize", f->resize, "Shorter side before the centre crop (default: size * 256 / 224)")
-      ->check(CLI::Range(int64_t{1}, int64_t{65536}));
+      ->check(int_range(1, 65536, "pixels"));
   c->add_option("--mean", f->mean, "Per-channel mean after scaling to [0, 1] (default 0.485,0.456,0.406)");
   c->add_option("--std", f->std, "Per-channel std (default 0.229,0.224,0.225)");
   c->add_option("--labels", f->labels, "Text file with one class label per line");
   c->add_option("--max-batch", f->max_batch, "Images per model batch at most (models with a free batch size)")
-      ->check(CLI::Range(1, 1024));
+      ->check(int_range(1, 1024));
   c->add_flag("--stats", f->stats, "Print per-stage pipeline statistics");
   return [f] { return classify(*f); };
 }

@@ -2,15 +2,20 @@
 // and tallies the results per op. Each case runs in its own child process (conformance_runner.h),
 // so a crash or a hang in one case is counted, never fatal.
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <regex>
 
 #include "cli_common.h"
+#include "cli_flags.h"
 #include "commands.h"
 #include "conformance_case.h"
 #include "conformance_runner.h"
+#include "preflight.h"
+#include "progress.h"
 
 namespace streamline::tools {
 namespace {
@@ -100,6 +105,12 @@ void print_summary(const std::vector<CaseReport>& reports, const std::vector<std
 
 int run_conformance(const ConformanceFlags& f) {
   if (f.case_child) return run_child(f);
+  if (!f.list_passing.empty()) {
+    if (Status s = check_output_file("--list-passing", f.list_passing); !s.ok()) {
+      std::cerr << "error: " << s.to_string() << std::endl;
+      return kUsageError;
+    }
+  }
   auto found = find_cases(f.dir);
   if (!found.ok()) {
     std::cerr << "error: " << found.status().to_string() << std::endl;
@@ -125,13 +136,22 @@ int run_conformance(const ConformanceFlags& f) {
   ro.jobs = f.jobs;
   ro.timeout_s = f.timeout_s;
   ro.memory_limit_mb = f.memory_limit_mb;
-  if (f.verbose) {
-    ro.on_done = [](const CaseInfo& c, const CaseOutcome& o) {
-      std::cerr << case_status_name(o.status) << "  " << c.name << (o.detail.empty() ? "" : "  ") << o.detail
-                << std::endl;
-    };
-  }
+  ProgressOptions po;
+  po.title = "conformance";
+  po.unit = "cases";
+  po.total = static_cast<int64_t>(cases.size());
+  po.enabled = !f.json;
+  Progress progress(po);
+  int not_passed = 0;
+  ro.on_done = [&](const CaseInfo& c, const CaseOutcome& o) {
+    if (f.verbose)
+      progress.message(std::string(case_status_name(o.status)) + "  " + c.name + (o.detail.empty() ? "" : "  ") +
+                       o.detail);
+    if (o.status != CaseStatus::kPassed) progress.set_note(std::to_string(++not_passed) + " not passed");
+    progress.advance();
+  };
   const std::vector<CaseReport> reports = run_cases(cases, ro);
+  progress.finish();
 
   std::vector<std::string> ops;
   OpCounts total;
@@ -152,7 +172,7 @@ int run_conformance(const ConformanceFlags& f) {
     for (const auto& n : passing) out << n << "\n";
     out.close();
     if (!out) {
-      std::cerr << "error: cannot write '" << f.list_passing << "'" << std::endl;
+      std::cerr << "error: cannot write '" << f.list_passing << "': " << std::strerror(errno) << std::endl;
       return 1;
     }
   }
@@ -168,12 +188,12 @@ Runner add_conformance_command(CLI::App& app) {
       ->required();
   c->add_flag("--json", f->json, "Print one JSON object instead of the table");
   c->add_option("--timeout", f->timeout_s, "Seconds per case before it is killed and counted as crashed")
-      ->check(CLI::PositiveNumber);
+      ->check(seconds_range(false));
   c->add_option("--filter", f->filter, "Run only cases whose name matches this regular expression");
-  c->add_option("--threads", f->threads, "Intra-op threads per case")->check(CLI::Range(1, 1024));
-  c->add_option("--jobs", f->jobs, "Cases run at once, each in its own process")->check(CLI::Range(1, 256));
+  c->add_option("--threads", f->threads, "Intra-op threads per case")->check(int_range(1, kMaxThreads));
+  c->add_option("--jobs", f->jobs, "Cases run at once, each in its own process")->check(int_range(1, 256));
   c->add_option("--memory-limit", f->memory_limit_mb, "Address-space limit per case process in MiB (0 = none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(int_range(0, int64_t{1} << 30, "MiB; 0: none"));
   c->add_option("--list-passing", f->list_passing, "Write the sorted names of passing cases to FILE, one per line");
   c->add_flag("-v,--verbose", f->verbose, "Print each case's result to stderr as it finishes");
   c->add_flag("--case-child", f->case_child, "Run DIR as one case in this process (internal)")->group("");

@@ -3,11 +3,14 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 
 #include "cli_common.h"
+#include "cli_flags.h"
 #include "commands.h"
 #include "core/npy.h"
 #include "exec/trace.h"
+#include "preflight.h"
 
 namespace streamline::tools {
 namespace {
@@ -20,6 +23,12 @@ struct RunFlags {
 };
 
 int run_once(const RunFlags& f) {
+  if (!f.trace.empty()) {
+    if (Status s = check_output_file("--trace", f.trace); !s.ok()) {
+      std::cerr << "error: " << s.to_string() << std::endl;
+      return kUsageError;
+    }
+  }
   auto prepared = prepare(f.model, f.in, true);
   if (!prepared.ok()) {
     std::cerr << "error: " << prepared.status().to_string() << std::endl;
@@ -95,7 +104,8 @@ Runner add_run_command(CLI::App& app) {
   add_model_flags(c, f->model);
   add_input_flags(c, f->in, true);
   c->add_option("--output-dir", f->output_dir, "Write each output as DIR/NAME.npy");
-  c->add_option("--seed", f->in.seed, "Seed for random inputs");
+  c->add_option("--seed", f->in.seed, "Seed for random inputs")
+      ->check(int_range(0, std::numeric_limits<uint32_t>::max()));
   c->add_option("--trace", f->trace, "Write a Chrome trace-event JSON file of the run");
   return [f] { return run_once(*f); };
 }

@@ -13,10 +13,13 @@
 #include <chrono>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 #include <optional>
 
 #include "cli_common.h"
+#include "cli_flags.h"
 #include "commands.h"
+#include "preflight.h"
 #include "serve/grpc_server.h"
 #include "serve/http_server.h"
 #include "serve/repository.h"
@@ -37,6 +40,9 @@ struct ServeFlags {
   int instances = 1;
   int threads = 0;
   int http_threads = 2;
+  int decode_threads = 2;
+  double max_json_body_mb = 64;
+  int max_connections = 1024;
 };
 
 void print_index(const serve::Repository& repo) {
@@ -47,11 +53,29 @@ void print_index(const serve::Repository& repo) {
   print_table(rows);
 }
 
+// The endpoints' ports are distinct and free now: checked before any model loads, so that a busy
+// port fails in a moment rather than after every model has loaded.
+Status check_ports(const ServeFlags& f) {
+  const std::pair<const char*, int> ports[] = {
+      {"--http-port", f.http_port}, {"--grpc-port", f.grpc_port}, {"--metrics-port", f.metrics_port}};
+  for (size_t i = 0; i < std::size(ports); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (ports[i].second > 0 && ports[i].second == ports[j].second)
+        return invalid_argument(std::string(ports[i].first) + " " + std::to_string(ports[i].second) + " is also the " +
+                                ports[j].first + "; each endpoint needs a port of its own");
+  for (const auto& [flag, port] : ports) SL_RETURN_IF_ERROR(check_port_free(flag, f.host, port));
+  return ok_status();
+}
+
 int serve_models(const ServeFlags& f) {
   const bool explicit_control = f.control_mode == "explicit";
   if (!explicit_control && !f.load_models.empty()) {
     std::cerr << "error: --load-model needs --model-control-mode explicit" << std::endl;
     return 2;
+  }
+  if (Status s = check_ports(f); !s.ok()) {
+    std::cerr << "error: " << s.to_string() << std::endl;
+    return s.code() == StatusCode::kInvalidArgument ? kUsageError : kRunFailed;
   }
   // Block the shutdown signals before any thread exists, so that every thread inherits the mask
   // and only sigwait() below sees them.
@@ -79,7 +103,9 @@ int serve_models(const ServeFlags& f) {
   }
   print_index(repo);
 
-  serve::ServerCore core(repo, {});
+  serve::ServerOptions so;
+  so.allow_model_control = explicit_control;
+  serve::ServerCore core(repo, so);
   std::optional<serve::HttpServer> http, metrics;
   std::optional<serve::GrpcServer> grpc;
   if (f.http_port >= 0) {
@@ -87,7 +113,9 @@ int serve_models(const ServeFlags& f) {
     o.host = f.host;
     o.port = f.http_port;
     o.io_threads = f.http_threads;
-    o.allow_model_control = explicit_control;
+    o.decode_threads = f.decode_threads;
+    o.max_json_bytes = static_cast<int64_t>(f.max_json_body_mb * (1 << 20));
+    o.max_connections = f.max_connections;
     http.emplace(core, o);
   }
   if (f.metrics_port >= 0) {
@@ -95,6 +123,7 @@ int serve_models(const ServeFlags& f) {
     o.host = f.host;
     o.port = f.metrics_port;
     o.io_threads = 1;
+    o.max_connections = f.max_connections;
     o.metrics_only = true;
     metrics.emplace(core, o);
   }
@@ -150,23 +179,34 @@ Runner add_serve_command(CLI::App& app) {
   c->add_option("--model-repository", f->repository, "Folder of models: NAME/[config.pbtxt], NAME/VERSION/model.onnx")
       ->required();
   c->add_option("--host", f->host, "Address to listen on (default 127.0.0.1)");
+  const std::string port_note = "-1: off, 0: any free port";
   c->add_option("--http-port", f->http_port, "HTTP port; -1 turns HTTP off (default 8000)")
-      ->check(CLI::Range(-1, 65535));
+      ->check(int_range(-1, 65535, port_note));
   c->add_option("--grpc-port", f->grpc_port, "gRPC port; -1 turns gRPC off (default 8001)")
-      ->check(CLI::Range(-1, 65535));
+      ->check(int_range(-1, 65535, port_note));
   c->add_option("--metrics-port", f->metrics_port, "Prometheus metrics port; -1 turns it off (default 8002)")
-      ->check(CLI::Range(-1, 65535));
+      ->check(int_range(-1, 65535, port_note));
   c->add_option("--model-control-mode", f->control_mode,
                 "none: load every model at start; explicit: only --load-model, and load/unload over the API")
       ->check(CLI::IsMember({"none", "explicit"}));
   c->add_option("--load-model", f->load_models, "Model to load at start in explicit mode (repeatable)");
   c->add_option("--drain-timeout-s", f->drain_timeout_s, "At shutdown, how long to wait for requests in flight")
-      ->check(CLI::NonNegativeNumber);
+      ->check(seconds_range(true));
   c->add_option("--instances", f->instances, "Instances per model unless its config.pbtxt says otherwise")
-      ->check(CLI::Range(1, 256));
+      ->check(int_range(1, 256));
   c->add_option("--threads", f->threads, "Intra-op threads per instance (default: cores / instances)")
-      ->check(CLI::NonNegativeNumber);
-  c->add_option("--http-threads", f->http_threads, "HTTP I/O threads (default 2)")->check(CLI::Range(1, 64));
+      ->check(int_range(0, kMaxThreads, "0: cores / instances"));
+  c->add_option("--http-threads", f->http_threads, "HTTP I/O threads (default 2)")->check(int_range(1, 64));
+  c->add_option("--decode-threads", f->decode_threads,
+                "Threads that decode large HTTP request bodies, off the I/O threads (default 2)")
+      ->check(int_range(1, 64));
+  c->add_option("--max-json-body-mb", f->max_json_body_mb,
+                "Largest JSON text of an HTTP request, in MiB; larger gets 413 (binary tensors are not counted; "
+                "default 64)")
+      ->check(number_range(0.001, 4096.0, false));
+  c->add_option("--max-connections", f->max_connections,
+                "HTTP connections open at once (each port); more get 503 and are closed; 0 = no cap (default 1024)")
+      ->check(int_range(0, 1 << 20, "0: no cap"));
   return [f] { return serve_models(*f); };
 }
 

@@ -133,6 +133,8 @@ struct StageStats {
   LatencySummary process;       // process() time; model stages: submit -> the model's response
   int64_t queue_depth = 0;      // waiting in its queue now
   int64_t max_queue_depth = 0;  // most ever waiting at once (never above queue_capacity)
+  int64_t blocked_producers = 0;  // now waiting for room in its full queue: clients at the entry
+                                  // or upstream workers (backpressure)
   int64_t in_flight = 0;        // model stages: submitted to the model, response not yet passed on
 };
 

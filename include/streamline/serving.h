@@ -25,6 +25,10 @@
 // queue full -> ResourceExhausted, waited past its timeout -> DeadlineExceeded (timeout_action
 // kReject), bad inputs -> InvalidArgument, submitted after shutdown began -> Unavailable, still
 // queued when shutdown(kCancel) runs -> Cancelled. Every outcome is counted in stats().
+// A request whose values make the run fail (an index out of range) fails alone: a batch that
+// fails is run again request by request, so no request is answered with another's error.
+// Deadlines saturate: a timeout_us up to INT64_MAX puts the deadline that far ahead (or nowhere),
+// never past the int64 range into the past.
 
 #include <cstdint>
 #include <functional>
@@ -44,20 +48,20 @@ namespace streamline {
 
 // One inference request. Tensors are shared (cheap copies), and the runtime only reads them.
 struct InferRequest {
-  uint64_t id = 0;                               // echoed in the response; not interpreted
-  std::map<std::string, Tensor> inputs;          // every model input, by name; first dim = rows
-  std::vector<std::string> requested_outputs;    // empty = all model outputs
-  int priority = -1;                             // 0 = highest; -1 = the policy's default_priority
-  int64_t timeout_us = 0;                        // queueing budget; 0 = the queue policy's default
+  uint64_t id = 0;                             // echoed in the response; not interpreted
+  std::map<std::string, Tensor> inputs;        // every model input, by name; first dim = rows
+  std::vector<std::string> requested_outputs;  // empty = all model outputs
+  int priority = -1;                           // 0 = highest; -1 = the policy's default_priority
+  int64_t timeout_us = 0;                      // queueing budget (>= 0); 0 = the queue policy's default
 };
 
 struct InferResponse {
-  uint64_t id = 0;                               // the request's id
-  Status status;                                 // ok, or why the request was refused or failed
-  std::map<std::string, Tensor> outputs;         // owned; this request's rows only
-  int64_t queue_us = 0;                          // enqueue -> its batch started
-  int64_t compute_us = 0;                        // its batch's run, including concat and split
-  int batch_size = 0;                            // rows in the batch it ran in (0 if it never ran)
+  uint64_t id = 0;                        // the request's id
+  Status status;                          // ok, or why the request was refused or failed
+  std::map<std::string, Tensor> outputs;  // owned; this request's rows only
+  int64_t queue_us = 0;                   // enqueue -> its batch started
+  int64_t compute_us = 0;                 // its batch's run, including concat and split
+  int batch_size = 0;                     // rows in the batch it ran in (0 if it never ran)
 };
 
 using InferCallback = std::function<void(InferResponse)>;
@@ -119,8 +123,8 @@ struct ServingOptions {
 };
 
 struct LatencySummary {
-  uint64_t count = 0;      // all samples since load
-  double sum_us = 0;       // all samples since load
+  uint64_t count = 0;                         // all samples since load
+  double sum_us = 0;                          // all samples since load
   double p50_us = 0, p90_us = 0, p99_us = 0;  // over the sliding window
 };
 
@@ -133,9 +137,9 @@ struct ServingStats {
   LatencySummary queue, compute, total;     // total = queue + compute, per successful request
   std::map<int, uint64_t> batch_size_hist;  // rows per run -> runs
   uint64_t batches = 0;
-  int64_t in_flight = 0;                    // accepted and not yet answered (queued or running)
-  int64_t queued = 0;                       // waiting in the queue now
-  std::vector<int64_t> instance_busy_us;    // per instance: time spent running batches since load
+  int64_t in_flight = 0;                  // accepted and not yet answered (queued or running)
+  int64_t queued = 0;                     // waiting in the queue now
+  std::vector<int64_t> instance_busy_us;  // per instance: time spent running batches since load
 };
 
 namespace runtime {

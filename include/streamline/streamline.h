@@ -18,6 +18,8 @@
 // Reshape to a computed shape, NonMaxSuppression) cannot be planned and run node by node instead
 // (Model::execution_mode says which).
 
+#include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -81,6 +83,10 @@ struct ModelOptions {
   ops::Precision precision = ops::Precision::kFp32;
   // CUDA: capture each plan into a CUDA graph after a warm-up run and replay it. Per context.
   bool cuda_graphs = true;
+  // Called once for each new input-shape set, just before it is planned, on the thread that first
+  // asked for it and outside every lock of the model (runs of shapes already planned go on
+  // meanwhile): for instrumentation (planning is the slow first run of a shape). Null: no call.
+  std::function<void(const std::vector<Shape>& shapes)> on_planning;
 };
 
 // How runs with one input-shape set execute (Model::execution_mode).
@@ -149,6 +155,8 @@ class Model {
   };
   Model() = default;
   Result<Prepared> prepare(const std::vector<Shape>& shapes) const;
+  // Plans a shape set that is not cached (prepare's slow path); no lock held.
+  Result<Prepared> plan_shapes(const std::vector<Shape>& shapes, const std::string& key) const;
   // Runs the graph node by node (ExecutionMode::kEager).
   Result<std::vector<Tensor>> run_eager(const std::vector<Tensor>& inputs, int num_threads) const;
   ModelOptions options_;
@@ -159,8 +167,11 @@ class Model {
   graph::PassReport report_;
   plan::KernelSet kernels_;
   std::vector<TensorDesc> inputs_, outputs_;
+  // Plans by shape key. An entry is made when a shape set is first asked for and completed when
+  // its planning ends; the lock guards only the map, never planning, so a new shape never holds up
+  // runs of shapes already planned, and concurrent first runs of one shape set plan it once.
   mutable std::mutex plans_mu_;
-  mutable std::unordered_map<std::string, Prepared> plans_;
+  mutable std::unordered_map<std::string, std::shared_future<Result<Prepared>>> plans_;
 };
 
 struct RunOptions {

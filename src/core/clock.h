@@ -4,12 +4,28 @@
 //   SteadyClock clock;              // real time
 //   FakeClock fake;                 // starts at 0
 //   fake.advance_us(500);           // now_us() == 500
+//   int64_t deadline = add_saturating_us(clock.now_us(), timeout_us);   // never wraps
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 
 namespace streamline {
+
+// a + b on microsecond counts, clamped to the int64 range instead of wrapping: a time point
+// computed from a caller's timeout or delay (up to INT64_MAX) stays in the future.
+constexpr int64_t add_saturating_us(int64_t a, int64_t b) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  if (b > 0 && a > kMax - b) return kMax;
+  if (b < 0 && a < kMin - b) return kMin;
+  return a + b;
+}
+// a - b, clamped the same way.
+constexpr int64_t sub_saturating_us(int64_t a, int64_t b) {
+  if (b == std::numeric_limits<int64_t>::min()) return a >= 0 ? std::numeric_limits<int64_t>::max() : a - b;
+  return add_saturating_us(a, -b);
+}
 
 class Clock {
  public:
@@ -21,8 +37,7 @@ class Clock {
 class SteadyClock final : public Clock {
  public:
   int64_t now_us() const override {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
   static const SteadyClock& instance() {
@@ -44,8 +59,7 @@ class FakeClock final : public Clock {
 
 // Nanosecond wall time for tracing and benchmarks.
 inline int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 

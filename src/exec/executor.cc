@@ -1,4 +1,5 @@
 #include "exec/executor.h"
+#include "core/cpu_set.h"
 
 #include <omp.h>
 
@@ -25,10 +26,7 @@ constexpr std::chrono::microseconds kEventYieldAfter{50};
 // poller takes time from the very producer it waits for, so waiters then sleep at once.
 std::atomic<int> g_running_streams{0};
 
-int hardware_cores() {
-  static const int n = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  return n;
-}
+int hardware_cores() { return core::usable_cores(); }
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -259,7 +257,7 @@ Status ExecutionContext::prepare_streams(const plan::ExecutionPlan& plan) {
     num_events_ = static_cast<size_t>(plan.num_events);
     generation_ = 0;
   }
-  if (plan.num_streams == 1 && !options_.stream_cores.empty()) pin_current_thread(options_.stream_cores[0]);
+  if (plan.num_streams == 1 && !options_.stream_cores.empty()) core::pin_current_thread(options_.stream_cores[0]);
   return ok_status();
 }
 

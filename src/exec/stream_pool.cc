@@ -1,25 +1,15 @@
 #include "exec/stream_pool.h"
 
-#include <pthread.h>
-#include <sched.h>
+#include "core/cpu_set.h"
 
 namespace streamline::exec {
-
-bool pin_current_thread(const std::vector<int>& cores) {
-  if (cores.empty()) return true;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int c : cores)
-    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
-  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
-}
 
 StreamPool::StreamPool(int workers, std::vector<std::vector<int>> affinity) {
   for (int i = 0; i < workers; ++i) {
     std::vector<int> cores = static_cast<size_t>(i + 1) < affinity.size() ? affinity[static_cast<size_t>(i + 1)] : std::vector<int>{};
     threads_.emplace_back(&StreamPool::worker_main, this, i + 1, std::move(cores));
   }
-  if (!affinity.empty()) pin_current_thread(affinity[0]);
+  if (!affinity.empty()) core::pin_current_thread(affinity[0]);
 }
 
 StreamPool::~StreamPool() {
@@ -32,7 +22,7 @@ StreamPool::~StreamPool() {
 }
 
 void StreamPool::worker_main(int index, std::vector<int> cores) {
-  pin_current_thread(cores);
+  core::pin_current_thread(cores);
   uint64_t seen = 0;
   for (;;) {
     Job job;

@@ -45,7 +45,4 @@ class StreamPool {
   std::vector<std::thread> threads_;
 };
 
-// Pins the calling thread to `cores` (no-op when empty). Returns false if the OS refused.
-bool pin_current_thread(const std::vector<int>& cores);
-
 }  // namespace streamline::exec

@@ -7,11 +7,6 @@
 namespace streamline::runtime {
 namespace {
 
-int64_t saturating_add(int64_t a, int64_t b) {
-  if (b > 0 && a > std::numeric_limits<int64_t>::max() - b) return std::numeric_limits<int64_t>::max();
-  return a + b;
-}
-
 // Keeps the longest prefix of `batch` whose rows do not exceed `cap` (at least one item).
 int cut_batch(QueueView q, std::vector<size_t>* batch, int cap) {
   int rows = 0;
@@ -30,17 +25,22 @@ int cut_batch(QueueView q, std::vector<size_t>* batch, int cap) {
 
 const char* timeout_action_name(TimeoutAction a) {
   switch (a) {
-    case TimeoutAction::kReject: return "reject";
-    case TimeoutAction::kDelay: return "delay";
+    case TimeoutAction::kReject:
+      return "reject";
+    case TimeoutAction::kDelay:
+      return "delay";
   }
   return "?";
 }
 
 const char* decision_action_name(Decision::Action a) {
   switch (a) {
-    case Decision::Action::kIdle: return "idle";
-    case Decision::Action::kWait: return "wait";
-    case Decision::Action::kLaunch: return "launch";
+    case Decision::Action::kIdle:
+      return "idle";
+    case Decision::Action::kWait:
+      return "wait";
+    case Decision::Action::kLaunch:
+      return "launch";
   }
   return "?";
 }
@@ -51,8 +51,8 @@ Status validate_policy(const BatchPolicy& p) {
   std::set<int> seen;
   for (int s : p.preferred_batch_sizes) {
     if (s < 1 || s > p.max_batch_size)
-      return invalid_argument("preferred batch size " + std::to_string(s) + " is outside [1, max_batch_size=" +
-                              std::to_string(p.max_batch_size) + "]");
+      return invalid_argument("preferred batch size " + std::to_string(s) +
+                              " is outside [1, max_batch_size=" + std::to_string(p.max_batch_size) + "]");
     if (!seen.insert(s).second) return invalid_argument("preferred batch size " + std::to_string(s) + " given twice");
   }
   if (p.max_queue_delay_us < 0) return invalid_argument("max_queue_delay_us must be >= 0");
@@ -120,7 +120,7 @@ Decision decide(QueueView q, int64_t now_us, const BatchPolicy& p) {
       }
     }
     // Pass 5: launch now, or note when this group will be ready.
-    const int64_t ready_at = saturating_add(oldest, p.max_queue_delay_us);
+    const int64_t ready_at = add_saturating_us(oldest, p.max_queue_delay_us);
     int cap = 0;  // 0: the whole batch
     bool launch = false;
     if (rows >= max_rows || skipped) {

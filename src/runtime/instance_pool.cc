@@ -5,13 +5,12 @@
 #include <string>
 #include <thread>
 
+#include "core/cpu_set.h"
 #include "core/logging.h"
 #include "exec/stream_pool.h"
 
 namespace streamline::runtime {
 namespace {
-
-int hardware_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
 bool wanted(const InferRequest& r, const std::string& name) {
   return r.requested_outputs.empty() ||
@@ -52,17 +51,14 @@ InstancePool::InstancePool(std::shared_ptr<const Model> model, InstancePoolOptio
 
 std::vector<int> InstancePool::cores_of(int instance) const {
   if (!options_.pin) return {};
-  const int cores = hardware_cores();
   const int t = options_.threads_per_instance;
-  std::vector<int> set;
-  for (int k = 0; k < t; ++k) set.push_back((instance * t + k) % cores);
-  return set;
+  return core::core_block(instance * t, t);
 }
 
 Status InstancePool::start_instance(int instance, const std::vector<Shape>* warm_shapes) {
   if (instance < 0 || instance >= size()) return internal_error("no instance " + std::to_string(instance));
   Instance& in = *instances_[static_cast<size_t>(instance)];
-  if (options_.pin && !exec::pin_current_thread(cores_of(instance))) {
+  if (options_.pin && !core::pin_current_thread(cores_of(instance))) {
     SL_LOG(kWarning) << "could not pin instance " << instance << "; it runs unpinned";
   }
   if (!warm_shapes) return ok_status();

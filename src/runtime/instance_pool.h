@@ -22,6 +22,9 @@
 
 namespace streamline::runtime {
 
+// Most instances of one served model, and most workers of one pipeline stage.
+inline constexpr int kMaxInstances = 1024;
+
 struct InstancePoolOptions {
   int instances = 1;
   // Intra-op threads per instance (split evenly over the model's streams).
@@ -46,8 +49,9 @@ class InstancePool {
 
   // Runs `requests` as one batch on instance i: inputs concatenated along dim 0 (a single
   // request runs on its own tensors), one run, outputs split back per request. Every response
-  // gets a status; on an error all of them get it. Requests must have passed validation and
-  // share their non-batch dims.
+  // gets a status; on an error all of them get it (the scheduler then runs each one alone, so
+  // that the request at fault is found). Requests must have passed validation and share their
+  // non-batch dims.
   void run_batch(int instance, std::span<const InferRequest* const> requests, std::span<InferResponse> responses);
 
   size_t arena_bytes(int instance) const;
@@ -56,12 +60,12 @@ class InstancePool {
   struct Instance {
     explicit Instance(exec::ContextOptions co, int ordinal) : options(std::move(co)), device_ordinal(ordinal) {}
     exec::ContextOptions options;
-    int device_ordinal = 0;                  // CUDA models: the GPU this instance runs on
-    std::unique_ptr<DeviceRunner> runner;    // made on the instance's first run
-    std::vector<Tensor> staging;  // per model input: concatenation buffer, grown never shrunk
-    std::vector<Tensor> inputs;   // this run's inputs (reused)
-    std::vector<Shape> shapes;    // this run's input shapes (reused)
-    std::vector<Tensor> outputs;  // views into the arena until the next run
+    int device_ordinal = 0;                // CUDA models: the GPU this instance runs on
+    std::unique_ptr<DeviceRunner> runner;  // made on the instance's first run
+    std::vector<Tensor> staging;           // per model input: concatenation buffer, grown never shrunk
+    std::vector<Tensor> inputs;            // this run's inputs (reused)
+    std::vector<Shape> shapes;             // this run's input shapes (reused)
+    std::vector<Tensor> outputs;           // views into the arena until the next run
     std::atomic<size_t> arena{0};
   };
   Status run(Instance& in, std::span<const InferRequest* const> requests, std::span<InferResponse> responses);

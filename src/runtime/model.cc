@@ -1,8 +1,10 @@
 #include <dnnl.hpp>
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "core/logging.h"
+#include "core/cpu_set.h"
 #include "core/version.h"
 #include "graph/onnx_import.h"
 #include "ops/eager.h"
@@ -113,9 +115,7 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
 }
 
 int Model::default_threads() const {
-  if (options_.num_threads > 0) return options_.num_threads;
-  const unsigned n = std::thread::hardware_concurrency();
-  return n ? static_cast<int>(n) : 1;
+  return options_.num_threads > 0 ? options_.num_threads : core::usable_cores();
 }
 
 Result<std::vector<Shape>> Model::default_shapes(int64_t batch) const {
@@ -160,12 +160,36 @@ const char* execution_mode_name(ExecutionMode m) {
 
 Result<Model::Prepared> Model::prepare(const std::vector<Shape>& shapes) const {
   const std::string key = shapes_key(shapes);
-  std::lock_guard<std::mutex> lock(plans_mu_);
-  auto it = plans_.find(key);
-  if (it != plans_.end()) return it->second;
+  std::optional<std::promise<Result<Prepared>>> promise;  // made only by the thread that plans
+  std::shared_future<Result<Prepared>> pending;
+  {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    auto [it, inserted] = plans_.try_emplace(key);
+    if (inserted) {
+      promise.emplace();
+      it->second = promise->get_future().share();
+    } else {
+      pending = it->second;
+    }
+  }
+  // Cached, or being planned by another thread: wait for that entry alone, outside the lock.
+  if (pending.valid()) return pending.get();
+  Result<Prepared> r = plan_shapes(shapes, key);
+  if (!r.ok()) {
+    // Failures are not cached: the next request for these shapes tries again (and sees the same
+    // error unless something changed); threads already waiting get this one.
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    plans_.erase(key);
+  }
+  promise->set_value(r);
+  return r;
+}
+
+Result<Model::Prepared> Model::plan_shapes(const std::vector<Shape>& shapes, const std::string& key) const {
   if (shapes.size() != inputs_.size())
     return invalid_argument("model has " + std::to_string(inputs_.size()) + " inputs, got " +
                             std::to_string(shapes.size()) + " shapes");
+  if (options_.on_planning) options_.on_planning(shapes);
   plan::InputShapes in;
   for (size_t i = 0; i < shapes.size(); ++i) in.emplace_back(inputs_[i].name, shapes[i]);
   plan::PlannerOptions po;
@@ -192,7 +216,6 @@ Result<Model::Prepared> Model::prepare(const std::vector<Shape>& shapes) const {
     prepared.eager_reason = probe->reason;
     SL_LOG(kInfo) << "shapes " << key << " run eagerly: " << probe->reason;
   }
-  plans_.emplace(key, prepared);
   return prepared;
 }
 
@@ -209,9 +232,17 @@ Result<ExecutionMode> Model::execution_mode(const std::vector<Shape>& shapes) co
 }
 
 std::string Model::eager_reason(const std::vector<Shape>& shapes) const {
-  std::lock_guard<std::mutex> lock(plans_mu_);
-  auto it = plans_.find(shapes_key(shapes));
-  return it == plans_.end() ? std::string() : it->second.eager_reason;
+  std::shared_future<Result<Prepared>> entry;
+  {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    auto it = plans_.find(shapes_key(shapes));
+    if (it == plans_.end()) return {};
+    entry = it->second;
+  }
+  // Not decided yet (still being planned): nothing to say.
+  if (entry.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return {};
+  const Result<Prepared>& r = entry.get();
+  return r.ok() ? r->eager_reason : std::string();
 }
 
 Result<std::vector<Tensor>> Model::run_eager(const std::vector<Tensor>& inputs, int num_threads) const {
@@ -226,13 +257,8 @@ namespace {
 exec::ContextOptions context_options(const Model& m) {
   exec::ContextOptions co;
   if (!m.options().pin_threads) return co;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int t = m.threads_per_stream();
-  for (int s = 0; s < std::max(1, m.options().num_streams); ++s) {
-    std::vector<int> set;
-    for (int i = 0; i < t; ++i) set.push_back((s * t + i) % cores);
-    co.stream_cores.push_back(set);
-  }
+  for (int s = 0; s < std::max(1, m.options().num_streams); ++s) co.stream_cores.push_back(core::core_block(s * t, t));
   return co;
 }
 

@@ -18,14 +18,23 @@ int64_t steady_now_us() {
 bool StageRuntime::push(QueueItem item, int64_t deadline_us) {
   const size_t capacity = static_cast<size_t>(spec.queue_capacity);
   std::unique_lock<std::mutex> lock(mu);
-  if (deadline_us < 0) {
-    not_full.wait(lock, [&] { return queue.size() < capacity; });
-  } else {
-    while (queue.size() >= capacity) {
-      const int64_t left = deadline_us - steady_now_us();
-      if (left <= 0) return false;
-      not_full.wait_for(lock, std::chrono::microseconds(left));
+  if (queue.size() >= capacity) {
+    ++blocked_producers;
+    bool room = true;
+    if (deadline_us < 0) {
+      not_full.wait(lock, [&] { return queue.size() < capacity; });
+    } else {
+      while (queue.size() >= capacity) {
+        const int64_t left = deadline_us - steady_now_us();
+        if (left <= 0) {
+          room = false;
+          break;
+        }
+        not_full.wait_for(lock, std::chrono::microseconds(left));
+      }
     }
+    --blocked_producers;
+    if (!room) return false;
   }
   item.enqueue_us = steady_now_us();
   queue.push_back(std::move(item));
@@ -451,6 +460,7 @@ PipelineStats PipelineImpl::stats() const {
     s.process = st->process_window.summarize();
     s.queue_depth = static_cast<int64_t>(st->queue.size());
     s.max_queue_depth = st->max_depth;
+    s.blocked_producers = st->blocked_producers;
     s.in_flight = st->in_flight;
     p.stages.push_back(std::move(s));
   }

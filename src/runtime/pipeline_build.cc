@@ -5,12 +5,12 @@
 #include <set>
 #include <string>
 
+#include "runtime/instance_pool.h"
 #include "runtime/pipeline_impl.h"
 
 namespace streamline {
 namespace {
 
-constexpr int kMaxInstances = 1024;
 constexpr int kMaxQueueCapacity = 1 << 20;
 
 // Adapts a StageFunction (tensors by name) to the positional Stage interface.
@@ -53,8 +53,8 @@ Status check_spec(const StageSpec& s) {
   if (s.name.empty()) return invalid_argument("a stage has no name");
   if (s.inputs.empty()) return invalid_argument(where + "reads no tensor");
   if (s.outputs.empty()) return invalid_argument(where + "writes no tensor");
-  if (s.instances < 1 || s.instances > kMaxInstances)
-    return invalid_argument(where + "instances must be in [1, " + std::to_string(kMaxInstances) + "], got " +
+  if (s.instances < 1 || s.instances > runtime::kMaxInstances)
+    return invalid_argument(where + "instances must be in [1, " + std::to_string(runtime::kMaxInstances) + "], got " +
                             std::to_string(s.instances));
   if (s.queue_capacity < 1 || s.queue_capacity > kMaxQueueCapacity)
     return invalid_argument(where + "queue_capacity must be in [1, " + std::to_string(kMaxQueueCapacity) + "], got " +

@@ -82,6 +82,7 @@ struct StageRuntime {
   // Counters, under mu.
   uint64_t processed = 0, failed = 0, skipped = 0;
   int64_t max_depth = 0;
+  int64_t blocked_producers = 0;  // threads inside push() waiting for room
   LatencyWindow queue_window, process_window;
 
   std::vector<std::thread> threads;

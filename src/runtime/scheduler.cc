@@ -13,6 +13,9 @@ namespace {
 // Shortest real wait while a decision says "wait": keeps a FakeClock that has not moved from
 // turning the wait into a spin.
 constexpr int64_t kMinWaitUs = 50;
+// Longest single real wait: the decision is taken again after it. Keeps a wait towards a far
+// deadline (a timeout near INT64_MAX) inside what condition_variable::wait_for can add to now.
+constexpr int64_t kMaxWaitUs = 1'000'000;
 
 }  // namespace
 
@@ -27,7 +30,9 @@ Scheduler::Scheduler(SchedulerOptions options, BatchExecutor executor)
   drain_policy_.max_queue_delay_us = 0;
 }
 
-Scheduler::~Scheduler() { shutdown(ShutdownMode::kDrain); }
+Scheduler::~Scheduler() {
+  shutdown(ShutdownMode::kDrain);
+}
 
 Status Scheduler::start() {
   {
@@ -60,7 +65,8 @@ void Scheduler::enqueue(InferRequest request, int rows, uint32_t shape_key, Infe
   it.priority = request.priority < 0 ? p.default_priority : request.priority;
   const int64_t timeout =
       p.queue.allow_timeout_override && request.timeout_us > 0 ? request.timeout_us : p.queue.default_timeout_us;
-  it.deadline_us = timeout > 0 ? it.enqueue_us + timeout : kNoDeadline;
+  // Saturates: a deadline past INT64_MAX is none (kNoDeadline), never one in the past.
+  it.deadline_us = timeout > 0 ? add_saturating_us(it.enqueue_us, timeout) : kNoDeadline;
   pending->request = std::move(request);
   pending->done = std::move(done);
   Status refusal;
@@ -160,7 +166,7 @@ void Scheduler::worker_main(int instance) {
       continue;
     }
     if (d.action == Decision::Action::kWait) {
-      const int64_t wait = std::max(kMinWaitUs, d.wait_until_us - now);
+      const int64_t wait = std::clamp(sub_saturating_us(d.wait_until_us, now), kMinWaitUs, kMaxWaitUs);
       cv_.wait_for(lock, std::chrono::microseconds(wait));
     } else if (!stopping_) {
       cv_.wait(lock);
@@ -177,14 +183,36 @@ void Scheduler::run_batch(int instance, PendingList& batch, int rows) {
   executor_(instance, requests, responses);
   const int64_t end = clock_->now_us();
   stats_.on_busy(instance, std::max<int64_t>(0, end - start));
+  // Pass 1: what the batch answered well is delivered now.
+  const bool isolate = batch.size() > 1;
   for (size_t i = 0; i < batch.size(); ++i) {
-    InferResponse& r = responses[i];
-    r.id = batch[i]->request.id;
-    r.queue_us = std::max<int64_t>(0, start - batch[i]->item.enqueue_us);
-    r.compute_us = std::max<int64_t>(0, end - start);
-    r.batch_size = rows;
-    finish(std::move(batch[i]), std::move(r));
+    if (isolate && !responses[i].status.ok()) continue;
+    deliver(std::move(batch[i]), std::move(responses[i]), start, end, rows);
   }
+  // Pass 2: isolation. A run fails as a whole when one request's values are bad (an index out of
+  // range), so a failed request of a shared batch runs again alone: it gets its own answer, and
+  // no request ever gets another's error.
+  for (size_t i = 0; isolate && i < batch.size(); ++i) {
+    if (!batch[i]) continue;
+    const InferRequest* one = requests[i];
+    InferResponse alone;
+    const int64_t again = clock_->now_us();
+    executor_(instance, std::span<const InferRequest* const>(&one, 1), std::span<InferResponse>(&alone, 1));
+    const int64_t done = clock_->now_us();
+    stats_.on_busy(instance, std::max<int64_t>(0, done - again));
+    const int own_rows = batch[i]->item.rows;
+    stats_.on_batch(own_rows, /*requests=*/0);  // one more run; the request left the queue already
+    // Its compute time covers the failed batch and its own run.
+    deliver(std::move(batch[i]), std::move(alone), start, done, own_rows);
+  }
+}
+
+void Scheduler::deliver(std::unique_ptr<Pending> p, InferResponse r, int64_t start, int64_t end, int rows) {
+  r.id = p->request.id;
+  r.queue_us = std::max<int64_t>(0, start - p->item.enqueue_us);
+  r.compute_us = std::max<int64_t>(0, end - start);
+  r.batch_size = rows;
+  finish(std::move(p), std::move(r));
 }
 
 void Scheduler::answer_all(PendingList& list, const Status& status) {

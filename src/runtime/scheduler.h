@@ -14,6 +14,8 @@
 // instance is busy. Waits use the real clock for their length but re-read the injected clock on
 // every wake-up, so a FakeClock drives every decision (call wake() after moving it).
 // Requests that time out while every instance is busy are answered when the next instance frees.
+// A request never gets another's error: when a batch of several fails (one request's values can
+// fail the whole run), each failed request runs again alone on the same instance.
 // Thread-safe: enqueue, refuse, wake, stats and shutdown may be called from any thread.
 
 #include <condition_variable>
@@ -88,8 +90,11 @@ class Scheduler {
   using PendingList = std::vector<std::unique_ptr<Pending>>;
 
   void worker_main(int instance);
-  // Runs one batch on `instance` and answers its requests.
+  // Runs one batch on `instance` and answers its requests; when several shared the batch, each
+  // failed one is run again alone and answered from that run.
   void run_batch(int instance, PendingList& batch, int rows);
+  // Fills r's id and timings (its run went from start to end in a batch of `rows`) and finishes p.
+  void deliver(std::unique_ptr<Pending> p, InferResponse r, int64_t start, int64_t end, int rows);
   // Answers every request in `list` with `status` (they never ran).
   void answer_all(PendingList& list, const Status& status);
   // Counts and delivers one response (in submission order when preserve_ordering).

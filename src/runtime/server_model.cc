@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "core/cpu_set.h"
 #include "core/logging.h"
 #include "runtime/instance_pool.h"
 #include "runtime/scheduler.h"
@@ -15,8 +16,9 @@ namespace streamline {
 namespace {
 
 Status check_options(const ServingOptions& o) {
-  if (o.instances < 1 || o.instances > 1024)
-    return invalid_argument("instances must be in [1, 1024], got " + std::to_string(o.instances));
+  if (o.instances < 1 || o.instances > runtime::kMaxInstances)
+    return invalid_argument("instances must be in [1, " + std::to_string(runtime::kMaxInstances) + "], got " +
+                            std::to_string(o.instances));
   if (o.threads_per_instance < 0) return invalid_argument("threads_per_instance must be >= 0");
   if (o.stats_window < 1) return invalid_argument("stats_window must be >= 1");
   if (!o.clock) return invalid_argument("clock must not be null");
@@ -50,9 +52,7 @@ Result<std::unique_ptr<ServingModel>> ServingModel::create(std::shared_ptr<const
   m->model_ = std::move(model);
   m->options_ = options;
   const Model& mdl = *m->model_;
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  m->threads_per_instance_ =
-      options.threads_per_instance > 0 ? options.threads_per_instance : std::max(1, hw / options.instances);
+  m->threads_per_instance_ = core::share_threads(options.threads_per_instance, 0, options.instances);
   const BatchPolicy& bp = options.batching;
   const bool batching = bp.max_batch_size > 1;
 
@@ -103,10 +103,9 @@ Result<std::unique_ptr<ServingModel>> ServingModel::create(std::shared_ptr<const
   runtime::InstancePool* pool = m->pool_.get();
   const bool do_warm = options.warmup && !warm.empty();
   so.on_instance_start = [pool, warm, do_warm](int i) { return pool->start_instance(i, do_warm ? &warm : nullptr); };
-  m->scheduler_ = std::make_unique<runtime::Scheduler>(
-      so, [pool](int i, std::span<const InferRequest* const> reqs, std::span<InferResponse> out) {
-        pool->run_batch(i, reqs, out);
-      });
+  m->scheduler_ =
+      std::make_unique<runtime::Scheduler>(so, [pool](int i, std::span<const InferRequest* const> reqs,
+                                                      std::span<InferResponse> out) { pool->run_batch(i, reqs, out); });
   SL_RETURN_IF_ERROR(m->scheduler_->start());
   return m;
 }
@@ -149,8 +148,8 @@ Status ServingModel::check_request(const InferRequest& r, int* rows, uint32_t* k
         return invalid_argument(where + "has " + std::to_string(n) + " rows but another input has " +
                                 std::to_string(batch_rows));
       if (n < 1 || n > bp.max_batch_size)
-        return invalid_argument(where + std::to_string(n) + " rows is outside [1, max_batch_size=" +
-                                std::to_string(bp.max_batch_size) + "]");
+        return invalid_argument(where + std::to_string(n) +
+                                " rows is outside [1, max_batch_size=" + std::to_string(bp.max_batch_size) + "]");
       if (free_shape_) {
         signature += dtype_name(t.dtype());
         for (size_t i = 1; i < s.rank(); ++i) {
@@ -167,7 +166,9 @@ Status ServingModel::check_request(const InferRequest& r, int* rows, uint32_t* k
     if (std::none_of(outs.begin(), outs.end(), [&](const TensorDesc& d) { return d.name == name; }))
       return invalid_argument("model has no output named '" + name + "'");
   }
-  if (r.timeout_us < 0) return invalid_argument("timeout_us must be >= 0");
+  if (r.timeout_us < 0)
+    return invalid_argument("timeout_us must be >= 0 (0 = the queue policy's default), got " +
+                            std::to_string(r.timeout_us));
   *rows = static_cast<int>(std::clamp<int64_t>(batch_rows < 0 ? 1 : batch_rows, 1, 1 << 30));
   *key = 0;
   if (!signature.empty()) {
@@ -196,11 +197,17 @@ std::future<InferResponse> ServingModel::submit(InferRequest request) {
   return f;
 }
 
-InferResponse ServingModel::infer(InferRequest request) { return submit(std::move(request)).get(); }
+InferResponse ServingModel::infer(InferRequest request) {
+  return submit(std::move(request)).get();
+}
 
-void ServingModel::shutdown(ShutdownMode mode) { scheduler_->shutdown(mode); }
+void ServingModel::shutdown(ShutdownMode mode) {
+  scheduler_->shutdown(mode);
+}
 
-ServingStats ServingModel::stats() const { return scheduler_->stats(); }
+ServingStats ServingModel::stats() const {
+  return scheduler_->stats();
+}
 
 std::vector<size_t> ServingModel::arena_bytes() const {
   std::vector<size_t> out;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/layout_convert.h"
+#include "serve/echo.h"
 
 namespace streamline::serve {
 namespace {
@@ -14,14 +15,12 @@ namespace {
 namespace pb = ::inference;
 using google::protobuf::RepeatedField;
 
+// Shapes of more dims than this are refused (as over HTTP).
+constexpr size_t kMaxRank = 32;
+
+// A client's shape in a message: the first dims only.
 std::string shape_text(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(dims[i]);
-  }
-  s += ']';
-  return s;
+  return dims_text(dims);
 }
 
 // Element count of `dims`; InvalidArgument for a negative dimension or an overflowing product.
@@ -124,21 +123,24 @@ Result<int64_t> integer_parameter(const pb::InferParameter& p, const std::string
       return p.int64_param();
     case pb::InferParameter::kUint64Param:
       if (p.uint64_param() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        return invalid_argument("parameter '" + key + "' is out of range");
+        return invalid_argument("parameter '" + echo(key) + "' is out of range");
       return static_cast<int64_t>(p.uint64_param());
     default:
-      return invalid_argument("parameter '" + key + "' must be an integer (int64_param or uint64_param)");
+      return invalid_argument("parameter '" + echo(key) + "' must be an integer (int64_param or uint64_param)");
   }
 }
 
 Status decode_input(const pb::ModelInferRequest::InferInputTensor& in, const std::string* raw, Tensor* out) {
-  const std::string where = "input '" + in.name() + "': ";
+  const std::string where = "input '" + echo(in.name()) + "': ";
+  if (static_cast<size_t>(in.shape_size()) > kMaxRank)
+    return invalid_argument(where + "rank " + std::to_string(in.shape_size()) + " is above " +
+                            std::to_string(kMaxRank));
   const DType dtype = dtype_from_kserve(in.datatype());
   if (dtype == DType::kUndefined || dtype_size(dtype) == 0)
-    return invalid_argument(where + "datatype '" + in.datatype() + "' is not supported");
+    return invalid_argument(where + "datatype '" + echo(in.datatype()) + "' is not supported");
   const std::vector<int64_t> dims(in.shape().begin(), in.shape().end());
   SL_ASSIGN_OR_RETURN(const int64_t n, element_count(dims, where));
-  const std::string type_text = in.datatype() + shape_text(dims);
+  const std::string type_text = echo(in.datatype()) + shape_text(dims);
   if (raw) {
     if (has_any_contents(in.contents()))
       return invalid_argument(where + "has both typed contents and raw_input_contents");
@@ -148,16 +150,19 @@ Status decode_input(const pb::ModelInferRequest::InferInputTensor& in, const std
       return invalid_argument(where + std::to_string(raw->size()) + " bytes of raw_input_contents, expected " +
                               std::to_string(static_cast<uint64_t>(n) * elem) + " for " + type_text);
     *out = Tensor::empty(dtype, Shape(dims));
+    if (out->raw() == nullptr && n > 0) return resource_exhausted(where + "cannot allocate its tensor");
     if (!raw->empty()) std::memcpy(out->raw(), raw->data(), raw->size());
     return ok_status();
   }
   const TypedField field = typed_field(in.contents(), dtype);
   if (!field.name)
-    return invalid_argument(where + "datatype " + in.datatype() + " has no typed contents; send raw_input_contents");
+    return invalid_argument(where + "datatype " + echo(in.datatype()) +
+                            " has no typed contents; send raw_input_contents");
   if (field.size != n)
     return invalid_argument(where + std::to_string(field.size) + " elements in " + field.name + ", expected " +
                             std::to_string(n) + " for " + type_text);
   *out = Tensor::empty(dtype, Shape(dims));
+  if (out->raw() == nullptr && n > 0) return resource_exhausted(where + "cannot allocate its tensor");
   copy_typed(in.contents(), *out);
   return ok_status();
 }
@@ -194,21 +199,26 @@ Status decode_infer_request(const pb::ModelInferRequest& in, InferRequest* out) 
                             std::to_string(in.inputs_size()) + " inputs");
   for (int i = 0; i < in.inputs_size(); ++i) {
     const auto& input = in.inputs(i);
-    if (out->inputs.count(input.name())) return invalid_argument("input '" + input.name() + "' is given twice");
+    if (out->inputs.count(input.name())) return invalid_argument("input '" + echo(input.name()) + "' is given twice");
     Tensor t;
     SL_RETURN_IF_ERROR(decode_input(input, raw_count > 0 ? &in.raw_input_contents(i) : nullptr, &t));
     out->inputs.emplace(input.name(), std::move(t));
   }
   std::set<std::string> seen;
   for (const auto& o : in.outputs()) {
-    if (!seen.insert(o.name()).second) return invalid_argument("output '" + o.name() + "' is requested twice");
+    if (!seen.insert(o.name()).second) return invalid_argument("output '" + echo(o.name()) + "' is requested twice");
     out->requested_outputs.push_back(o.name());
   }
   for (const auto& [key, value] : in.parameters()) {
     if (key == "priority") {
-      SL_ASSIGN_OR_RETURN(const int64_t p, integer_parameter(value, key));
-      if (p < 0 || p > std::numeric_limits<int>::max()) return invalid_argument("parameter 'priority' must be >= 0");
-      out->priority = p == 0 ? -1 : static_cast<int>(p - 1);
+      // Triton's priorities are uint64 (0 = the default, 1 = highest); one past the model's levels
+      // runs at the lowest, as over HTTP.
+      const bool huge = value.parameter_choice_case() == pb::InferParameter::kUint64Param &&
+                        value.uint64_param() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+      SL_ASSIGN_OR_RETURN(const int64_t p,
+                          huge ? Result<int64_t>(std::numeric_limits<int64_t>::max()) : integer_parameter(value, key));
+      if (p < 0) return invalid_argument("parameter 'priority' must be >= 0, got " + std::to_string(p));
+      out->priority = p == 0 ? -1 : static_cast<int>(std::min<int64_t>(p - 1, std::numeric_limits<int>::max()));
     } else if (key == "timeout") {
       SL_ASSIGN_OR_RETURN(const int64_t us, integer_parameter(value, key));
       if (us < 0) return invalid_argument("parameter 'timeout' must be >= 0 microseconds");

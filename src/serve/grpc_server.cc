@@ -4,232 +4,294 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "grpc_service.grpc.pb.h"
+#include "serve/echo.h"
 #include "serve/grpc_codec.h"
+#include "serve/task_pool.h"
 
 namespace streamline::serve {
 namespace {
 
 namespace pb = ::inference;
+using Svc = pb::GRPCInferenceService;
+
+// stop() holds new calls until none has come for this long...
+constexpr auto kQuiet = std::chrono::milliseconds(100);
+// ...or this long has passed,
+constexpr auto kHoldLimit = std::chrono::seconds(2);
+// and answers them this long after gRPC began to shut down (its GOAWAY is out by then).
+constexpr auto kGoawayLead = std::chrono::milliseconds(100);
+// Model loads and unloads waiting for the loader thread beyond which a call gets UNAVAILABLE.
+constexpr size_t kMaxQueuedModelControl = 1024;
 
 grpc::Status to_grpc(const Status& s) {
   if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(grpc_status_code(s)), s.message());
+  return grpc::Status(static_cast<grpc::StatusCode>(grpc_status_code(s)), cap_message(s.message()));
 }
 
-grpc::ServerUnaryReactor* finish(grpc::CallbackServerContext* ctx, const grpc::Status& s) {
-  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
-  r->Finish(s);
-  return r;
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
-grpc::ServerUnaryReactor* finish(grpc::CallbackServerContext* ctx, const Status& s) {
-  return finish(ctx, to_grpc(s));
-}
+// Every method is registered raw (bytes in, bytes out) and parsed here: gRPC's callback API
+// answers a request it cannot parse with UNIMPLEMENTED and no message, which tells a client
+// nothing. A Call owns one request and its response; finish() serializes the response, finishes
+// the RPC and deletes the Call.
+template <typename Req, typename Resp>
+struct Call {
+  Call(grpc::CallbackServerContext* ctx, grpc::ByteBuffer* out) : reactor(ctx->DefaultReactor()), out(out) {}
 
-// Runs repository operations one at a time on its own thread: a load or an unload blocks for as
-// long as the model takes to load or drain, which must not hold one of gRPC's callback threads.
-class LifecycleWorker {
- public:
-  ~LifecycleWorker() { stop(); }
-
-  void start() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (thread_.joinable()) return;
-    stopping_ = false;
-    thread_ = std::thread([this] { loop(); });
-  }
-  void post(std::function<void()> task) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      tasks_.push_back(std::move(task));
+  void finish(grpc::Status s) {
+    if (s.ok()) {
+      grpc::ByteBuffer bytes;
+      bool own = false;
+      s = grpc::SerializationTraits<Resp>::Serialize(response, &bytes, &own);
+      if (s.ok()) out->Swap(&bytes);
     }
-    cv_.notify_one();
+    reactor->Finish(s);
+    delete this;
   }
-  // Runs what is queued, then joins.
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!thread_.joinable()) return;
-      stopping_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-  }
+  void finish(const Status& s) { finish(to_grpc(s)); }
 
- private:
-  void loop() {
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
-        if (tasks_.empty()) return;
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-      task();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-  bool stopping_ = false;
-  std::thread thread_;
+  Req request;
+  Resp response;
+  grpc::ServerUnaryReactor* reactor;
+  grpc::ByteBuffer* out;
 };
 
 // The GRPCInferenceService on gRPC's callback API: a handler decodes, hands the work to the core
-// and returns; ModelInfer finishes its reactor from the runtime's response callback, so no gRPC
-// thread waits while a request is queued or running.
-class InferenceService final : public pb::GRPCInferenceService::CallbackService {
+// and returns; ModelInfer finishes from the runtime's response callback, so no gRPC thread waits
+// while a request is queued or running.
+class InferenceService final
+    : public Svc::WithRawCallbackMethod_ServerLive<Svc::WithRawCallbackMethod_ServerReady<
+          Svc::WithRawCallbackMethod_ModelReady<Svc::WithRawCallbackMethod_ServerMetadata<
+              Svc::WithRawCallbackMethod_ModelMetadata<Svc::WithRawCallbackMethod_ModelInfer<
+                  Svc::WithRawCallbackMethod_ModelConfig<Svc::WithRawCallbackMethod_ModelStatistics<
+                      Svc::WithRawCallbackMethod_RepositoryIndex<Svc::WithRawCallbackMethod_RepositoryModelLoad<
+                          Svc::WithRawCallbackMethod_RepositoryModelUnload<Svc::Service>>>>>>>>>>> {
  public:
-  InferenceService(ServerCore& core, LifecycleWorker& worker) : core_(core), worker_(worker) {}
+  using Ctx = grpc::CallbackServerContext;
+  using Bytes = grpc::ByteBuffer;
 
-  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const pb::ServerLiveRequest*,
-                                       pb::ServerLiveResponse* resp) override {
-    resp->set_live(core_.live());
-    return finish(ctx, grpc::Status::OK);
+  explicit InferenceService(ServerCore& core) : core_(core) {}
+
+  void start() {
+    std::lock_guard<std::mutex> lock(mu_);
+    holding_ = released_ = false;
+    loader_ = std::make_unique<TaskPool>(
+        TaskPoolOptions{.threads = 1, .max_queued = kMaxQueuedModelControl, .name = "sl-grpc-load"});
+  }
+  // From now on new calls wait (stop() phase 1).
+  void hold() {
+    std::lock_guard<std::mutex> lock(mu_);
+    holding_ = true;
+  }
+  // Answers the held calls and every later one UNAVAILABLE.
+  void release() {
+    std::vector<std::function<void()>> held;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = true;
+      held.swap(held_);
+    }
+    for (auto& refuse : held) refuse();
+  }
+  void stop_loader() {
+    if (loader_) loader_->stop();
+  }
+  int64_t last_call_ns() const { return last_call_ns_.load(); }
+
+  grpc::ServerUnaryReactor* ServerLive(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::ServerLiveRequest, pb::ServerLiveResponse>(ctx, in, out, [this](auto& c) {
+      c.response.set_live(core_.live());
+      c.finish(grpc::Status::OK);
+    });
   }
 
-  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx, const pb::ServerReadyRequest*,
-                                        pb::ServerReadyResponse* resp) override {
-    resp->set_ready(core_.ready());
-    return finish(ctx, grpc::Status::OK);
+  grpc::ServerUnaryReactor* ServerReady(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::ServerReadyRequest, pb::ServerReadyResponse>(ctx, in, out, [this](auto& c) {
+      c.response.set_ready(core_.ready());
+      c.finish(grpc::Status::OK);
+    });
   }
 
   // Unknown or unavailable models are not ready; that is an answer, not an error.
-  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx, const pb::ModelReadyRequest* req,
-                                       pb::ModelReadyResponse* resp) override {
-    resp->set_ready(!core_.draining() && core_.repository().get(req->name(), req->version()).ok());
-    return finish(ctx, grpc::Status::OK);
+  grpc::ServerUnaryReactor* ModelReady(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::ModelReadyRequest, pb::ModelReadyResponse>(ctx, in, out, [this](auto& c) {
+      c.response.set_ready(!core_.draining() && core_.repository().get(c.request.name(), c.request.version()).ok());
+      c.finish(grpc::Status::OK);
+    });
   }
 
-  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx, const pb::ServerMetadataRequest*,
-                                           pb::ServerMetadataResponse* resp) override {
-    return finish(ctx, fill_server_metadata(core_.server_metadata_json(), resp));
+  grpc::ServerUnaryReactor* ServerMetadata(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::ServerMetadataRequest, pb::ServerMetadataResponse>(
+        ctx, in, out, [this](auto& c) { c.finish(fill_server_metadata(core_.server_metadata_json(), &c.response)); });
   }
 
-  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx, const pb::ModelMetadataRequest* req,
-                                          pb::ModelMetadataResponse* resp) override {
-    auto m = core_.model_metadata(req->name(), req->version());
-    if (!m.ok()) return finish(ctx, m.status());
-    resp->set_name(m->name);
-    for (const auto& v : m->versions) resp->add_versions(v);
-    resp->set_platform(m->platform);
-    auto add = [](const TensorMetadata& t, pb::ModelMetadataResponse::TensorMetadata* out) {
-      out->set_name(t.name);
-      out->set_datatype(t.datatype);
-      for (int64_t d : t.shape) out->add_shape(d);
-    };
-    for (const auto& t : m->inputs) add(t, resp->add_inputs());
-    for (const auto& t : m->outputs) add(t, resp->add_outputs());
-    return finish(ctx, grpc::Status::OK);
+  grpc::ServerUnaryReactor* ModelMetadata(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::ModelMetadataRequest, pb::ModelMetadataResponse>(ctx, in, out, [this](auto& c) {
+      auto m = core_.model_metadata(c.request.name(), c.request.version());
+      if (!m.ok()) return c.finish(m.status());
+      pb::ModelMetadataResponse& resp = c.response;
+      resp.set_name(m->name);
+      for (const auto& v : m->versions) resp.add_versions(v);
+      resp.set_platform(m->platform);
+      auto add = [](const TensorMetadata& t, pb::ModelMetadataResponse::TensorMetadata* to) {
+        to->set_name(t.name);
+        to->set_datatype(t.datatype);
+        for (int64_t d : t.shape) to->add_shape(d);
+      };
+      for (const auto& t : m->inputs) add(t, resp.add_inputs());
+      for (const auto& t : m->outputs) add(t, resp.add_outputs());
+      c.finish(grpc::Status::OK);
+    });
   }
 
-  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const pb::ModelInferRequest* req,
-                                       pb::ModelInferResponse* resp) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    InferRequest request;
-    request.id = next_id_.fetch_add(1, std::memory_order_relaxed);
-    const Status decoded = decode_infer_request(*req, &request);
-    if (!decoded.ok()) {
-      reactor->Finish(to_grpc(decoded));
+  grpc::ServerUnaryReactor* ModelInfer(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::ModelInferRequest, pb::ModelInferResponse>(ctx, in, out, [this](auto& c) { infer(c); });
+  }
+
+  grpc::ServerUnaryReactor* ModelConfig(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::ModelConfigRequest, pb::ModelConfigResponse>(ctx, in, out, [this](auto& c) {
+      auto m = core_.repository().get(c.request.name(), c.request.version());
+      if (!m.ok()) return c.finish(m.status());
+      fill_model_config((*m)->config, c.response.mutable_config());
+      c.finish(grpc::Status::OK);
+    });
+  }
+
+  grpc::ServerUnaryReactor* ModelStatistics(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::ModelStatisticsRequest, pb::ModelStatisticsResponse>(ctx, in, out, [this](auto& c) {
+      if (!c.request.version().empty()) {
+        auto m = core_.repository().get(c.request.name(), c.request.version());
+        if (!m.ok()) return c.finish(m.status());
+      }
+      auto json = core_.statistics_json(c.request.name());
+      if (!json.ok()) return c.finish(json.status());
+      c.finish(fill_statistics(*json, &c.response));
+    });
+  }
+
+  grpc::ServerUnaryReactor* RepositoryIndex(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::RepositoryIndexRequest, pb::RepositoryIndexResponse>(ctx, in, out, [this](auto& c) {
+      for (const auto& e : core_.repository().index()) {
+        if (c.request.ready() && e.state != ModelState::kReady) continue;
+        auto* m = c.response.add_models();
+        m->set_name(e.name);
+        m->set_version(e.version);
+        m->set_state(model_state_name(e.state));
+        m->set_reason(e.reason);
+      }
+      c.finish(grpc::Status::OK);
+    });
+  }
+
+  grpc::ServerUnaryReactor* RepositoryModelLoad(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::RepositoryModelLoadRequest, pb::RepositoryModelLoadResponse>(ctx, in, out, [this](auto& c) {
+      if (Status s = core_.check_model_control(); !s.ok()) return c.finish(s);
+      if (c.request.model_name().empty()) return c.finish(invalid_argument("model_name is empty"));
+      for (const auto& [key, value] : c.request.parameters())
+        if (key == "config" || key.rfind("file:", 0) == 0)
+          return c.finish(
+              unsupported("load parameter '" + echo(key) + "' is not supported; edit the repository instead"));
+      control(c, [this, name = c.request.model_name()] { return core_.load_model(name); });
+    });
+  }
+
+  grpc::ServerUnaryReactor* RepositoryModelUnload(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::RepositoryModelUnloadRequest, pb::RepositoryModelUnloadResponse>(ctx, in, out, [this](auto& c) {
+      if (Status s = core_.check_model_control(); !s.ok()) return c.finish(s);
+      if (c.request.model_name().empty()) return c.finish(invalid_argument("model_name is empty"));
+      control(c, [this, name = c.request.model_name()] { return core_.unload_model(name); });
+    });
+  }
+
+ private:
+  // Parses the request, then hands the call to `handler` (which finishes it, now or later), holds
+  // it (stopping), or refuses it.
+  template <typename Req, typename Resp, typename Handler>
+  grpc::ServerUnaryReactor* run(Ctx* ctx, const Bytes* in, Bytes* out, Handler handler) {
+    auto* call = new Call<Req, Resp>(ctx, out);
+    grpc::ServerUnaryReactor* reactor = call->reactor;
+    last_call_ns_.store(steady_ns());
+    grpc::ByteBuffer bytes(*in);  // Deserialize consumes its buffer
+    if (!grpc::SerializationTraits<Req>::Deserialize(&bytes, &call->request).ok()) {
+      call->finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the request is not a valid " +
+                                                                        Req::descriptor()->full_name() + " message (" +
+                                                                        std::to_string(in->Length()) + " bytes)"));
       return reactor;
     }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (released_) {
+        call->finish(unavailable("server is shutting down"));
+        return reactor;
+      }
+      if (holding_) {
+        held_.push_back([call] { call->finish(unavailable("server is shutting down")); });
+        return reactor;
+      }
+    }
+    handler(*call);
+    return reactor;
+  }
+
+  void infer(Call<pb::ModelInferRequest, pb::ModelInferResponse>& c) {
+    const pb::ModelInferRequest& req = c.request;
+    InferRequest request;
+    request.id = next_id_.fetch_add(1, std::memory_order_relaxed);
+    const Status decoded = decode_infer_request(req, &request);
+    if (!decoded.ok()) return c.finish(decoded);
     // Outputs go back in the order asked for, else in the model's order; the response names the
     // version that served it.
     std::vector<std::string> order = request.requested_outputs;
-    std::string version = req->model_version();
+    std::string version = req.model_version();
     {
-      auto m = core_.repository().get(req->model_name(), req->model_version());
+      auto m = core_.repository().get(req.model_name(), req.model_version());
       if (m.ok()) {
         version = (*m)->version;
         if (order.empty())
           for (const auto& d : (*m)->serving->model().outputs()) order.push_back(d.name);
       }
     }
-    resp->set_model_name(req->model_name());
-    resp->set_model_version(version);
-    resp->set_id(req->id());
-    // From here the response belongs to the callback, which may run before infer() returns.
-    core_.infer(req->model_name(), req->model_version(), std::move(request),
-                [reactor, resp, order = std::move(order)](InferResponse r) {
-                  if (!r.status.ok()) {
-                    reactor->Finish(to_grpc(r.status));
-                    return;
-                  }
-                  reactor->Finish(to_grpc(encode_infer_response(r, order, resp)));
+    c.response.set_model_name(req.model_name());
+    c.response.set_model_version(version);
+    c.response.set_id(req.id());
+    // From here the call belongs to the callback, which may run before infer() returns.
+    auto* call = &c;
+    core_.infer(req.model_name(), req.model_version(), std::move(request),
+                [call, order = std::move(order)](InferResponse r) {
+                  if (!r.status.ok()) return call->finish(r.status);
+                  call->finish(encode_infer_response(r, order, &call->response));
                 });
-    return reactor;
   }
 
-  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx, const pb::ModelConfigRequest* req,
-                                        pb::ModelConfigResponse* resp) override {
-    auto m = core_.repository().get(req->name(), req->version());
-    if (!m.ok()) return finish(ctx, m.status());
-    fill_model_config((*m)->config, resp->mutable_config());
-    return finish(ctx, grpc::Status::OK);
-  }
-
-  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx, const pb::ModelStatisticsRequest* req,
-                                            pb::ModelStatisticsResponse* resp) override {
-    if (!req->version().empty()) {
-      auto m = core_.repository().get(req->name(), req->version());
-      if (!m.ok()) return finish(ctx, m.status());
-    }
-    auto json = core_.statistics_json(req->name());
-    if (!json.ok()) return finish(ctx, json.status());
-    return finish(ctx, fill_statistics(*json, resp));
-  }
-
-  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx, const pb::RepositoryIndexRequest* req,
-                                            pb::RepositoryIndexResponse* resp) override {
-    for (const auto& e : core_.repository().index()) {
-      if (req->ready() && e.state != ModelState::kReady) continue;
-      auto* m = resp->add_models();
-      m->set_name(e.name);
-      m->set_version(e.version);
-      m->set_state(model_state_name(e.state));
-      m->set_reason(e.reason);
-    }
-    return finish(ctx, grpc::Status::OK);
-  }
-
-  grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* ctx,
-                                                const pb::RepositoryModelLoadRequest* req,
-                                                pb::RepositoryModelLoadResponse*) override {
-    if (req->model_name().empty()) return finish(ctx, invalid_argument("model_name is empty"));
-    for (const auto& [key, value] : req->parameters())
-      if (key == "config" || key.rfind("file:", 0) == 0)
-        return finish(ctx, unsupported("load parameter '" + key + "' is not supported; edit the repository instead"));
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    worker_.post(
-        [this, reactor, name = req->model_name()] { reactor->Finish(to_grpc(core_.repository().load(name))); });
-    return reactor;
-  }
-
-  grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* ctx,
-                                                  const pb::RepositoryModelUnloadRequest* req,
-                                                  pb::RepositoryModelUnloadResponse*) override {
-    if (req->model_name().empty()) return finish(ctx, invalid_argument("model_name is empty"));
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    worker_.post(
-        [this, reactor, name = req->model_name()] { reactor->Finish(to_grpc(core_.repository().unload(name))); });
-    return reactor;
+  // A load or an unload blocks for as long as the model takes to load or drain, which must not
+  // hold one of gRPC's callback threads: the loader thread runs them one at a time.
+  template <typename C, typename Op>
+  void control(C& c, Op op) {
+    auto* call = &c;
+    if (!loader_->try_post([call, op] { call->finish(op()); }))
+      call->finish(unavailable("too many model loads and unloads waiting (" + std::to_string(kMaxQueuedModelControl) +
+                               "); retry later"));
   }
 
  private:
   ServerCore& core_;
-  LifecycleWorker& worker_;
+  std::unique_ptr<TaskPool> loader_;
   std::atomic<uint64_t> next_id_{1};
+  std::atomic<int64_t> last_call_ns_{0};
+  std::mutex mu_;
+  bool holding_ = false, released_ = false;
+  std::vector<std::function<void()>> held_;
 };
 
 std::string listen_address(const std::string& host, int port) {
@@ -240,11 +302,10 @@ std::string listen_address(const std::string& host, int port) {
 }  // namespace
 
 struct GrpcServer::Impl {
-  Impl(ServerCore& c, GrpcOptions o) : core(c), options(std::move(o)), service(c, worker) {}
+  Impl(ServerCore& c, GrpcOptions o) : core(c), options(std::move(o)), service(c) {}
 
   ServerCore& core;
   GrpcOptions options;
-  LifecycleWorker worker;
   InferenceService service;  // outlives the server below
   std::unique_ptr<grpc::Server> server;
   std::atomic<int> port{0};
@@ -273,12 +334,12 @@ Status GrpcServer::start() {
   builder.SetMaxSendMessageSize(-1);
   // Without this a second server on the same port would bind too (SO_REUSEPORT) and share traffic.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  impl_->worker.start();
+  impl_->service.start();
   impl_->server = builder.BuildAndStart();
   if (!impl_->server || selected == 0) {
     if (impl_->server) impl_->server->Shutdown();
     impl_->server.reset();
-    impl_->worker.stop();
+    impl_->service.stop_loader();
     return unavailable("gRPC: cannot listen on " + address);
   }
   impl_->port = selected;
@@ -288,11 +349,28 @@ Status GrpcServer::start() {
 void GrpcServer::stop() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!impl_->server) return;
-  // Refuses new calls and returns once every started call has finished: infer calls finish when
-  // the core answers them, loads and unloads when the worker has run them.
-  impl_->server->Shutdown();
+  InferenceService& service = impl_->service;
+  // 1. New calls wait until the clients are quiet: a client waiting for its answer sends nothing.
+  // gRPC cancels (CANCELLED) every call that reaches a server already shutting down, so none may
+  // be on its way when Shutdown() begins.
+  service.hold();
+  const auto hold_start = std::chrono::steady_clock::now();
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    const auto last = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(service.last_call_ns()));
+    if (now - last >= kQuiet || now - hold_start >= kHoldLimit) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // 2. Shutdown() sends GOAWAY and returns once every started call has finished: infer calls when
+  // the core answers them, loads and unloads when the loader has run them, held calls when (3)
+  // refuses them, after the GOAWAY, so that a client's next call goes to a new connection
+  // (refused: UNAVAILABLE) instead of this one.
+  std::thread shutdown([this] { impl_->server->Shutdown(); });
+  std::this_thread::sleep_for(kGoawayLead);
+  service.release();
+  shutdown.join();
   impl_->server->Wait();
-  impl_->worker.stop();
+  service.stop_loader();
   impl_->server.reset();
 }
 

@@ -45,6 +45,9 @@ struct DecodedInfer {
 // JSON and the rest are the binary inputs, in the order of the inputs that declare
 // parameters.binary_data_size; their sizes must add up to exactly what follows the header.
 // Priority follows Triton's convention: 0 = the model's default, 1 = highest (InferRequest 0).
+// An input's "data" is flat (numel values) or nested exactly as its shape; ragged lists are refused.
+// The JSON is read in one streaming pass (http_decode.cc): the values go straight into the tensors,
+// so memory is the body plus the tensors, and unknown members are skipped whatever their size.
 [[nodiscard]] Result<DecodedInfer> decode_infer_request(std::string_view body, std::optional<size_t> header_length);
 
 struct EncodedInfer {

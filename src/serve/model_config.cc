@@ -55,15 +55,24 @@ DType dtype_from_proto(pc::DataType t) {
   return DType::kUndefined;
 }
 
+// Unknown-field warnings logged per file; the rest are counted in one line.
+constexpr int kMaxLoggedWarnings = 20;
+
 // Keeps the first parse error as "where: line L col C: message"; warnings (unknown fields) go to
-// the log.
+// the log, the first kMaxLoggedWarnings of them.
 class Collector final : public pb::io::ErrorCollector {
  public:
   explicit Collector(const std::string& where) : where_(where) {}
+  ~Collector() override {
+    if (warnings_ > kMaxLoggedWarnings) {
+      SL_LOG(kWarning) << where_ << ": " << warnings_ - kMaxLoggedWarnings << " more unknown fields (ignored)";
+    }
+  }
   void AddError(int line, pb::io::ColumnNumber column, const std::string& message) override {
     if (first_.empty()) first_ = where_ + ": " + position(line, column) + message;
   }
   void AddWarning(int line, pb::io::ColumnNumber column, const std::string& message) override {
+    if (++warnings_ > kMaxLoggedWarnings) return;
     SL_LOG(kWarning) << where_ << ": " << position(line, column) << message << " (ignored)";
   }
   const std::string& first() const { return first_; }
@@ -75,6 +84,7 @@ class Collector final : public pb::io::ErrorCollector {
   }
   const std::string& where_;
   std::string first_;
+  int warnings_ = 0;
 };
 
 // Error messages for values the parser accepted but we refuse, located in the text when the parse
@@ -131,8 +141,8 @@ struct IntParam {
   const char* key;
   int64_t lo, hi;
 };
-constexpr IntParam kIntParams[] = {{"streams", 1, 64}, {"threads", 0, 1024}, {"threads_per_stream", 0, 1024},
-                                 {"split_convs", 0, 64}};
+constexpr IntParam kIntParams[] = {
+    {"streams", 1, 64}, {"threads", 0, 1024}, {"threads_per_stream", 0, 1024}, {"split_convs", 0, 64}};
 constexpr const char* kBoolParams[] = {"pin", "warmup", "elastic_threads", "cuda_graphs", "winograd"};
 
 Status check_parameters(const std::map<std::string, std::string>& params, const std::string& where) {
@@ -269,13 +279,17 @@ Status read_dynamic_batching(const pc::ModelDynamicBatching& db, int max_batch_s
 // Text format lets a repeated message field omit the colon before a list ("input [ {...} ]"),
 // but protobuf's skipping of unknown fields only understands lists after a colon. Every
 // `name [` at a field position becomes `name:[` (the colon takes the place of the space, so
-// error columns stay right), outside strings and comments.
-std::string colon_before_lists(const std::string& text) {
+// error columns stay right), outside strings and comments. The same scan refuses nesting deeper
+// than kMaxConfigNesting: protobuf skips unknown fields by recursion without a depth limit.
+Result<std::string> colon_before_lists(const std::string& text, const std::string& where) {
   std::string out;
   out.reserve(text.size() + 8);
   const size_t n = text.size();
   char last_token = 0;  // the last non-space character outside strings and comments
   size_t i = 0;
+  int depth = 0;          // open '{', '<' and '[' outside strings and comments
+  int line = 1;           // 1-based, for errors
+  size_t line_start = 0;  // offset of the current line
   auto is_ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   while (i < n) {
     const char c = text[i];
@@ -316,6 +330,17 @@ std::string colon_before_lists(const std::string& text) {
       i = j;
       continue;
     }
+    if (c == '\n') {
+      ++line;
+      line_start = i + 1;
+    } else if (c == '{' || c == '<' || c == '[') {
+      if (++depth > kMaxConfigNesting)
+        return invalid_argument(where + ": line " + std::to_string(line) + " col " +
+                                std::to_string(i - line_start + 1) + ": nested deeper than " +
+                                std::to_string(kMaxConfigNesting) + " levels");
+    } else if (c == '}' || c == '>' || c == ']') {
+      depth = std::max(0, depth - 1);  // unbalanced closers are the parser's to report
+    }
     if (!std::isspace(static_cast<unsigned char>(c))) last_token = c;
     out += c;
     ++i;
@@ -353,11 +378,16 @@ Result<ModelConfig> parse_model_config(const std::string& text, const std::strin
   pc::ModelConfig p;
   Collector errors(where);
   Tree tree;
+  if (text.size() > kMaxConfigBytes)
+    return invalid_argument(where + ": " + std::to_string(text.size()) + " bytes; at most " +
+                            std::to_string(kMaxConfigBytes >> 20) + " MiB are read");
+  SL_ASSIGN_OR_RETURN(const std::string prepared, colon_before_lists(text, where));
   pb::TextFormat::Parser parser;
   parser.RecordErrorsTo(&errors);
   parser.AllowUnknownField(true);
   parser.WriteLocationsTo(&tree);
-  if (!parser.ParseFromString(colon_before_lists(text), &p))
+  parser.SetRecursionLimit(kMaxConfigNesting);
+  if (!parser.ParseFromString(prepared, &p))
     return invalid_argument(errors.first().empty() ? where + ": not a valid config" : errors.first());
 
   const Checker check(where);

@@ -14,6 +14,7 @@
 // options (streams, threads, threads_per_stream, elastic_threads, split_convs, winograd,
 // cuda_graphs, precision, pin, warmup). Unknown fields are ignored, with a warning.
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -52,8 +53,18 @@ struct ModelConfig {
   std::map<std::string, std::string> parameters;
 };
 
+// Largest config.pbtxt accepted (bytes).
+inline constexpr size_t kMaxConfigBytes = 4u << 20;
+// Deepest nesting of messages and lists ('{', '<', '[') accepted in config.pbtxt. Triton's
+// deepest configurations nest about 6 levels; the limit keeps a hostile file (an unknown field
+// nested 20,000 deep) from exhausting the stack of the parser, which skips unknown fields
+// recursively.
+inline constexpr int kMaxConfigNesting = 64;
+
 // Parses config.pbtxt text (protobuf text format). `where` names the file in errors:
-// InvalidArgument "where: line 4: ...". Unknown fields are ignored.
+// InvalidArgument "where: line 4: ...". Unknown fields are ignored (a warning each, the first
+// few logged). Text over kMaxConfigBytes or nested deeper than kMaxConfigNesting is refused
+// before parsing.
 [[nodiscard]] Result<ModelConfig> parse_model_config(const std::string& text, const std::string& where);
 // A configuration derived from the model alone: its inputs and outputs; max_batch_size 8 with
 // dynamic batching off when every input's first dimension is symbolic, else 0.

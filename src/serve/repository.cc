@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/cpu_set.h"
 #include "core/logging.h"
 
 namespace streamline::serve {
@@ -18,7 +19,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kConfigFile = "config.pbtxt";
 constexpr const char* kModelFile = "model.onnx";
-constexpr std::uintmax_t kMaxConfigBytes = 4u << 20;
 
 // Model names come from clients (load/unload by name): they must name a folder directly under the
 // root, never a path out of it.
@@ -36,7 +36,9 @@ Result<std::string> read_text(const fs::path& path, const std::string& label) {
   std::error_code ec;
   const std::uintmax_t size = fs::file_size(path, ec);
   if (ec) return not_found(label + ": cannot read: " + ec.message());
-  if (size > kMaxConfigBytes) return invalid_argument(label + ": larger than 4 MiB");
+  if (size > kMaxConfigBytes)
+    return invalid_argument(label + ": " + std::to_string(size) + " bytes; at most " +
+                            std::to_string(kMaxConfigBytes >> 20) + " MiB are read");
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found(label + ": cannot open");
   std::ostringstream ss;
@@ -68,6 +70,15 @@ std::string served_version(const fs::path& dir, std::vector<std::string>* withou
     }
   }
   return best;
+}
+
+// Messages name files by their place in the repository ("tiny/1/model.onnx"), never by where the
+// repository lies on this machine: clients see them.
+Status relative_to(const std::string& root, const Status& s) {
+  const std::string prefix = (fs::path(root) / "").string();
+  std::string m = s.message();
+  for (size_t at = m.find(prefix); at != std::string::npos; at = m.find(prefix, at)) m.erase(at, prefix.size());
+  return Status(s.code(), std::move(m));
 }
 
 }  // namespace
@@ -124,12 +135,14 @@ Result<std::shared_ptr<LoadedModel>> Repository::load_model(const std::string& n
   // Pass 1: config.pbtxt, when there is one (cheap, and its errors need no model).
   ModelConfig config;
   const bool have_config = fs::exists(dir / kConfigFile, ec);
+  // Errors name the file by its path in the repository.
+  const std::string config_label = name + "/" + kConfigFile;
   if (have_config) {
-    SL_ASSIGN_OR_RETURN(std::string text, read_text(dir / kConfigFile, kConfigFile));
-    SL_ASSIGN_OR_RETURN(config, parse_model_config(text, kConfigFile));
+    SL_ASSIGN_OR_RETURN(std::string text, read_text(dir / kConfigFile, config_label));
+    SL_ASSIGN_OR_RETURN(config, parse_model_config(text, config_label));
     if (!config.name.empty() && config.name != name)
-      return invalid_argument(std::string(kConfigFile) + ": name '" + config.name +
-                              "' does not match the model folder '" + name + "'");
+      return invalid_argument(config_label + ": name '" + config.name + "' does not match the model folder '" + name +
+                              "'");
   }
   config.name = name;
   if (!config.instance_group_given) config.instance_count = std::max(1, options_.default_instances);
@@ -148,17 +161,14 @@ Result<std::shared_ptr<LoadedModel>> Repository::load_model(const std::string& n
   // Pass 3: the model. Plans use the threads each instance will have.
   ModelOptions mo = model_options(config);
   ServingOptions probe = serving_options(config);
-  int threads = probe.threads_per_instance > 0 ? probe.threads_per_instance : options_.default_threads;
-  if (threads <= 0) {
-    const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads = std::max(1, hw / std::max(1, config.instance_count));
-  }
+  const int threads = core::share_threads(
+      probe.threads_per_instance > 0 ? probe.threads_per_instance : options_.default_threads, 0, config.instance_count);
   if (mo.num_threads == 0) mo.num_threads = threads;
   SL_ASSIGN_OR_RETURN(std::shared_ptr<Model> model, Model::load(path, mo));
 
   // Pass 4: the configuration completed (or derived) against the model.
   if (have_config) {
-    SL_RETURN_IF_ERROR(complete_config(config, *model).with_context(kConfigFile));
+    SL_RETURN_IF_ERROR(complete_config(config, *model).with_context(config_label));
   } else {
     ModelConfig derived = derive_model_config(name, *model);
     derived.instance_count = config.instance_count;
@@ -182,7 +192,7 @@ Status Repository::load(const std::string& name) {
   std::lock_guard<std::mutex> lifecycle(lifecycle_mu_);
   std::error_code ec;
   if (!fs::is_directory(fs::path(root_) / name, ec))
-    return not_found("no model folder '" + name + "' in repository '" + root_ + "'");
+    return not_found("no model folder '" + name + "' in the model repository");
   bool serving_old = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -195,7 +205,8 @@ Status Repository::load(const std::string& name) {
     }
   }
   std::string version;
-  auto loaded = load_model(name, &version);
+  Result<std::shared_ptr<LoadedModel>> loaded = load_model(name, &version);
+  if (!loaded.ok()) loaded = relative_to(root_, loaded.status());
   std::shared_ptr<LoadedModel> old;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -303,10 +303,33 @@ void ServerCore::infer(const std::string& model, const std::string& version, Inf
   });
 }
 
+// The refusal begins with Triton's words for it, which clients and scripts look for.
+Status ServerCore::check_model_control() const {
+  if (!options_.allow_model_control)
+    return unsupported(
+        "explicit model load / unload is not allowed: the server runs with model control mode none (start it "
+        "with --model-control-mode explicit)");
+  return ok_status();
+}
+
+Status ServerCore::load_model(const std::string& model) {
+  SL_RETURN_IF_ERROR(check_model_control());
+  return repo_.load(model);
+}
+
+Status ServerCore::unload_model(const std::string& model) {
+  SL_RETURN_IF_ERROR(check_model_control());
+  return repo_.unload(model);
+}
+
 bool ServerCore::drain(std::chrono::milliseconds timeout) {
+  // condition_variable::wait_for adds the timeout to now in nanoseconds: a longer one (up to
+  // milliseconds::max()) would wrap into the past and end the drain at once.
+  constexpr std::chrono::milliseconds kLongest = std::chrono::hours(24 * 365);
   draining_.store(true);
   std::unique_lock<std::mutex> lock(mu_);
-  return idle_cv_.wait_for(lock, timeout, [this] { return in_flight_.load() == 0; });
+  return idle_cv_.wait_for(lock, std::clamp(timeout, std::chrono::milliseconds(0), kLongest),
+                           [this] { return in_flight_.load() == 0; });
 }
 
 }  // namespace streamline::serve

@@ -9,8 +9,10 @@
 //   core.infer("resnet50", "", std::move(request), [](InferResponse r) { ... });  // exactly once
 //   std::string text = core.metrics_text();           // Prometheus exposition format
 //   core.drain(std::chrono::seconds(30));              // refuse new requests, finish accepted ones
+//   Status s = core.load_model("resnet50");            // Unsupported unless allow_model_control
 //
-// Thread-safe. The Repository must outlive the ServerCore.
+// Thread-safe. The Repository must outlive the ServerCore. Front ends see it read-only: what is
+// served changes through load_model/unload_model, where the model control policy is enforced.
 
 #include <atomic>
 #include <chrono>
@@ -31,6 +33,9 @@ struct ServerOptions {
   std::string name = "streamline";
   // Largest request body accepted (bytes); larger -> 413 / RESOURCE_EXHAUSTED.
   int64_t max_request_bytes = 256ll << 20;
+  // Model control mode "explicit": load_model/unload_model change what is served. Otherwise
+  // (mode "none") both are refused with Unsupported, for every front end alike.
+  bool allow_model_control = false;
 };
 
 struct TensorMetadata {
@@ -47,7 +52,7 @@ struct ModelMetadata {
 };
 
 // One mapping from Status to protocol codes, used by every front end.
-int http_status(const Status& s);     // 200, 400, 404, 413, 429, 500, 503, 504
+int http_status(const Status& s);       // 200, 400, 404, 413, 429, 500, 503, 504
 int grpc_status_code(const Status& s);  // grpc::StatusCode values as int
 
 class ServerCore {
@@ -62,13 +67,20 @@ class ServerCore {
   bool ready() const;
   bool draining() const { return draining_.load(); }
   const ServerOptions& options() const { return options_; }
-  Repository& repository() { return repo_; }
   const Repository& repository() const { return repo_; }
+
+  // Triton's repository extension (load, unload by model name). Unsupported "explicit model load
+  // / unload is not allowed ..." unless options().allow_model_control; else as Repository::load
+  // and unload. Blocks while the model loads or drains: call it off the I/O threads.
+  [[nodiscard]] Status load_model(const std::string& model);
+  [[nodiscard]] Status unload_model(const std::string& model);
+  // What load_model and unload_model would refuse with now, without doing anything: lets a front
+  // end answer a refused call at once instead of queueing it behind a load.
+  [[nodiscard]] Status check_model_control() const;
 
   // {"name":"streamline","version":"0.1.0","extensions":[...]}
   std::string server_metadata_json() const;
-  [[nodiscard]] Result<ModelMetadata> model_metadata(const std::string& model,
-                                                     const std::string& version) const;
+  [[nodiscard]] Result<ModelMetadata> model_metadata(const std::string& model, const std::string& version) const;
   static std::string model_metadata_json(const ModelMetadata& m);
   // Triton's statistics extension: {"model_stats":[{name, version, last_inference,
   // inference_count, execution_count, inference_stats:{success:{count,ns}, fail, queue,
@@ -85,11 +97,11 @@ class ServerCore {
   // every input's first dimension must be in [1, max_batch_size], and configured dims must match.
   // request.priority is 0-based (0 = highest, -1 = default): a KServe/Triton request priority p
   // maps to p - 1, and p = 0 (default) to -1.
-  void infer(const std::string& model, const std::string& version, InferRequest request,
-             InferCallback done);
+  void infer(const std::string& model, const std::string& version, InferRequest request, InferCallback done);
 
   // Refuses new requests from now on; waits until every accepted request is answered or the
-  // timeout passes. Returns true when none is left in flight.
+  // timeout passes (at most a year: longer ones, up to milliseconds::max(), wait a year). Returns
+  // true when none is left in flight.
   bool drain(std::chrono::milliseconds timeout);
   int64_t in_flight() const { return in_flight_.load(); }
 

@@ -194,28 +194,6 @@ TEST(Planner, UnsupportedOpsAreAllListed) {
   EXPECT_NE(m.find("Enigma (opset 13): e1"), std::string::npos) << m;
 }
 
-TEST(Executor, RunErrorsNameTheNodeAndBadInputsAreRejected) {
-  Graph g;
-  g.opsets[""] = 13;
-  ValueId x = g.add_value("x", DType::kFloat32, graph::DimList{1, 4});
-  g.add_input(x);
-  ValueId y = g.add_value("y");
-  g.add_node("Boom", "kaboom", {x}, {y});
-  g.add_output(y);
-  auto p = make(g, Shape{1, 4});
-  ASSERT_TRUE(p.ok());
-  exec::ExecutionContext ctx;
-  Tensor in = Tensor::empty(DType::kFloat32, Shape{1, 4});
-  std::vector<Tensor> outs;
-  Status s = exec::run_plan(*(*p)->plan, ctx, {&in, 1}, &outs, {});
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("kaboom"), std::string::npos) << s.message();
-  Tensor wrong = Tensor::empty(DType::kInt64, Shape{1, 4});
-  s = exec::run_plan(*(*p)->plan, ctx, {&wrong, 1}, &outs, {});
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("input 'x'"), std::string::npos) << s.message();
-}
-
 TEST(MemoryPlanner, PlacesLargestFirstInGaps) {
   // Five steps on one stream; buffer k is written at step k and read at step k+1.
   plan::ExecutionPlan p;

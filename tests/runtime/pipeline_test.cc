@@ -46,6 +46,18 @@ InferRequest request(uint64_t id, std::string name, Tensor t) {
 }
 
 // A stage that blocks every request until opened; counts how many are inside.
+// Whether `condition` holds within 10 s (checked as fast as the scheduler allows): for states
+// another thread reaches at an unknown moment.
+template <typename F>
+bool eventually(F condition) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 class Gate final : public Stage {
  public:
   Status process(StageIO& io) override {
@@ -331,7 +343,8 @@ TEST(Pipeline, EntryBackpressure) {
   later.timeout_us = 10'000'000;
   std::future<InferResponse> fifth;
   std::thread submitter([&] { fifth = pipe.submit(std::move(later)); });  // blocks until room
-  std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(eventually([&] { return pipe.stats().stages[0].blocked_producers == 1; }))
+      << "the fifth request never waited for room";
   gate->open();
   submitter.join();
   for (auto* f : {&first, &second, &third, &fifth}) EXPECT_TRUE(f->get().status.ok());
@@ -365,12 +378,14 @@ TEST(Pipeline, InternalBackpressureBoundsEveryQueue) {
   gate->wait_inside(1);
   // Saturation: the sink holds 1 and queues 2; fast's worker has processed a 4th and is blocked
   // pushing it, 2 more wait in fast's queue; the other clients wait to enter.
-  for (int spin = 0; spin < 5000; ++spin) {
+  EXPECT_TRUE(eventually([&] {
     const PipelineStats s = (*p)->stats();
-    if (s.stages[0].queue_depth == 2 && s.stages[1].queue_depth == 2 && s.stages[0].processed == 4) break;
-    std::this_thread::sleep_for(1ms);
-  }
+    return s.stages[0].queue_depth == 2 && s.stages[1].queue_depth == 2 && s.stages[0].processed == 4 &&
+           s.stages[1].blocked_producers == 1 && s.stages[0].blocked_producers == kN - 6;
+  }));
   PipelineStats s = (*p)->stats();
+  EXPECT_EQ(s.stages[1].blocked_producers, 1);       // fast's worker, pushing its 4th
+  EXPECT_EQ(s.stages[0].blocked_producers, kN - 6);  // the clients that have not entered
   EXPECT_EQ(s.stages[1].queue_depth, 2);
   EXPECT_EQ(s.stages[0].queue_depth, 2);
   EXPECT_EQ(s.stages[0].processed, 4u);
@@ -477,7 +492,18 @@ TEST(Pipeline, ShutdownDrainsThenRefuses) {
   for (int i = 0; i < 5; ++i) fs.push_back((*p)->submit(request(static_cast<uint64_t>(i), "x", scalar_in(1))));
   gate->wait_inside(1);
   std::thread closer([&] { (*p)->shutdown(ShutdownMode::kDrain); });
-  std::this_thread::sleep_for(10ms);
+  // Probe until shutdown has begun, so that the gate opens while it drains; probes accepted before
+  // that are drained too.
+  for (uint64_t id = 100;; ++id) {
+    auto f = (*p)->submit(request(id, "x", scalar_in(1)));
+    if (f.wait_for(0s) == std::future_status::ready) {
+      const InferResponse probe = f.get();
+      ASSERT_EQ(probe.status.code(), StatusCode::kUnavailable) << probe.status.to_string();
+      break;
+    }
+    fs.push_back(std::move(f));
+    std::this_thread::yield();
+  }
   gate->open();
   closer.join();
   for (auto& f : fs) EXPECT_TRUE(f.get().status.ok());
@@ -537,8 +563,7 @@ TEST(Pipeline, IntermediatesAreReleasedEarly) {
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   auto f = (*p)->submit(request(1, "x", scalar_in(3)));
   gate->wait_inside(1);
-  for (int spin = 0; spin < 2000 && !watch.expired(); ++spin) std::this_thread::sleep_for(1ms);
-  EXPECT_TRUE(watch.expired());  // the request is still in the pipeline, "big" is gone
+  EXPECT_TRUE(eventually([&] { return watch.expired(); }));  // the request is still in the pipeline, "big" is gone
   gate->open();
   EXPECT_EQ(value(f.get().outputs.at("y")), 3.f);
 }

@@ -1,16 +1,17 @@
 // The scheduler with a FakeClock and a fake executor: no inference, deterministic batches.
 
+#include "runtime/scheduler.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <thread>
-
-#include "runtime/scheduler.h"
 
 namespace streamline::runtime {
 namespace {
@@ -18,7 +19,8 @@ namespace {
 using namespace std::chrono_literals;
 
 // Records every batch; can hold chosen requests (by id) until released; answers each request
-// with an output "id" = [id].
+// with an output "id" = [id]. A batch holding a poisoned request fails as a whole, every request
+// of it answered with that request's error (as one bad index fails a real run).
 class FakeExecutor {
  public:
   explicit FakeExecutor(FakeClock* clock = nullptr, int64_t compute_us = 0) : clock_(clock), compute_us_(compute_us) {}
@@ -39,6 +41,11 @@ class FakeExecutor {
       });
       --running_;
       if (clock_) clock_->advance_us(compute_us_);
+      for (uint64_t id : ids)
+        if (poisoned_.count(id)) {
+          for (auto& r : out) r.status = invalid_argument("request " + std::to_string(id) + " has a bad index");
+          return;
+        }
       for (size_t i = 0; i < reqs.size(); ++i) {
         if (fail_) {
           out[i].status = internal_error("executor failed");
@@ -60,6 +67,10 @@ class FakeExecutor {
     cv_.notify_all();
   }
   void set_fail() { fail_ = true; }
+  void poison(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    poisoned_.insert(id);
+  }
   // Waits until `n` batches have started.
   bool wait_batches(size_t n, std::chrono::milliseconds timeout = 5000ms) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -86,6 +97,7 @@ class FakeExecutor {
   std::vector<std::vector<uint64_t>> batches_;
   std::vector<int> instances_;
   std::set<uint64_t> held_;
+  std::set<uint64_t> poisoned_;
   int running_ = 0;
   std::atomic<bool> fail_{false};
 };
@@ -277,7 +289,7 @@ TEST(Scheduler, HigherPriorityRunsFirst) {
   fx.exec.hold(0);
   auto f0 = submit(*fx.sched, req(0));
   ASSERT_TRUE(fx.exec.wait_running(1));
-  auto l1 = submit(*fx.sched, req(1));      // default: low
+  auto l1 = submit(*fx.sched, req(1));  // default: low
   auto l2 = submit(*fx.sched, req(2, 1));
   auto h = submit(*fx.sched, req(3, 0));
   fx.exec.release(0);
@@ -390,6 +402,77 @@ TEST(Scheduler, ExecutorErrorsAreResponses) {
   auto f = submit(*fx.sched, req(0));
   EXPECT_EQ(f.get().status.code(), StatusCode::kInternal);
   EXPECT_EQ(fx.sched->stats().failures.at(StatusCode::kInternal), 1u);
+}
+
+TEST(Scheduler, AFailedBatchIsRetriedRequestByRequest) {
+  Fixture fx(policy(4, 1'000'000), 1, /*compute_us=*/100);
+  fx.exec.poison(1);
+  fx.exec.poison(3);
+  std::vector<std::future<InferResponse>> fs;
+  for (uint64_t i = 0; i < 4; ++i) fs.push_back(submit(*fx.sched, req(i)));  // one full batch
+  std::vector<InferResponse> rs;
+  for (auto& f : fs) rs.push_back(f.get());
+  for (uint64_t i : {0, 2}) {
+    ASSERT_TRUE(rs[i].status.ok()) << i << ": " << rs[i].status.to_string();
+    EXPECT_EQ(rs[i].outputs.at("id").data<int64_t>()[0], static_cast<int64_t>(i));
+    EXPECT_EQ(rs[i].batch_size, 1);                                    // it ran alone in the end
+    EXPECT_EQ(rs[i].compute_us, static_cast<int64_t>(100 * (i + 2)));  // the failed batch, the runs alone so far
+  }
+  for (uint64_t i : {1, 3}) {  // each bad request gets its own error, not the other's
+    EXPECT_EQ(rs[i].status.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(rs[i].status.message(), "request " + std::to_string(i) + " has a bad index");
+    EXPECT_EQ(rs[i].id, i);
+  }
+  EXPECT_EQ(fx.exec.batches(), (std::vector<std::vector<uint64_t>>{{0, 1, 2, 3}, {0}, {1}, {2}, {3}}));
+  const ServingStats s = fx.sched->stats();
+  EXPECT_EQ(s.succeeded, 2u);
+  EXPECT_EQ(s.failures.at(StatusCode::kInvalidArgument), 2u);
+  EXPECT_EQ(s.batch_size_hist, (std::map<int, uint64_t>{{1, 4}, {4, 1}}));
+  EXPECT_EQ(s.queued, 0);
+  EXPECT_EQ(s.in_flight, 0);
+  EXPECT_EQ(s.instance_busy_us, (std::vector<int64_t>{500}));
+}
+
+TEST(Scheduler, RequestsFailingAloneToo) {
+  Fixture fx(policy(2, 1'000'000));
+  fx.exec.set_fail();  // every run fails: the retry answers each request with its own failure
+  auto a = submit(*fx.sched, req(0));
+  auto b = submit(*fx.sched, req(1));
+  EXPECT_EQ(a.get().status.code(), StatusCode::kInternal);
+  EXPECT_EQ(b.get().status.code(), StatusCode::kInternal);
+  EXPECT_EQ(fx.exec.batches(), (std::vector<std::vector<uint64_t>>{{0, 1}, {0}, {1}}));
+}
+
+TEST(Scheduler, TimeoutsNearInt64MaxSaturate) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  BatchPolicy p = policy(1, 0);
+  Fixture fx(p);
+  fx.clock.set_us(5'000'000);  // enqueue time + timeout would wrap past INT64_MAX
+  fx.exec.hold(0);
+  auto f0 = submit(*fx.sched, req(0));
+  ASSERT_TRUE(fx.exec.wait_running(1));
+  auto f1 = submit(*fx.sched, req(1, -1, kMax));
+  auto f2 = submit(*fx.sched, req(2, -1, kMax - 1));
+  auto f3 = submit(*fx.sched, req(3, -1, kMax - 5'000'000));  // exactly INT64_MAX: no deadline
+  auto f4 = submit(*fx.sched, req(4, -1, kMax / 2));          // a real deadline, far ahead
+  fx.clock.advance_us(3'600'000'000);                         // an hour later, still queued
+  fx.sched->wake();
+  for (auto* f : {&f1, &f2, &f3, &f4}) EXPECT_FALSE(ready(*f, 10ms));
+  fx.exec.release(0);
+  for (auto* f : {&f0, &f1, &f2, &f3, &f4}) {
+    const InferResponse r = f->get();
+    EXPECT_TRUE(r.status.ok()) << r.id << ": " << r.status.to_string();
+  }
+  EXPECT_EQ(fx.sched->stats().failures.count(StatusCode::kDeadlineExceeded), 0u);
+}
+
+TEST(Scheduler, DefaultTimeoutNearInt64MaxSaturates) {
+  BatchPolicy p = policy(1, 0);
+  p.queue.default_timeout_us = std::numeric_limits<int64_t>::max();
+  Fixture fx(p);
+  fx.clock.set_us(1'000'000);
+  auto f = submit(*fx.sched, req(0));
+  EXPECT_TRUE(f.get().status.ok());
 }
 
 TEST(Scheduler, StatsTimesFollowTheClock) {

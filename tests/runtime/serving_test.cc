@@ -1,16 +1,18 @@
 // ServingModel end to end on tiny graphs built in the test: batched outputs equal unbatched
 // ones, refusals are explicit, and every request gets exactly one response under concurrency.
 
+#include "streamline/serving.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <thread>
 
 #include "graph/ir.h"
-#include "streamline/serving.h"
 
 namespace streamline {
 namespace {
@@ -55,6 +57,27 @@ std::shared_ptr<Model> relu_model(Dim first) {
   g.add_input(x);
   const auto y = g.add_value("y", DType::kFloat32);
   g.add_node("Relu", "relu", {x}, {y});
+  g.add_output(y);
+  auto m = Model::from_graph(std::move(g));
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  return m.ok() ? *m : nullptr;
+}
+
+constexpr int kTableRows = 8, kTableCols = 3;
+
+// idx[N,2] int64 from the request -> y = Gather(table, idx) [N,2,3], table[r][c] = 10 r + c. An
+// index outside [-8, 8) fails the run: a value-level error that only the request's data causes.
+std::shared_ptr<Model> gather_model() {
+  graph::Graph g;
+  g.opsets[""] = 13;
+  const auto idx = g.add_value("idx", DType::kInt64, DimList{Dim::sym("N"), 2});
+  g.add_input(idx);
+  std::vector<float> table;
+  for (int r = 0; r < kTableRows; ++r)
+    for (int c = 0; c < kTableCols; ++c) table.push_back(static_cast<float>(10 * r + c));
+  const auto t = g.add_constant("table", Tensor::from_vector<float>(Shape{kTableRows, kTableCols}, table));
+  const auto y = g.add_value("y", DType::kFloat32);
+  g.add_node("Gather", "gather", {t, idx}, {y});
   g.add_output(y);
   auto m = Model::from_graph(std::move(g));
   EXPECT_TRUE(m.ok()) << m.status().to_string();
@@ -151,6 +174,70 @@ TEST(Serving, InvalidRequestsAreRefused) {
   EXPECT_EQ(s.failures.at(StatusCode::kInvalidArgument), 8u);
   EXPECT_EQ(s.accepted, 1u);
   EXPECT_EQ(s.succeeded, 1u);
+}
+
+// Two requests with out-of-range indices share one full batch with two good ones: the good ones
+// get their rows, each bad one its own error (naming its own index, never the other's).
+TEST(Serving, ABadRequestFailsAloneInItsBatch) {
+  auto model = gather_model();
+  ASSERT_TRUE(model);
+  FakeClock clock;  // never moves: only the full batch of 4 launches
+  auto served = ServingModel::create(model, options(1, 4, 1'000'000, &clock));
+  ASSERT_TRUE(served.ok()) << served.status().to_string();
+  const std::vector<std::vector<int64_t>> idx = {{1, 2}, {101, 0}, {3, -1}, {0, 103}};
+  std::vector<std::future<InferResponse>> fs;
+  for (size_t i = 0; i < idx.size(); ++i) {
+    InferRequest r;
+    r.id = i;
+    r.inputs["idx"] = Tensor::from_vector<int64_t>(Shape{1, 2}, idx[i]);
+    fs.push_back((*served)->submit(std::move(r)));
+  }
+  std::vector<InferResponse> rs;
+  for (auto& f : fs) rs.push_back(f.get());
+  for (size_t i : {0, 2}) {
+    ASSERT_TRUE(rs[i].status.ok()) << i << ": " << rs[i].status.to_string();
+    const Tensor& y = rs[i].outputs.at("y");
+    ASSERT_EQ(y.shape(), (Shape{1, 2, kTableCols}));
+    for (int k = 0; k < 2; ++k) {
+      const int64_t row = (idx[i][static_cast<size_t>(k)] + kTableRows) % kTableRows;
+      for (int c = 0; c < kTableCols; ++c)
+        EXPECT_EQ(y.data<float>()[k * kTableCols + c], static_cast<float>(10 * row + c)) << i;
+    }
+  }
+  const std::pair<size_t, std::string> bad[] = {{1, "101"}, {3, "103"}};
+  for (const auto& [i, own] : bad) {
+    const std::string other = own == "101" ? "103" : "101";
+    EXPECT_EQ(rs[i].status.code(), StatusCode::kInvalidArgument) << rs[i].status.to_string();
+    EXPECT_NE(rs[i].status.message().find(own), std::string::npos) << rs[i].status.message();
+    EXPECT_EQ(rs[i].status.message().find(other), std::string::npos) << rs[i].status.message();
+    EXPECT_TRUE(rs[i].outputs.empty());
+  }
+  const ServingStats s = (*served)->stats();
+  EXPECT_EQ(s.succeeded, 2u);
+  EXPECT_EQ(s.failures.at(StatusCode::kInvalidArgument), 2u);
+  EXPECT_EQ(s.batch_size_hist, (std::map<int, uint64_t>{{1, 4}, {4, 1}}));  // the batch, then each alone
+}
+
+// Timeouts at the int64 boundary on the real clock (whose epoch is far from 0): no overflow into
+// an instant DeadlineExceeded; negative ones are refused, saying why.
+TEST(Serving, TimeoutsAtTheInt64Boundary) {
+  auto served = ServingModel::create(matmul_relu_model(), options(1, 1, 0));
+  ASSERT_TRUE(served.ok());
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (int64_t t : {kMax, kMax - 1, kMax / 2}) {
+    InferRequest r = request(1, random_tensor(Shape{1, kIn}, 1));
+    r.timeout_us = t;
+    const InferResponse resp = (*served)->infer(std::move(r));
+    EXPECT_TRUE(resp.status.ok()) << t << ": " << resp.status.to_string();
+  }
+  for (int64_t t : {int64_t{-1}, std::numeric_limits<int64_t>::min()}) {
+    InferRequest r = request(2, random_tensor(Shape{1, kIn}, 1));
+    r.timeout_us = t;
+    const InferResponse resp = (*served)->infer(std::move(r));
+    EXPECT_EQ(resp.status.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(resp.status.message().find("timeout_us must be >= 0"), std::string::npos) << resp.status.message();
+    EXPECT_NE(resp.status.message().find(std::to_string(t)), std::string::npos) << resp.status.message();
+  }
 }
 
 TEST(Serving, DifferentNonBatchDimsAreNotBatchedTogether) {

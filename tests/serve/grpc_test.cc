@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -63,7 +64,9 @@ class GrpcServerTest : public ::testing::Test {
                                                     << "dynamic_batching { max_queue_delay_microseconds: 500 }\n";
     repo_ = new Repository(root_->string(), {});
     ASSERT_TRUE(repo_->load_all().ok());
-    core_ = new ServerCore(*repo_, {});
+    ServerOptions so;
+    so.allow_model_control = true;  // model control mode "explicit"
+    core_ = new ServerCore(*repo_, so);
     server_ = new GrpcServer(*core_, {.host = "127.0.0.1", .port = 0});
     const Status s = server_->start();
     ASSERT_TRUE(s.ok()) << s.to_string();
@@ -453,6 +456,38 @@ TEST(GrpcCodecTest, DecodesParametersAndRejectsInconsistentRequests) {
   EXPECT_EQ(decode_infer_request(bytes, &by).code(), StatusCode::kInvalidArgument);
 }
 
+// Priorities and timeouts at the integer boundaries: huge priorities run at the lowest level (as
+// over HTTP), timeouts up to INT64_MAX pass through, negative or unrepresentable ones are refused.
+TEST(GrpcCodecTest, PriorityAndTimeoutBoundaries) {
+  auto decode = [](auto set) {
+    pb::ModelInferRequest req;
+    set(*req.mutable_parameters());
+    InferRequest out;
+    Status s = decode_infer_request(req, &out);
+    return std::make_pair(s, out);
+  };
+  using Params = google::protobuf::Map<std::string, pb::InferParameter>;
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  auto [s1, r1] = decode([](Params& p) { p["priority"].set_uint64_param(std::numeric_limits<uint64_t>::max()); });
+  ASSERT_TRUE(s1.ok()) << s1.to_string();
+  EXPECT_EQ(r1.priority, std::numeric_limits<int>::max());
+  auto [s2, r2] = decode([&](Params& p) { p["priority"].set_int64_param(kMax); });
+  ASSERT_TRUE(s2.ok()) << s2.to_string();
+  EXPECT_EQ(r2.priority, std::numeric_limits<int>::max());
+  auto [s3, r3] = decode([](Params& p) { p["priority"].set_int64_param(-1); });
+  EXPECT_EQ(s3.code(), StatusCode::kInvalidArgument);
+  for (int64_t t : {kMax, kMax - 1}) {
+    auto [s, r] = decode([&](Params& p) { p["timeout"].set_int64_param(t); });
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(r.timeout_us, t);
+  }
+  auto [s4, r4] = decode([](Params& p) { p["timeout"].set_int64_param(-1); });
+  EXPECT_EQ(s4.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s4.message().find("timeout"), std::string::npos);
+  auto [s5, r5] = decode([](Params& p) { p["timeout"].set_uint64_param(static_cast<uint64_t>(kMax) + 1); });
+  EXPECT_EQ(s5.code(), StatusCode::kInvalidArgument);
+}
+
 TEST(GrpcCodecTest, EncodesOutputsInTheAskedOrder) {
   InferResponse r;
   r.outputs["a"] = Tensor::from_vector<float>(Shape{2}, {1.f, 2.f});
@@ -465,6 +500,57 @@ TEST(GrpcCodecTest, EncodesOutputsInTheAskedOrder) {
   EXPECT_EQ(out.raw_output_contents(0).size(), sizeof(int64_t));
   EXPECT_EQ(out.outputs(1).name(), "a");
   EXPECT_EQ(out.raw_output_contents(1).size(), 2 * sizeof(float));
+}
+
+// Model control mode "none": RepositoryModelLoad and RepositoryModelUnload are refused as over
+// HTTP (INVALID_ARGUMENT, the HTTP 400), and the model keeps serving.
+TEST(GrpcModelControlTest, RefusedWithoutExplicitMode) {
+  const fs::path root = fs::temp_directory_path() / ("sl_grpc_control_" + std::to_string(::getpid()));
+  fs::create_directories(root / "tiny" / "1");
+  std::ofstream(root / "tiny" / "1" / "model.onnx", std::ios::binary)
+      << tiny_model_bytes(random_values(kIn * kOut, 1), random_values(kOut, 2));
+  {
+    Repository repo(root.string(), {});
+    ASSERT_TRUE(repo.load_all().ok());
+    ServerCore core(repo, {});
+    GrpcServer server(core, {.host = "127.0.0.1", .port = 0});
+    ASSERT_TRUE(server.start().ok());
+    auto stub = pb::GRPCInferenceService::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(server.port()), grpc::InsecureChannelCredentials()));
+    auto expect_refused = [](const grpc::Status& s) {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+      EXPECT_EQ(s.error_message().rfind("explicit model load / unload is not allowed", 0), 0u) << s.error_message();
+    };
+    {
+      grpc::ClientContext ctx;
+      pb::RepositoryModelUnloadRequest q;
+      q.set_model_name("tiny");
+      pb::RepositoryModelUnloadResponse r;
+      expect_refused(stub->RepositoryModelUnload(&ctx, q, &r));
+    }
+    {
+      grpc::ClientContext ctx;
+      pb::RepositoryModelLoadRequest q;
+      q.set_model_name("tiny");
+      pb::RepositoryModelLoadResponse r;
+      expect_refused(stub->RepositoryModelLoad(&ctx, q, &r));
+    }
+    grpc::ClientContext ctx;
+    pb::ModelInferRequest req;
+    req.set_model_name("tiny");
+    auto* in = req.add_inputs();
+    in->set_name("x");
+    in->set_datatype("FP32");
+    in->add_shape(1);
+    in->add_shape(kIn);
+    for (int i = 0; i < kIn; ++i) in->mutable_contents()->add_fp32_contents(0.5f);
+    pb::ModelInferResponse resp;
+    const grpc::Status s = stub->ModelInfer(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();  // still served
+    EXPECT_EQ(repo.index().at(0).state, ModelState::kReady);
+  }
+  std::error_code ec;
+  fs::remove_all(root, ec);
 }
 
 TEST(GrpcServerStartTest, BusyPortIsUnavailable) {

@@ -18,6 +18,7 @@
 #include <random>
 #include <thread>
 
+#include "http_test_client.h"
 #include "serve/http_server.h"
 #include "serve/repository.h"
 #include "serve/server_core.h"
@@ -32,89 +33,13 @@ namespace http = beast::http;
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using namespace std::chrono_literals;
+using testing::Client;
 using testing::kIn;
 using testing::kOut;
+using testing::raw_exchange;
+using testing::Reply;
 
 constexpr int64_t kMaxRequestBytes = 1 << 20;
-
-struct Reply {
-  unsigned status = 0;  // 0: no response (connection failed or closed)
-  std::string body;
-  http::fields headers;
-  bool keep_alive = false;
-};
-
-// One keep-alive connection; each call sends one request and reads its response.
-class Client {
- public:
-  explicit Client(int port) : stream_(ioc_) {
-    beast::error_code ec;
-    stream_.expires_after(10s);
-    stream_.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)), ec);
-    EXPECT_FALSE(ec) << ec.message();
-  }
-
-  Reply send(http::verb verb, const std::string& target, const std::string& body = "",
-             const std::vector<std::pair<std::string, std::string>>& headers = {}) {
-    http::request<http::string_body> req{verb, target, 11};
-    req.set(http::field::host, "127.0.0.1");
-    for (const auto& [k, v] : headers) req.set(k, v);
-    req.body() = body;
-    req.prepare_payload();
-    return exchange(req);
-  }
-  Reply get(const std::string& target) { return send(http::verb::get, target); }
-  Reply post(const std::string& target, const std::string& body,
-             const std::vector<std::pair<std::string, std::string>>& headers = {}) {
-    return send(http::verb::post, target, body, headers);
-  }
-
-  Reply exchange(const http::request<http::string_body>& req) {
-    Reply r;
-    beast::error_code ec;
-    stream_.expires_after(20s);
-    http::write(stream_, req, ec);
-    if (ec) return r;
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(64 << 20);
-    http::read(stream_, buffer_, parser, ec);
-    if (ec) return r;
-    auto res = parser.release();
-    r.status = res.result_int();
-    r.body = res.body();
-    r.keep_alive = res.keep_alive();
-    for (const auto& f : res) r.headers.set(f.name_string(), f.value());
-    return r;
-  }
-
- private:
-  asio::io_context ioc_;
-  beast::tcp_stream stream_;
-  beast::flat_buffer buffer_;
-};
-
-// Sends raw bytes, half-closes, and reads whatever comes back until the server closes.
-std::string raw_exchange(int port, const std::string& bytes, bool* timed_out) {
-  asio::io_context ioc;
-  beast::tcp_stream s(ioc);
-  beast::error_code ec;
-  s.expires_after(10s);
-  s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)), ec);
-  if (ec) return "connect failed: " + ec.message();
-  asio::write(s.socket(), asio::buffer(bytes), ec);  // the server may have closed already
-  s.socket().shutdown(tcp::socket::shutdown_send, ec);
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    size_t n = s.read_some(asio::buffer(buf), ec);
-    out.append(buf, n);
-    if (ec) {
-      *timed_out = ec == beast::error::timeout;
-      break;
-    }
-  }
-  return out;
-}
 
 rapidjson::Document parse(const std::string& text) {
   rapidjson::Document d;
@@ -181,10 +106,10 @@ class HttpServerTest : public ::testing::Test {
     ASSERT_TRUE(repo_->load_all().ok());
     ServerOptions so;
     so.max_request_bytes = kMaxRequestBytes;
+    so.allow_model_control = true;
     core_ = new ServerCore(*repo_, so);
     HttpOptions ho;
     ho.port = 0;
-    ho.allow_model_control = true;
     server_ = new HttpServer(*core_, ho);
     Status s = server_->start();
     ASSERT_TRUE(s.ok()) << s.to_string();
@@ -612,9 +537,11 @@ TEST(HttpServerOptionsTest, MetricsOnlyModelControlOffAndIdleTimeout) {
   HttpServer http(core, ho);
   ASSERT_TRUE(http.start().ok());
   Client c(http.port());
-  Reply denied = c.post("/v2/repository/models/mm/unload", "");
-  EXPECT_EQ(denied.status, 400u);
-  EXPECT_NE(error_of(denied).find("model control"), std::string::npos);
+  for (const char* op : {"unload", "load"}) {
+    Reply denied = c.post(std::string("/v2/repository/models/mm/") + op, "");
+    EXPECT_EQ(denied.status, 400u);
+    EXPECT_EQ(error_of(denied).rfind("explicit model load / unload is not allowed", 0), 0u) << error_of(denied);
+  }
   EXPECT_EQ(c.get("/v2/models/mm/ready").status, 200u);
   std::this_thread::sleep_for(1500ms);
   EXPECT_EQ(c.get("/v2/health/live").status, 0u);  // the idle connection was closed
@@ -657,9 +584,13 @@ TEST(HttpServerOptionsTest, DrainingAnswers503AndStopWaitsForInferences) {
   for (int i = 0; i < 2000 && core.in_flight() == 0; ++i) std::this_thread::sleep_for(1ms);
   ASSERT_GT(core.in_flight(), 0);
   EXPECT_TRUE(core.drain(5s));
-  Client c(http.port());
-  EXPECT_EQ(c.get("/v2/health/ready").status, 503u);
-  EXPECT_EQ(c.post("/v2/models/mm/infer", infer_json(testing::random_input(1, 19))).status, 503u);
+  // Each answer during the drain closes its connection (a client must not reuse it).
+  Reply ready = Client(http.port()).get("/v2/health/ready");
+  EXPECT_EQ(ready.status, 503u);
+  EXPECT_FALSE(ready.keep_alive);
+  Reply refused = Client(http.port()).post("/v2/models/mm/infer", infer_json(testing::random_input(1, 19)));
+  EXPECT_EQ(refused.status, 503u);
+  EXPECT_FALSE(refused.keep_alive);
   http.stop();
   t.join();
   EXPECT_EQ(waited.status, 200u) << waited.body;

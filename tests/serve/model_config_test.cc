@@ -210,12 +210,12 @@ TEST(ModelConfig, WinogradParameter) {
   auto on = parse_model_config("instance_group [ { kind: KIND_CPU count: 1 } ]\n", "config.pbtxt");
   ASSERT_TRUE(on.ok()) << on.status().to_string();
   EXPECT_TRUE(model_options(*on).winograd);
-  auto off = parse_model_config("parameters { key: \"winograd\" value: { string_value: \"false\" } }\n",
-                                "config.pbtxt");
+  auto off =
+      parse_model_config("parameters { key: \"winograd\" value: { string_value: \"false\" } }\n", "config.pbtxt");
   ASSERT_TRUE(off.ok()) << off.status().to_string();
   EXPECT_FALSE(model_options(*off).winograd);
-  auto bad = parse_model_config("parameters { key: \"winograd\" value: { string_value: \"sometimes\" } }\n",
-                                "config.pbtxt");
+  auto bad =
+      parse_model_config("parameters { key: \"winograd\" value: { string_value: \"sometimes\" } }\n", "config.pbtxt");
   EXPECT_FALSE(bad.ok());
 }
 
@@ -226,7 +226,8 @@ TEST(ModelConfig, SplitConvsParameter) {
   auto two = parse_model_config("parameters { key: \"split_convs\" value: { string_value: \"2\" } }\n", "config.pbtxt");
   ASSERT_TRUE(two.ok()) << two.status().to_string();
   EXPECT_EQ(model_options(*two).split_convs, 2);
-  auto bad = parse_model_config("parameters { key: \"split_convs\" value: { string_value: \"65\" } }\n", "config.pbtxt");
+  auto bad =
+      parse_model_config("parameters { key: \"split_convs\" value: { string_value: \"65\" } }\n", "config.pbtxt");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("split_convs"), std::string::npos) << bad.status().to_string();
 }
@@ -239,6 +240,55 @@ TEST(ModelConfig, UnknownFieldsAreIgnored) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->name, "m");
   EXPECT_EQ(r->max_batch_size, 2);
+}
+
+std::string nested(const std::string& open, const std::string& close, int depth) {
+  std::string s = "max_batch_size: 8\n";
+  for (int i = 0; i < depth; ++i) s += open;
+  for (int i = 0; i < depth; ++i) s += close;
+  return s + "\n";
+}
+
+// An unknown field nested 20,000 deep (about 100 KB) used to exhaust the stack of protobuf's
+// recursive skipping of unknown fields: now it is refused before parsing, located.
+TEST(ModelConfig, DeepNestingIsRefusedNotACrash) {
+  const std::pair<std::string, std::string> kinds[] = {{"foo { ", "} "}, {"foo < ", "> "}, {"foo: [ ", "] "}};
+  for (const auto& [open, close] : kinds) {
+    auto r = parse_model_config(nested(open, close, 20000), "deep/config.pbtxt");
+    ASSERT_FALSE(r.ok()) << open;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    const std::string col = std::to_string(kMaxConfigNesting * open.size() + open.size() - 1);
+    EXPECT_EQ(r.status().message(), "deep/config.pbtxt: line 2 col " + col + ": nested deeper than " +
+                                        std::to_string(kMaxConfigNesting) + " levels")
+        << open;
+  }
+  // A known field nested deeper than its message allows is refused the same way.
+  std::string known = "dynamic_batching { default_queue_policy { ";
+  for (int i = 0; i < 2 * kMaxConfigNesting; ++i) known += "x { ";
+  EXPECT_NE(parse_model_config(known, "c").status().message().find("nested deeper than"), std::string::npos);
+}
+
+TEST(ModelConfig, NestingUpToTheLimitIsFine) {
+  auto r = parse_model_config(nested("foo { ", "} ", kMaxConfigNesting), "config.pbtxt");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();  // unknown, ignored
+  EXPECT_EQ(r->max_batch_size, 8);
+  EXPECT_FALSE(parse_model_config(nested("foo { ", "} ", kMaxConfigNesting + 1), "config.pbtxt").ok());
+  // Brackets inside strings and comments do not nest.
+  const std::string brackets(10000, '{');
+  auto quoted = parse_model_config("name: \"" + brackets + "\"\n# " + brackets + "\nmax_batch_size: 2\n", "c");
+  ASSERT_TRUE(quoted.ok()) << quoted.status().to_string();
+  EXPECT_EQ(quoted->name, brackets);
+  EXPECT_EQ(quoted->max_batch_size, 2);
+}
+
+TEST(ModelConfig, OversizedTextIsRefused) {
+  const std::string big = "# " + std::string(kMaxConfigBytes, 'x') + "\nmax_batch_size: 8\n";
+  auto r = parse_model_config(big, "big/config.pbtxt");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message().rfind("big/config.pbtxt: " + std::to_string(big.size()) + " bytes; at most 4 MiB", 0),
+            0u)
+      << r.status().message();
 }
 
 TEST(ModelConfig, ListsWithAndWithoutColon) {

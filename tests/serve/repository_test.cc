@@ -77,7 +77,7 @@ TEST_F(RepositoryTest, EachModelLoadsOrFailsOnItsOwn) {
   const RepositoryEntry* broken = find(index, "broken_config");
   ASSERT_TRUE(broken);
   EXPECT_EQ(broken->state, ModelState::kUnavailable);
-  EXPECT_EQ(broken->reason.rfind("config.pbtxt: line 3 col", 0), 0u) << broken->reason;
+  EXPECT_EQ(broken->reason.rfind("broken_config/config.pbtxt: line 3 col", 0), 0u) << broken->reason;
   EXPECT_NE(broken->reason.find("TYPE_NOPE"), std::string::npos) << broken->reason;
 
   const RepositoryEntry* corrupt = find(index, "corrupt");
@@ -94,6 +94,28 @@ TEST_F(RepositoryTest, EachModelLoadsOrFailsOnItsOwn) {
   EXPECT_EQ(model_state_name(ModelState::kReady), std::string("READY"));
   EXPECT_EQ(model_state_name(ModelState::kUnavailable), std::string("UNAVAILABLE"));
   EXPECT_EQ(repo.ready_models().size(), 2u);
+}
+
+// A config.pbtxt nested 20,000 deep: that model is unavailable with a located reason, at scan
+// and on an explicit load, and the process and the other models are unharmed.
+TEST_F(RepositoryTest, DeeplyNestedConfigFailsThatModelOnly) {
+  std::string deep = "max_batch_size: 8\n";
+  for (int i = 0; i < 20000; ++i) deep += "foo { ";
+  for (int i = 0; i < 20000; ++i) deep += "} ";
+  dir_.write("deep/config.pbtxt", deep);
+  dir_.write("deep/1/model.onnx", testing::matmul_relu_onnx());
+  Repository repo(dir_.path(), options());
+  ASSERT_TRUE(repo.load_all().ok());
+  const auto index = repo.index();
+  const RepositoryEntry* e = find(index, "deep");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->state, ModelState::kUnavailable);
+  EXPECT_EQ(e->reason.rfind("deep/config.pbtxt: line 2 col ", 0), 0u) << e->reason;
+  EXPECT_NE(e->reason.find("nested deeper than 64 levels"), std::string::npos) << e->reason;
+  const Status again = repo.load("deep");
+  EXPECT_EQ(again.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(again.message().find("model 'deep': deep/config.pbtxt: line 2"), std::string::npos) << again.message();
+  EXPECT_TRUE(repo.get("with_config").ok());
 }
 
 TEST_F(RepositoryTest, ConfigAndDefaultsReachTheRuntime) {

@@ -1,0 +1,40 @@
+#pragma once
+// Thread and core policy in one place: how many cores this process may use, which ones, how a
+// thread count is shared out, and pinning a thread to a set of cores.
+//
+//   const int n = core::usable_cores();                     // e.g. 2 in a container limited to 2 CPUs
+//   const int t = core::share_threads(0, n, /*parts=*/4);   // 0 = no explicit count: n / 4, at least 1
+//   const std::vector<int> cpus = core::core_block(/*first=*/t, /*count=*/t);  // the second block
+//   core::pin_current_thread(cpus);
+//
+// Every default thread count in streamline comes from usable_cores(); every pinned core set from
+// core_block(). Thread-safe; the process's CPU set and limit are read once, at first use.
+
+#include <vector>
+
+namespace streamline::core {
+
+// The CPUs this process may run on (its affinity mask when it was first asked), in ascending
+// order; never empty.
+const std::vector<int>& allowed_cpus();
+
+// How many threads this process can run at once: the CPUs it may run on, capped by a cgroup CPU
+// quota when one is set (a container limited to 1.5 CPUs gets 2). At least 1.
+int usable_cores();
+
+// `requested` when positive, else max(1, total / parts): the per-part share of `total` threads
+// (total <= 0 means usable_cores()).
+int share_threads(int requested, int total, int parts);
+
+// `count` CPUs starting at position `first` of allowed_cpus(), wrapping around: block k of
+// width t is core_block(k * t, t). Empty when count <= 0.
+std::vector<int> core_block(int first, int count);
+
+// Pins the calling thread to `cpus` (no-op for an empty set). False when the system refuses.
+bool pin_current_thread(const std::vector<int>& cpus);
+
+// Parses a cgroup v2 "cpu.max" line ("max 100000" or "150000 100000") into a core count,
+// rounded up; 0 when there is no quota or the text is malformed. Exposed for tests.
+int cores_from_cgroup_quota(const char* text);
+
+}  // namespace streamline::core

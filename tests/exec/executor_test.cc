@@ -1,0 +1,186 @@
+// The CPU executor: multi-stream plans give single-stream outputs, elastic threads, errors that
+// name the node and stop every stream, input checks, safe-mode canaries, and device-timed steps in
+// traces.
+
+#include <gtest/gtest.h>
+
+#include "exec/executor.h"
+#include "exec/trace.h"
+#include "plan/stream_test_graphs.h"
+
+namespace streamline {
+namespace {
+
+using graph::Graph;
+using graph::ValueId;
+using testing::kN;
+using testing::make;
+using testing::wide;
+
+Result<std::vector<float>> run(const plan::ExecutionPlan& p, bool safe = false) {
+  exec::ExecutionContext ctx;
+  Tensor x = Tensor::empty(DType::kFloat32, Shape{1, kN});
+  for (int64_t i = 0; i < kN; ++i) x.data<float>()[i] = static_cast<float>(i % 97);
+  std::vector<Tensor> outs;
+  exec::RunOptions ro;
+  ro.safe = safe;
+  SL_RETURN_IF_ERROR(exec::run_plan(p, ctx, {&x, 1}, &outs, ro));
+  return std::vector<float>(outs[0].data<float>(), outs[0].data<float>() + outs[0].numel());
+}
+
+TEST(Streams, MultiStreamOutputsEqualSingleStream) {
+  const Graph g = wide(6, 3);
+  auto single = make(g, 1);
+  auto ref = run(*single->plan);
+  ASSERT_TRUE(ref.ok());
+  EXPECT_EQ(single->plan->num_streams, 1);
+  EXPECT_EQ(single->plan->num_events, 0);
+  for (int s : {2, 4, 8}) {
+    auto p = make(g, s);
+    ASSERT_TRUE(p->plan);
+    EXPECT_GT(p->plan->num_streams, 1) << s;
+    EXPECT_LE(p->plan->num_streams, s);
+    EXPECT_TRUE(p->plan->verified);
+    EXPECT_GT(p->plan->events_inserted, 0);
+    EXPECT_LE(p->plan->num_events, p->plan->events_inserted);
+    for (int rep = 0; rep < 20; ++rep) {  // repeated runs exercise the event generations
+      auto out = run(*p->plan, rep % 2 == 1);
+      ASSERT_TRUE(out.ok()) << out.status().to_string();
+      EXPECT_EQ(*out, *ref) << "streams=" << s;
+    }
+  }
+}
+
+// Elastic threads: a step that runs while no other stream is inside a kernel gets every thread;
+// no step gets more than that or fewer than one; the outputs do not change.
+TEST(Streams, ElasticThreadsGiveALoneStreamEveryThread) {
+  Graph g;
+  g.opsets[""] = 13;
+  ValueId x = g.add_value("x", DType::kFloat32, graph::DimList{1, kN});
+  g.add_input(x);
+  ValueId stem = g.add_value("stem");
+  g.add_node("NoteTwice", "stem", {x}, {stem});  // everything else depends on it: it runs alone
+  std::vector<ValueId> tips;
+  for (int b = 0; b < 3; ++b) {
+    ValueId v = stem;
+    for (int d = 0; d < 4; ++d) {
+      ValueId o = g.add_value("e" + std::to_string(b) + "_" + std::to_string(d));
+      g.add_node("NoteTwice", "n" + std::to_string(b) + "_" + std::to_string(d), {v}, {o});
+      v = o;
+    }
+    tips.push_back(v);
+  }
+  ValueId s1 = g.add_value("s1"), s2 = g.add_value("s2");
+  g.add_node("Add2", "add1", {tips[0], tips[1]}, {s1});
+  g.add_node("Add2", "add2", {s1, tips[2]}, {s2});
+  g.add_output(s2);
+
+  auto p = make(g, 3);
+  ASSERT_TRUE(p->plan);
+  ASSERT_GT(p->plan->num_streams, 1);
+  auto ref = run(*p->plan);
+  ASSERT_TRUE(ref.ok());
+  for (int rep = 0; rep < 10; ++rep) {
+    testing::thread_notes().seen.clear();
+    exec::ExecutionContext ctx;
+    Tensor in = Tensor::empty(DType::kFloat32, Shape{1, kN});
+    for (int64_t i = 0; i < kN; ++i) in.data<float>()[i] = static_cast<float>(i % 97);
+    std::vector<Tensor> outs;
+    exec::RunOptions ro;
+    ro.num_threads = 1;
+    ro.elastic_threads = 4;
+    ASSERT_TRUE(exec::run_plan(*p->plan, ctx, {&in, 1}, &outs, ro).ok());
+    EXPECT_EQ(std::vector<float>(outs[0].data<float>(), outs[0].data<float>() + kN), *ref);
+    ASSERT_EQ(testing::thread_notes().seen.size(), 13u);
+    for (const auto& [name, threads] : testing::thread_notes().seen) {
+      if (name == "stem") EXPECT_EQ(threads, 4);
+      EXPECT_GE(threads, 1) << name;
+      EXPECT_LE(threads, 4) << name;
+    }
+  }
+  // Without elastic threads every step gets num_threads.
+  testing::thread_notes().seen.clear();
+  ASSERT_TRUE(run(*p->plan).ok());
+  for (const auto& [name, threads] : testing::thread_notes().seen) EXPECT_EQ(threads, 1) << name;
+}
+
+TEST(Streams, ErrorOnOneStreamStopsTheRunWithoutHanging) {
+  auto p = make(wide(4, 2, "Boom"), 4);
+  ASSERT_TRUE(p->plan);
+  for (int i = 0; i < 5; ++i) {
+    auto r = run(*p->plan);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("boom"), std::string::npos);
+  }
+}
+
+TEST(SafeMode, CanaryCatchesAnOverrun) {
+  plan::PlannerOptions po;
+  po.guard_bytes = 64;
+  auto p = make(wide(2, 1, "Add2"), 1, po);
+  ASSERT_TRUE(p->plan);
+  EXPECT_TRUE(run(*p->plan, true).ok());
+  Graph g;
+  g.opsets[""] = 13;
+  ValueId x = g.add_value("x", DType::kFloat32, graph::DimList{1, kN});
+  g.add_input(x);
+  ValueId a = g.add_value("a"), y = g.add_value("y");
+  g.add_node("Overrun", "overrun", {x}, {a});
+  g.add_node("Twice", "twice", {a}, {y});
+  g.add_output(y);
+  auto q = make(g, 1, po);
+  ASSERT_TRUE(q->plan);
+  auto r = run(*q->plan, true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("overrun"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("past the end"), std::string::npos) << r.status().message();
+}
+
+// Device executors report steps after the run with measured intervals; the trace takes them like
+// host-timed steps: one slice per step, on the step's stream track.
+TEST(Trace, DeviceTimedStepsBecomeSlices) {
+  auto p = make(wide(2, 1, "Add2"), 2);
+  ASSERT_TRUE(p->plan);
+  const plan::ExecutionPlan& plan = *p->plan;
+  exec::TraceRecorder trace;
+  ASSERT_TRUE(trace.wants_step_times());
+  trace.on_run_begin(plan);
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    trace.on_step_timed(plan, static_cast<int>(i), plan.steps[i].stream, 1000 * static_cast<int64_t>(i),
+                        1000 * static_cast<int64_t>(i) + 500);
+  trace.on_run_end(plan);
+  EXPECT_EQ(trace.slices(), plan.steps.size());
+  const std::string json = trace.to_json();
+  for (const auto& st : plan.steps) EXPECT_NE(json.find(st.name), std::string::npos) << st.name;
+}
+
+TEST(Executor, RunErrorsNameTheNodeAndBadInputsAreRejected) {
+  Graph g;
+  g.opsets[""] = 13;
+  ValueId x = g.add_value("x", DType::kFloat32, graph::DimList{1, 4});
+  g.add_input(x);
+  ValueId y = g.add_value("y");
+  g.add_node("Boom", "kaboom", {x}, {y});
+  g.add_output(y);
+  testing::Planned p;
+  auto ks = plan::create_kernels(g, p.reg, {});
+  ASSERT_TRUE(ks.ok()) << ks.status().to_string();
+  p.ks = std::move(ks).value();
+  plan::PlannerOptions po;
+  po.registry = &p.reg;
+  auto planned = plan::make_plan(g, p.ks, {{"x", Shape{1, 4}}}, po);
+  ASSERT_TRUE(planned.ok()) << planned.status().to_string();
+  exec::ExecutionContext ctx;
+  Tensor in = Tensor::empty(DType::kFloat32, Shape{1, 4});
+  std::vector<Tensor> outs;
+  Status s = exec::run_plan(**planned, ctx, {&in, 1}, &outs, {});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("kaboom"), std::string::npos) << s.message();
+  Tensor wrong = Tensor::empty(DType::kInt64, Shape{1, 4});
+  s = exec::run_plan(**planned, ctx, {&wrong, 1}, &outs, {});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("input 'x'"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace streamline
