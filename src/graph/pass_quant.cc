@@ -13,8 +13,11 @@
 //   QScaleShift(X, x_scale, x_zp, scale, shift, y_scale, y_zp) -> Y   (per channel, axis 1)
 //   QGlobalAveragePool, QAveragePool(X, x_scale, x_zp, y_scale, y_zp) -> Y
 //
-// Patterns, in the order fuse_quantized applies them (all scales and zero points constants,
-// activations per-tensor; "DQ" DequantizeLinear, "Q" QuantizeLinear):
+// First, onnxruntime's QOperator-format ops (com.microsoft QLinearAdd, QLinearConcat, QGemm, ...)
+// become the ops above (pass_quant_qop.cc). Then the patterns, in the order fuse_quantized
+// applies them (all scales and zero points constants, activations per-tensor; "DQ"
+// DequantizeLinear, "Q" QuantizeLinear; the layer patterns 4, 4b and 5 are in
+// pass_quant_layers.cc, the helpers in pass_quant_util.h):
 //   1. DQ(x) -> Conv(., DQ(w), [DQ(b) or b]) [-> activation] [-> Q]       => QConv
 //      DQ(x) -> Gemm / MatMul(., DQ(w)) [+ bias] [-> activation] [-> Q]  => QMatMul
 //      Without the final Q the product writes float32 (the next op is not quantised).
@@ -44,203 +47,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <optional>
-#include <set>
 
-#include "graph/pass_util.h"
-#include "graph/passes.h"
+#include "graph/pass_quant_util.h"
 
 namespace streamline::graph {
 namespace {
 
 using detail::constant_of;
 using detail::ProtectedValues;
-
-constexpr int kStreamlineOpset = 1;
-
-// A per-tensor quantisation (scale and zero point values, and their constants in the graph).
-struct QParam {
-  ValueId scale = kNoValue, zp = kNoValue;
-  float s = 0.f;
-  int32_t z = 0;
-  DType t = DType::kUInt8;
-  bool same(const QParam& o) const { return s == o.s && z == o.z && t == o.t; }
-};
-
-bool is_8bit(DType t) {
-  return t == DType::kUInt8 || t == DType::kInt8;
-}
-
-// The per-tensor parameters of a Q or DQ node with constant scale and zero point.
-std::optional<QParam> node_params(const Graph& g, const Node& n) {
-  if (n.inputs.size() < 2) return std::nullopt;
-  const Tensor* s = constant_of(g, n.inputs[1]);
-  if (!s || s->numel() != 1 || s->dtype() != DType::kFloat32) return std::nullopt;
-  QParam p;
-  p.scale = n.inputs[1];
-  p.s = s->data<float>()[0];
-  if (!(p.s > 0.f) || !std::isfinite(p.s)) return std::nullopt;
-  if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
-    const Tensor* z = constant_of(g, n.inputs[2]);
-    if (!z || z->numel() != 1 || !is_8bit(z->dtype())) return std::nullopt;
-    p.zp = n.inputs[2];
-    p.t = z->dtype();
-    p.z = static_cast<int32_t>(element_as_double(*z, 0));
-  }
-  return p;
-}
-
-// The DQ node producing `v` with per-tensor parameters and a non-constant 8-bit input.
-struct DqInput {
-  NodeId node = kNoNode;
-  ValueId q = kNoValue;  // its quantised input
-  QParam p;
-};
-std::optional<DqInput> dq_of(const Graph& g, ValueId v) {
-  if (v == kNoValue || g.value(v).producer == kNoNode) return std::nullopt;
-  const NodeId id = g.value(v).producer;
-  const Node& n = g.node(id);
-  if (!detail::is_onnx_op(n, "DequantizeLinear") || n.inputs.empty()) return std::nullopt;
-  const ValueId q = n.inputs[0];
-  if (constant_of(g, q)) return std::nullopt;
-  auto p = node_params(g, n);
-  if (!p) return std::nullopt;
-  const DType qt = g.value(q).dtype;
-  if (qt != DType::kUndefined && qt != p->t) return std::nullopt;
-  return DqInput{id, q, *p};
-}
-
-// The Q node reading `v` as its sole consumer, with per-tensor parameters.
-struct QOutput {
-  NodeId node = kNoNode;
-  ValueId out = kNoValue;
-  QParam p;
-};
-std::optional<QOutput> q_after(const Graph& g, const ProtectedValues& prot, ValueId v) {
-  const NodeId id = detail::sole_consumer(g, prot, v);
-  if (id == kNoNode) return std::nullopt;
-  const Node& n = g.node(id);
-  if (!detail::is_onnx_op(n, "QuantizeLinear") || n.inputs[0] != v || n.outputs.empty() || n.outputs[0] == kNoValue)
-    return std::nullopt;
-  auto p = node_params(g, n);
-  if (!p) return std::nullopt;
-  return QOutput{id, n.outputs[0], *p};
-}
-
-// A constant quantised weight behind a DQ: the tensor, its scale (one or per `axis`) and zero point.
-struct QWeight {
-  ValueId q = kNoValue, scale = kNoValue, zp = kNoValue;
-  const Tensor* qt = nullptr;
-  const Tensor* st = nullptr;
-  int64_t axis = 1;
-};
-std::optional<QWeight> weight_of(const Graph& g, ValueId v) {
-  if (v == kNoValue || g.value(v).producer == kNoNode) return std::nullopt;
-  const Node& n = g.node(g.value(v).producer);
-  if (!detail::is_onnx_op(n, "DequantizeLinear") || n.inputs.size() < 2) return std::nullopt;
-  QWeight w;
-  w.q = n.inputs[0];
-  w.qt = constant_of(g, w.q);
-  w.scale = n.inputs[1];
-  w.st = constant_of(g, w.scale);
-  if (!w.qt || !w.st || !is_8bit(w.qt->dtype()) || w.st->dtype() != DType::kFloat32 || w.st->shape().rank() > 1)
-    return std::nullopt;
-  if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
-    w.zp = n.inputs[2];
-    const Tensor* z = constant_of(g, w.zp);
-    if (!z || z->dtype() != w.qt->dtype() || z->numel() != w.st->numel()) return std::nullopt;
-  }
-  w.axis = n.attr_int("axis", 1);
-  if (w.axis < 0) w.axis += static_cast<int64_t>(w.qt->shape().rank());
-  return w;
-}
-
-// Real bias values behind `v`: a float constant, or a DQ of an int32 constant.
-std::optional<std::vector<double>> bias_values(const Graph& g, ValueId v, int64_t n) {
-  if (const Tensor* t = constant_of(g, v)) {
-    if (t->numel() != n || t->dtype() != DType::kFloat32) return std::nullopt;
-    std::vector<double> out;
-    for (int64_t i = 0; i < n; ++i) out.push_back(t->data<float>()[i]);
-    return out;
-  }
-  if (v == kNoValue || g.value(v).producer == kNoNode) return std::nullopt;
-  const Node& d = g.node(g.value(v).producer);
-  if (!detail::is_onnx_op(d, "DequantizeLinear") || d.inputs.size() < 2) return std::nullopt;
-  const Tensor* q = constant_of(g, d.inputs[0]);
-  const Tensor* s = constant_of(g, d.inputs[1]);
-  const Tensor* z = d.inputs.size() > 2 ? constant_of(g, d.inputs[2]) : nullptr;
-  if (!q || !s || q->numel() != n || s->dtype() != DType::kFloat32 || (s->numel() != 1 && s->numel() != n))
-    return std::nullopt;
-  std::vector<double> out;
-  for (int64_t i = 0; i < n; ++i) {
-    const double zp = z ? element_as_double(*z, z->numel() == 1 ? 0 : i) : 0.0;
-    out.push_back((element_as_double(*q, i) - zp) * s->data<float>()[s->numel() == 1 ? 0 : i]);
-  }
-  return out;
-}
-
-// The int32 bias in accumulator units (x_scale * w_scale[m]) for real bias `b`.
-Tensor int32_bias(const std::vector<double>& b, float x_scale, const Tensor& w_scale) {
-  Tensor t = Tensor::empty(DType::kInt32, Shape{static_cast<int64_t>(b.size())});
-  for (size_t i = 0; i < b.size(); ++i) {
-    const float acc = x_scale * w_scale.data<float>()[w_scale.numel() == 1 ? 0 : i];
-    const double v = std::nearbyint(b[i] / static_cast<double>(acc));
-    t.data<int32_t>()[i] = static_cast<int32_t>(std::min(2147483647.0, std::max(-2147483648.0, v)));
-  }
-  return t;
-}
-
-void to_streamline(Node& n, const char* op) {
-  n.op_type = op;
-  n.domain = kStreamlineDomain;
-  n.opset = kStreamlineOpset;
-}
-
-// The output end of a fused product: [activation] [Q]. Sets `out` to the value the fused node
-// writes and `q` when it is quantised.
-struct OutputEnd {
-  std::optional<detail::Activation> act;
-  NodeId act_node = kNoNode;
-  std::optional<QOutput> q;
-  ValueId out = kNoValue;
-};
-OutputEnd output_end(const Graph& g, const ProtectedValues& prot, ValueId y) {
-  OutputEnd e;
-  e.out = y;
-  const NodeId next = detail::sole_consumer(g, prot, y);
-  if (next != kNoNode) {
-    e.act = detail::match_activation(g, g.node(next), y);
-    if (e.act) {
-      e.act_node = next;
-      e.out = g.node(next).outputs[0];
-    }
-  }
-  e.q = q_after(g, prot, e.out);
-  if (e.q) e.out = e.q->out;
-  return e;
-}
-
-void finish_output(Graph& g, Node& fused, const OutputEnd& e, size_t ys_slot) {
-  if (fused.inputs.size() <= ys_slot + 1) fused.inputs.resize(ys_slot + 2, kNoValue);
-  fused.inputs[ys_slot] = e.q ? e.q->p.scale : kNoValue;
-  fused.inputs[ys_slot + 1] = e.q ? e.q->p.zp : kNoValue;
-  if (e.q && e.q->p.zp == kNoValue) {
-    // Q without a zero point writes uint8 with zero point 0: make it explicit.
-    fused.inputs[ys_slot + 1] =
-        g.add_constant(detail::unique_value_name(g, fused.name + "_y_zero_point"), Tensor::scalar<uint8_t>(0));
-  }
-  fused.outputs = {e.out};
-  if (e.act) detail::set_activation_attrs(fused, *e.act);
-  if (e.act_node != kNoNode) g.node(e.act_node).dead = true;
-  if (e.q) g.node(e.q->node).dead = true;
-}
-
-// x_zp value of a DQ input (a new uint8 0 constant when the DQ had none).
-ValueId zp_value(Graph& g, const DqInput& d, const std::string& base) {
-  if (d.p.zp != kNoValue) return d.p.zp;
-  return g.add_constant(detail::unique_value_name(g, base + "_zero_point"), Tensor::scalar<uint8_t>(0));
-}
+using namespace quant;  // NOLINT(google-build-using-namespace): the pass's own helpers
 
 // Pattern 1 for a Conv.
 bool fuse_conv(Graph& g, const ProtectedValues& prot, NodeId id) {
@@ -420,206 +235,6 @@ bool fuse_binary(Graph& g, const ProtectedValues& prot, NodeId id) {
   return true;
 }
 
-// Per-channel values (C of them) of `v`: a float constant, or the DQ of one (per-tensor or
-// per-channel on axis 0).
-std::optional<std::vector<double>> channel_values(const Graph& g, ValueId v, int64_t c) {
-  if (const Tensor* t = constant_of(g, v)) {
-    if (t->numel() != c) return std::nullopt;
-    std::vector<double> out;
-    for (int64_t i = 0; i < c; ++i) out.push_back(element_as_double(*t, i));
-    return out;
-  }
-  return bias_values(g, v, c);  // a DQ of a constant, whatever its integer type
-}
-
-// Pattern 4b: DQ(x) -> BatchNormalization (constant parameters) [-> Relu/Clip] -> Q
-// => QScaleShift(X, x_scale, x_zp, scale[C], shift[C], y_scale, y_zp): the per-channel affine
-// map BN is at inference (DenseNet's pre-activation BN + ReLU runs on the quantised tensor).
-bool fuse_batchnorm(Graph& g, const ProtectedValues& prot, NodeId id) {
-  const Node& bn = g.node(id);
-  if (bn.inputs.size() < 5 || bn.outputs.empty() || bn.outputs[0] == kNoValue) return false;
-  for (size_t k = 1; k < bn.outputs.size(); ++k)
-    if (bn.outputs[k] != kNoValue) return false;
-  if (bn.attr_int("training_mode", 0) != 0) return false;
-  const auto x = dq_of(g, bn.inputs[0]);
-  const auto& dims = g.value(bn.inputs[0]).dims;
-  if (!x || !dims || dims->size() < 2 || !(*dims)[1].fixed()) return false;
-  const int64_t c = (*dims)[1].value;
-  const auto gamma = channel_values(g, bn.inputs[1], c), beta = channel_values(g, bn.inputs[2], c);
-  const auto mean = channel_values(g, bn.inputs[3], c), var = channel_values(g, bn.inputs[4], c);
-  if (!gamma || !beta || !mean || !var) return false;
-  const OutputEnd e = output_end(g, prot, bn.outputs[0]);
-  if (!e.q) return false;
-  if (e.act && e.act->op != "Relu" && e.act->op != "Clip" && e.act->op != "LeakyRelu") return false;
-  const double eps = bn.attr_float("epsilon", 1e-5f);
-  Tensor scale = Tensor::empty(DType::kFloat32, Shape{c}), shift = Tensor::empty(DType::kFloat32, Shape{c});
-  for (int64_t i = 0; i < c; ++i) {
-    const double k = (*gamma)[static_cast<size_t>(i)] / std::sqrt((*var)[static_cast<size_t>(i)] + eps);
-    scale.data<float>()[i] = static_cast<float>(k);
-    shift.data<float>()[i] = static_cast<float>((*beta)[static_cast<size_t>(i)] - (*mean)[static_cast<size_t>(i)] * k);
-  }
-  const std::string name = bn.name;
-  const ValueId sv = g.add_constant(detail::unique_value_name(g, name + "_scale"), std::move(scale));
-  const ValueId hv = g.add_constant(detail::unique_value_name(g, name + "_shift"), std::move(shift));
-  const ValueId xz = zp_value(g, *x, name + "_x");
-  Node& n = g.node(id);
-  to_streamline(n, "QScaleShift");
-  n.attrs.clear();
-  n.inputs = {x->q, x->p.scale, xz, sv, hv};
-  finish_output(g, n, e, 5);
-  return true;
-}
-
-// Pattern 4 (and AveragePool, 2-D).
-bool fuse_global_pool(Graph& g, const ProtectedValues& prot, NodeId id) {
-  const Node& p = g.node(id);
-  if (p.inputs.empty() || p.outputs.size() != 1 || p.outputs[0] == kNoValue) return false;
-  const bool windowed = p.op_type == "AveragePool";
-  if (windowed && (!g.value(p.inputs[0]).dims || g.value(p.inputs[0]).dims->size() != 4)) return false;
-  const auto x = dq_of(g, p.inputs[0]);
-  const auto q = q_after(g, prot, p.outputs[0]);
-  if (!x || !q) return false;
-  const std::string name = p.name;
-  const ValueId xz = zp_value(g, *x, name + "_x");
-  OutputEnd e;
-  e.q = q;
-  e.out = q->out;
-  Node& n = g.node(id);
-  to_streamline(n, windowed ? "QAveragePool" : "QGlobalAveragePool");
-  n.inputs = {x->q, x->p.scale, xz};
-  finish_output(g, n, e, 3);
-  return true;
-}
-
-// The QLookup table of DequantizeLinear(from) then QuantizeLinear(to), in the kernels' float math.
-Tensor requant_table(const QParam& from, const QParam& to) {
-  Tensor t = Tensor::empty(to.t, Shape{256});
-  const float lo = to.t == DType::kInt8 ? -128.f : 0.f, hi = to.t == DType::kInt8 ? 127.f : 255.f;
-  for (int i = 0; i < 256; ++i) {
-    const float code = static_cast<float>(from.t == DType::kInt8 ? i - 128 : i);
-    const float v = (code - static_cast<float>(from.z)) * from.s;
-    const float q = std::min(hi, std::max(lo, std::rint(v / to.s) + static_cast<float>(to.z)));
-    if (to.t == DType::kInt8)
-      t.data<int8_t>()[i] = static_cast<int8_t>(q);
-    else
-      t.data<uint8_t>()[i] = static_cast<uint8_t>(q);
-  }
-  return t;
-}
-
-// The ops of pattern 5 and which of their inputs carry data.
-bool moves_values(const Node& n) {
-  static const std::set<std::string> kOps = {"MaxPool",   "Reshape", "Flatten", "Squeeze",      "Unsqueeze",
-                                             "Transpose", "Slice",   "Concat",  "DepthToSpace", "SpaceToDepth"};
-  return n.domain.empty() && !n.dead && (kOps.count(n.op_type) != 0 || n.op_type == "Pad");
-}
-std::vector<size_t> data_inputs(const Node& n) {
-  if (n.op_type != "Concat") return {0};
-  std::vector<size_t> v;
-  for (size_t i = 0; i < n.inputs.size(); ++i) v.push_back(i);
-  return v;
-}
-
-// The Q op (QConv, QMatMul, QAdd, QGlobalAveragePool) writing `d`'s input when that is all `d`
-// reads and `d` feeds only `reader`; it may then quantise straight to another scale.
-NodeId retargetable_producer(const Graph& g, const ProtectedValues& prot, const DqInput& d, NodeId reader) {
-  const NodeId p = g.value(d.q).producer;
-  if (p == kNoNode || detail::sole_consumer(g, prot, d.q) != d.node) return kNoNode;
-  if (detail::sole_consumer(g, prot, g.node(d.node).outputs[0]) != reader) return kNoNode;
-  const Node& n = g.node(p);
-  if (n.dead || n.domain != kStreamlineDomain) return kNoNode;
-  const bool q_op = n.op_type == "QConv" || n.op_type == "QMatMul" || n.op_type == "QAdd";
-  const std::string act = n.attr_string("activation", "");
-  // Its activation must be able to take over the old output range as a Clip (see retarget).
-  const bool clip_ok = act.empty() || act == "Relu" || act == "Clip";
-  return q_op && clip_ok && n.inputs.size() > 7 && n.inputs[6] != kNoValue ? p : kNoNode;
-}
-
-// Makes Q op `p` quantise to `to` instead of `from`, keeping the saturation of `from` as a Clip
-// activation (combined with a Relu or Clip it had): the values it writes stay those the QDQ
-// graph's intermediate tensor could hold, rounded once.
-void retarget(Graph& g, NodeId p, const QParam& from, const QParam& to) {
-  const int32_t qmin = from.t == DType::kInt8 ? -128 : 0, qmax = from.t == DType::kInt8 ? 127 : 255;
-  float lo = static_cast<float>(qmin - from.z) * from.s, hi = static_cast<float>(qmax - from.z) * from.s;
-  Node& n = g.node(p);
-  const std::string act = n.attr_string("activation", "");
-  const std::vector<float> params = n.attr_floats("activation_params");
-  if (act == "Relu") lo = std::max(lo, 0.f);
-  if (act == "Clip" && params.size() == 2) {
-    lo = std::max(lo, params[0]);
-    hi = std::min(hi, params[1]);
-  }
-  detail::set_activation_attrs(n, detail::Activation{"Clip", {lo, hi}});
-  n.inputs[6] = to.scale;
-  n.inputs[7] = to.zp;
-  if (to.zp == kNoValue)
-    g.node(p).inputs[7] =
-        g.add_constant(detail::unique_value_name(g, g.node(p).name + "_y_zero_point"), Tensor::scalar<uint8_t>(0));
-  g.value(g.node(p).outputs[0]).dtype = to.t;
-}
-
-// Pattern 5. A Concat whose inputs have other scales than its output still qualifies when each
-// such input comes straight from a Q op: that op then quantises to the Concat's output scale
-// (one rounding where the QDQ graph had two).
-bool fuse_moving_op(Graph& g, const ProtectedValues& prot, NodeId id) {
-  const Node& op = g.node(id);
-  if (op.outputs.size() != 1 || op.outputs[0] == kNoValue || op.inputs.empty()) return false;
-  if (op.op_type == "MaxPool") {
-    // The 8-bit MaxPool kernel is 2-D.
-    const auto& dims = g.value(op.inputs[0]).dims;
-    if (!dims || dims->size() != 4) return false;
-  }
-  if (op.op_type == "Pad") {
-    // Constant padding with a real zero, which is the zero point's code once quantised.
-    if (op.attr_string("mode", "constant") != "constant") return false;
-    if (op.inputs.size() > 2 && op.inputs[2] != kNoValue) {
-      const Tensor* v = constant_of(g, op.inputs[2]);
-      if (!v || v->numel() != 1 || element_as_double(*v, 0) != 0.0) return false;
-    }
-    if (op.inputs.size() > 3 && op.inputs[3] != kNoValue) return false;  // opset 18 axes
-  }
-  const auto q = q_after(g, prot, op.outputs[0]);
-  if (!q) return false;
-  std::vector<DqInput> ins;
-  std::vector<std::pair<NodeId, QParam>> moves;  // producers to retarget, with their old output
-  std::vector<size_t> requant;                   // Concat inputs to requantise with a table
-  for (size_t i : data_inputs(op)) {
-    const auto d = dq_of(g, op.inputs[i]);
-    if (!d) return false;
-    if (!d->p.same(q->p)) {
-      if (op.op_type != "Concat") return false;
-      const NodeId p = retargetable_producer(g, prot, *d, id);
-      if (p != kNoNode)
-        moves.emplace_back(p, d->p);
-      else
-        requant.push_back(ins.size());
-    }
-    ins.push_back(*d);
-  }
-  for (const auto& [p, from] : moves) retarget(g, p, from, q->p);
-  for (size_t k : requant) {
-    // DQ -> Q to the Concat's scale, as the QDQ graph computes it, in a QLookup.
-    const DqInput& d = ins[k];
-    const std::string base = g.node(id).name + "_requant" + std::to_string(k);
-    const ValueId table = g.add_constant(detail::unique_value_name(g, base + "_table"), requant_table(d.p, q->p));
-    const ValueId out = g.add_value(detail::unique_value_name(g, base), q->p.t, g.value(d.q).dims);
-    const NodeId lk = g.add_node("QLookup", base, {d.q, table}, {out}, kStreamlineDomain);
-    g.node(lk).opset = kStreamlineOpset;
-    ins[k].q = out;
-  }
-  const ValueId pad_zp = op.op_type == "Pad" ? zp_value(g, ins[0], g.node(id).name + "_pad") : kNoValue;
-  Node& n = g.node(id);
-  size_t k = 0;
-  for (size_t i : data_inputs(n)) n.inputs[i] = ins[k++].q;
-  if (pad_zp != kNoValue) {
-    n.inputs.resize(3, kNoValue);
-    n.inputs[2] = pad_zp;
-  }
-  n.outputs = {q->out};
-  g.node(q->node).dead = true;
-  return true;
-}
-
 // Pattern 6.
 bool fuse_integer_matmul(Graph& g, const ProtectedValues& prot, NodeId id) {
   const Node& mi = g.node(id);
@@ -687,23 +302,6 @@ bool fuse_integer_matmul(Graph& g, const ProtectedValues& prot, NodeId id) {
   return true;
 }
 
-// Runs `rewrite` on every live node `select` accepts, in topological order; the number rewritten.
-template <typename Select, typename Rewrite>
-int sweep(Graph& g, Select&& select, Rewrite&& rewrite) {
-  auto order = detail::live_order(g);
-  if (!order) return 0;
-  const ProtectedValues prot(g);
-  int count = 0;
-  for (NodeId id : *order) {
-    if (g.node(id).dead || !select(g.node(id))) continue;
-    if (rewrite(g, prot, id)) {
-      ++count;
-      g.rebuild_edges();
-    }
-  }
-  return count;
-}
-
 bool is_conv(const Node& n) {
   return detail::is_onnx_op(n, "Conv");
 }
@@ -729,7 +327,7 @@ bool is_matmul_integer(const Node& n) {
 }  // namespace
 
 int fuse_quantized(Graph& g, ConstantEvaluator* evaluator) {
-  int count = 0;
+  int count = convert_qoperator_ops(g);
   count += sweep(g, is_conv, fuse_conv);
   count += sweep(g, is_product, fuse_product);
   count += sweep(g, is_add, fuse_residual);

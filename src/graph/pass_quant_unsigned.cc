@@ -29,8 +29,8 @@ using detail::constant_of;
 // point, or -1 when the node does not take one there.
 int zp_input_for(const Node& n, size_t i) {
   if (n.domain.empty()) {
-    if ((n.op_type == "DequantizeLinear") && i == 0) return 2;
-    return -1;
+    const bool reads = n.op_type == "DequantizeLinear" || n.op_type == "QLinearConv" || n.op_type == "QLinearMatMul";
+    return reads && i == 0 ? 2 : -1;
   }
   if (n.domain != kStreamlineDomain) return -1;
   if (n.op_type == "QConv") return i == 0 ? 2 : i == 9 ? 11 : -1;
@@ -49,7 +49,10 @@ bool is_lookup(const Node& n) {
 
 // For a node writing a quantised output 0: the input holding its zero point, or -1.
 int zp_input_of_output(const Node& n) {
-  if (n.domain.empty()) return n.op_type == "QuantizeLinear" ? 2 : -1;
+  if (n.domain.empty()) {
+    if (n.op_type == "QuantizeLinear") return 2;
+    return n.op_type == "QLinearConv" || n.op_type == "QLinearMatMul" ? 7 : -1;
+  }
   if (n.domain != kStreamlineDomain) return -1;
   if (n.op_type == "QConv" || n.op_type == "QMatMul" || n.op_type == "QAdd" || n.op_type == "QMul") return 7;
   if (n.op_type == "QGlobalAveragePool" || n.op_type == "QAveragePool") return 4;

@@ -30,8 +30,7 @@ class ConstantEvaluator {
  public:
   virtual ~ConstantEvaluator() = default;
   // Returns the node's outputs, or an error (e.g. Unsupported) in which case the node is left alone.
-  virtual Result<std::vector<Tensor>> evaluate(const Graph& g, const Node& node,
-                                               std::span<const Tensor> inputs) = 0;
+  virtual Result<std::vector<Tensor>> evaluate(const Graph& g, const Node& node, std::span<const Tensor> inputs) = 0;
 };
 
 struct PassOptions {
@@ -47,7 +46,7 @@ struct PassOptions {
   // DequantizeLinear/QuantizeLinear patterns and dynamic quantisation (MatMulInteger chains) onto
   // the int8 ops QConv, QMatMul, QAdd, QGlobalAveragePool, MatMulIntegerToFloat (pass_quant.cc).
   bool fuse_quant = true;
-  bool dead_code = true;           // drop nodes no output depends on
+  bool dead_code = true;  // drop nodes no output depends on
   // Largest tensor (bytes) constant folding may create; bigger results are left to run time.
   int64_t max_folded_bytes = int64_t{64} << 20;
   // >= 2: every ungrouped convolution (after fusion, without a residual operand) that has at
@@ -64,11 +63,11 @@ struct PassReport {
   int conv_fused = 0;
   int gemm_fused = 0;
   int layer_norm_fused = 0;
-  int gelu_fused = 0;         // Gelu nodes made (some then move into a MatMul as its activation)
+  int gelu_fused = 0;  // Gelu nodes made (some then move into a MatMul as its activation)
   int attention_fused = 0;
   int dead_removed = 0;
   int convs_split = 0;
-  int quant_fused = 0;        // int8 rewrites (pass_quant.cc), zero points switched to uint8 included
+  int quant_fused = 0;  // int8 rewrites (pass_quant.cc), zero points switched to uint8 included
   std::string to_string() const;
 };
 
@@ -97,6 +96,8 @@ int eliminate_dead_code(Graph& g);
 // Int8 rewrites (pass_quant.cc): QDQ patterns and dynamic quantisation onto the int8 ops, then
 // normalize_int8_activations. `evaluator` (may be null: no QLookup tables) evaluates regions.
 int fuse_quantized(Graph& g, ConstantEvaluator* evaluator);
+// onnxruntime's com.microsoft QLinear* / QGemm ops onto streamline's int8 ops (pass_quant_qop.cc).
+int convert_qoperator_ops(Graph& g);
 // Element-wise regions from one 8-bit tensor to a QuantizeLinear as streamline.QLookup tables,
 // evaluated with `evaluator` (pass_quant_lookup.cc).
 int fuse_quantized_lookups(Graph& g, ConstantEvaluator& evaluator);
