@@ -33,20 +33,31 @@ std::vector<size_t> data_inputs(const Node& n) {
   return v;
 }
 
-// The Q op (QConv, QMatMul, QAdd, QGlobalAveragePool) writing `d`'s input when that is all `d`
-// reads and `d` feeds only `reader`; it may then quantise straight to another scale.
-NodeId retargetable_producer(const Graph& g, const ProtectedValues& prot, const DqInput& d, NodeId reader) {
-  const NodeId p = g.value(d.q).producer;
-  if (p == kNoNode || detail::sole_consumer(g, prot, d.q) != d.node) return kNoNode;
-  if (detail::sole_consumer(g, prot, g.node(d.node).outputs[0]) != reader) return kNoNode;
+}  // namespace
+
+// The Q op (QConv, QMatMul, QAdd) writing `q` for `reader` alone, with an activation that can
+// take over an old output range as a Clip (see retarget); kNoNode otherwise.
+NodeId retargetable_writer(const Graph& g, const ProtectedValues& prot, ValueId q, NodeId reader) {
+  const NodeId p = g.value(q).producer;
+  if (p == kNoNode || detail::sole_consumer(g, prot, q) != reader) return kNoNode;
   const Node& n = g.node(p);
-  if (n.dead || n.domain != kStreamlineDomain) return kNoNode;
+  if (n.dead || n.domain != kStreamlineDomain || n.outputs.empty() || n.outputs[0] != q) return kNoNode;
   const bool q_op = n.op_type == "QConv" || n.op_type == "QMatMul" || n.op_type == "QAdd";
   const std::string act = n.attr_string("activation", "");
-  // Its activation must be able to take over the old output range as a Clip (see retarget).
   const bool clip_ok = act.empty() || act == "Relu" || act == "Clip";
   return q_op && clip_ok && n.inputs.size() > 7 && n.inputs[6] != kNoValue ? p : kNoNode;
 }
+
+namespace {
+
+// The Q op writing `d`'s input when that is all `d` reads and `d` feeds only `reader`; it may
+// then quantise straight to another scale.
+NodeId retargetable_producer(const Graph& g, const ProtectedValues& prot, const DqInput& d, NodeId reader) {
+  if (detail::sole_consumer(g, prot, g.node(d.node).outputs[0]) != reader) return kNoNode;
+  return retargetable_writer(g, prot, d.q, d.node);
+}
+
+}  // namespace
 
 // Makes Q op `p` quantise to `to` instead of `from`, keeping the saturation of `from` as a Clip
 // activation (combined with a Relu or Clip it had): the values it writes stay those the QDQ
@@ -70,8 +81,6 @@ void retarget(Graph& g, NodeId p, const QParam& from, const QParam& to) {
         g.add_constant(detail::unique_value_name(g, g.node(p).name + "_y_zero_point"), Tensor::scalar<uint8_t>(0));
   g.value(g.node(p).outputs[0]).dtype = to.t;
 }
-
-}  // namespace
 
 // Pattern 4b: DQ(x) -> BatchNormalization (constant parameters) [-> Relu/Clip] -> Q
 // => QScaleShift(X, x_scale, x_zp, scale[C], shift[C], y_scale, y_zp): the per-channel affine

@@ -93,6 +93,9 @@ bool convert_unary(Graph& g, NodeId id) {
   return true;
 }
 
+// An input with another scale than the output is quantised straight to the output's by the QConv,
+// QMatMul or QAdd that writes it for the Concat alone (as pattern 5 does for QDQ graphs), or
+// requantised by a QLookup.
 bool convert_concat(Graph& g, NodeId id) {
   const Node& n = g.node(id);
   const auto y = params_of(g, input(n, 0), input(n, 1));
@@ -104,9 +107,16 @@ bool convert_concat(Graph& g, NodeId id) {
     xs.push_back(*x);
   }
   std::vector<ValueId> data;
+  const detail::ProtectedValues prot(g);
   for (size_t k = 0; k < xs.size(); ++k) {
     const ValueId x = g.node(id).inputs[2 + 3 * k];
     if (xs[k].same(*y)) {
+      data.push_back(x);
+      continue;
+    }
+    const NodeId writer = retargetable_writer(g, prot, x, id);
+    if (writer != kNoNode) {
+      retarget(g, writer, xs[k], *y);
       data.push_back(x);
       continue;
     }
@@ -261,16 +271,17 @@ int convert_qoperator_ops(Graph& g) {
       continue;
     }
     if (n.domain != kMicrosoft) continue;
+    const std::string op = n.op_type;
     bool done = false;
-    if (n.op_type == "QLinearAdd" || n.op_type == "QLinearMul" || n.op_type == "QLinearGlobalAveragePool" ||
-        n.op_type == "QLinearAveragePool")
+    if (op == "QLinearAdd" || op == "QLinearMul" || op == "QLinearGlobalAveragePool" || op == "QLinearAveragePool")
       done = convert_binary_or_pool(g, id);
-    else if (n.op_type == "QLinearSigmoid" || n.op_type == "QLinearLeakyRelu")
+    else if (op == "QLinearSigmoid" || op == "QLinearLeakyRelu")
       done = convert_unary(g, id);
-    else if (n.op_type == "QLinearConcat")
+    else if (op == "QLinearConcat")
       done = convert_concat(g, id);
-    else if (n.op_type == "QGemm")
+    else if (op == "QGemm")
       done = convert_gemm(g, id);
+    if (done && op == "QLinearConcat") g.rebuild_edges();  // later Concats ask who reads their inputs
     count += done;
   }
   if (count == 0) return 0;

@@ -96,5 +96,10 @@ bool fuse_global_pool(Graph& g, const detail::ProtectedValues& prot, NodeId id);
 bool fuse_batchnorm(Graph& g, const detail::ProtectedValues& prot, NodeId id);
 bool fuse_moving_op(Graph& g, const detail::ProtectedValues& prot, NodeId id);
 bool moves_values(const Node& n);
+// The Q op (QConv, QMatMul, QAdd) writing `q` for `reader` alone whose activation can take over
+// another output range as a Clip; kNoNode otherwise.
+NodeId retargetable_writer(const Graph& g, const detail::ProtectedValues& prot, ValueId q, NodeId reader);
+// Makes Q op `p` quantise to `to` instead of `from`, keeping the saturation of `from` as a Clip.
+void retarget(Graph& g, NodeId p, const QParam& from, const QParam& to);
 
 }  // namespace streamline::graph::quant
