@@ -13,6 +13,10 @@ images, numpy RandomState(CALIBRATION_SEED + i)):
     NAME_qdq_u8     per-tensor weights, QUInt8 activations
     NAME_qdq_pc     per_channel=True, QInt8 activations
     NAME_qdq_pc_u8  per_channel=True, QUInt8 activations
+    NAME_qop, NAME_qop_u8, NAME_qop_pc, NAME_qop_pc_u8
+                    the same four with QuantFormat.QOperator (QLinearConv, QLinearMatMul and
+                    onnxruntime's com.microsoft QLinearAdd, QLinearConcat, QGemm, ... in place
+                    of the Q/DQ pairs)
 
 and of an encoder NAME: NAME_dyn (onnxruntime.quantization.quantize_dynamic with its defaults:
 DynamicQuantizeLinear + MatMulInteger for every MatMul with constant weights, QInt8 weights).
@@ -55,9 +59,10 @@ class Int8Spec:
     """One int8 variant of an fp32 model in export_models.MODELS."""
 
     base: str
-    method: str  # "static" (QDQ) or "dynamic"
+    method: str  # "static" or "dynamic"
     per_channel: bool = False
     activations: str = "s8"  # static only: "s8" (QInt8) or "u8" (QUInt8)
+    quant_format: str = "qdq"  # static only: "qdq" (QuantFormat.QDQ) or "qop" (QuantFormat.QOperator)
 
 
 def _variants() -> Dict[str, Int8Spec]:
@@ -66,10 +71,11 @@ def _variants() -> Dict[str, Int8Spec]:
         if export_models.is_encoder(base):
             out[f"{base}_dyn"] = Int8Spec(base, "dynamic")
             continue
-        for pc in (False, True):
-            for act in ("s8", "u8"):
-                name = base + "_qdq" + ("_pc" if pc else "") + ("_u8" if act == "u8" else "")
-                out[name] = Int8Spec(base, "static", pc, act)
+        for fmt in ("qdq", "qop"):
+            for pc in (False, True):
+                for act in ("s8", "u8"):
+                    name = f"{base}_{fmt}" + ("_pc" if pc else "") + ("_u8" if act == "u8" else "")
+                    out[name] = Int8Spec(base, "static", pc, act, fmt)
     return out
 
 
@@ -107,10 +113,13 @@ def parameters(name: str, base_digest: str) -> Dict:
     import onnxruntime
 
     spec = VARIANTS[name]
+    fields = dataclasses.asdict(spec)
+    if spec.quant_format == "qdq":
+        del fields["quant_format"]  # the field came later; QDQ variants keep their digests
     return {
         "format": FORMAT_VERSION,
         "variant": name,
-        "spec": dataclasses.asdict(spec),
+        "spec": fields,
         "base_digest": base_digest,
         "calibration_images": CALIBRATION_IMAGES if spec.method == "static" else 0,
         "calibration_seed": CALIBRATION_SEED,
@@ -136,17 +145,55 @@ def _calibration_reader(quantization, base: str):
     return Reader()
 
 
+def _without_shared_initializers(src: Path, dst: Path) -> None:
+    """Writes SRC to DST with every Identity of an initializer replaced by a copy of it.
+
+    PyTorch's exporter shares equal initializers (the zero biases of untrained layers) through
+    Identity nodes; the QOperator quantizer reads a Conv's bias only from an initializer."""
+    import onnx
+
+    m = onnx.load(str(src))
+    inits = {i.name: i for i in m.graph.initializer}
+    keep = []
+    for n in m.graph.node:
+        if n.op_type == "Identity" and n.input[0] in inits and n.output[0] not in inits:
+            copy = onnx.TensorProto()
+            copy.CopyFrom(inits[n.input[0]])
+            copy.name = n.output[0]
+            m.graph.initializer.append(copy)
+            inits[copy.name] = copy
+        else:
+            keep.append(n)
+    del m.graph.node[:]
+    m.graph.node.extend(keep)
+    onnx.save(m, str(dst))
+
+
 def _quantize(name: str, src: Path, dst: Path) -> None:
     _, q = import_quantization()
     spec = VARIANTS[name]
     tmp = dst.with_name(f".{dst.stem}.tmp{os.getpid()}{dst.suffix}")
+    if spec.method == "static" and spec.quant_format == "qop":
+        flat = dst.with_name(f".{dst.stem}.flat{os.getpid()}{dst.suffix}")
+        _without_shared_initializers(src, flat)
+        try:
+            _quantize_static(q, spec, flat, tmp)
+        finally:
+            flat.unlink(missing_ok=True)
+        os.replace(tmp, dst)
+        return
     if spec.method == "dynamic":
         q.quantize_dynamic(str(src), str(tmp), weight_type=q.QuantType.QInt8)
     else:
-        act = q.QuantType.QUInt8 if spec.activations == "u8" else q.QuantType.QInt8
-        q.quantize_static(str(src), str(tmp), _calibration_reader(q, spec.base), quant_format=q.QuantFormat.QDQ,
-                          per_channel=spec.per_channel, activation_type=act, weight_type=q.QuantType.QInt8)
+        _quantize_static(q, spec, src, tmp)
     os.replace(tmp, dst)
+
+
+def _quantize_static(q, spec: Int8Spec, src: Path, dst: Path) -> None:
+    act = q.QuantType.QUInt8 if spec.activations == "u8" else q.QuantType.QInt8
+    fmt = q.QuantFormat.QOperator if spec.quant_format == "qop" else q.QuantFormat.QDQ
+    q.quantize_static(str(src), str(dst), _calibration_reader(q, spec.base), quant_format=fmt,
+                      per_channel=spec.per_channel, activation_type=act, weight_type=q.QuantType.QInt8)
 
 
 def make_variant(name: str, out_dir, force: bool = False):

@@ -10,7 +10,8 @@ Accuracy, per variant, on seeded inputs the calibration never saw: against the f
 max |err| and in mean |err| (both relative to max |fp32|); for classifiers, streamline's top-1
 agreement with fp32 is at most one image below ONNX Runtime's. Structure: the plan runs the
 products on int8 kernels (no float Conv, Gemm or MatMul; at most the one DequantizeLinear that
-hands the result to the caller for the CNNs).
+hands the result to the caller for the CNNs; QOperator's com.microsoft ops rewritten onto
+streamline's).
 """
 
 import json
@@ -25,8 +26,12 @@ from conftest import REPO, model_dir, run_cli_ok
 sys.path.insert(0, str(REPO / "scripts"))
 import make_int8  # noqa: E402  (the path above)
 
-CNN_FAMILIES = ("resnet50", "mobilenet_v2")
-CNN_VARIANTS = [f"{base}_{kind}" for base in CNN_FAMILIES for kind in ("qdq", "qdq_u8", "qdq_pc", "qdq_pc_u8")]
+CNN_FAMILIES = ("resnet50", "mobilenet_v2", "googlenet", "squeezenet1_1")
+# Both of quantize_static's formats, per-tensor and per-channel weights, int8 and uint8 activations.
+CNN_KINDS = [f"{fmt}{pc}{act}" for fmt in ("qdq", "qop") for pc in ("", "_pc") for act in ("", "_u8")]
+CNN_VARIANTS = [f"{base}_{kind}" for base in CNN_FAMILIES for kind in CNN_KINDS]
+# The int8 convolutions a plan may hold: QDQ graphs become QConv, QOperator's QLinearConv too.
+INT8_CONVS = ("QConv", "QLinearConv")
 ENCODER_VARIANTS = ["bert_tiny_dyn", "bert_dyn"]
 IMAGES = 8
 TOKENS = (2, 32)
@@ -108,7 +113,9 @@ def test_int8_cnn_accuracy_and_kernels(name, streamline_binary, ort, tmp_path):
 
     ops = plan_ops(p["onnx"], [])
     assert not [o for o in ops if o in FLOAT_PRODUCTS], f"{name}: float products left in the plan: {ops}"
-    assert ops.count("QConv") > 20 and ops.count("DequantizeLinear") <= 1, f"{name}: plan {ops}"
+    convs = sum(ops.count(o) for o in INT8_CONVS)
+    assert convs >= 20 and ops.count("DequantizeLinear") <= 1, f"{name}: plan {ops}"
+    assert not [o for o in ops if o.startswith("QLinear") and o != "QLinearConv"], f"{name}: plan {ops}"
 
 
 @pytest.mark.parametrize("name", ENCODER_VARIANTS)
