@@ -5,9 +5,9 @@
     .venv/bin/python bench/int8.py --models resnet50_qdq_pc,bert_dyn --threads 1 --rounds 3 \
         --seconds 10 --json bench/int8-$(date +%Y%m%d).json
 
-Models are the variants of scripts/make_int8.py (quantize_static QDQ for the CNNs, quantize_dynamic
-for the encoders), made when missing. For each model and thread count the two engines take turns
-(the order alternates between rounds and models) for --rounds rounds; each run is
+Models are the variants of scripts/make_int8.py (quantize_static, QDQ and QOperator formats, for
+the CNNs, quantize_dynamic for the encoders), made when missing. For each model and thread count
+the two engines take turns (the order alternates between rounds and models) for --rounds rounds; each run is
 `streamline bench --json` or an onnxruntime.InferenceSession timed per session.run, both as
 bench/compare_ort.py runs them (same inputs' shapes, warm-up and measured time; encoders at
 --seq tokens). A model's ratio is the median of its per-round p50 ratios (streamline / ORT; below
@@ -32,9 +32,13 @@ sys.path.insert(0, str(REPO / "scripts"))
 import compare_ort  # noqa: E402
 import make_int8  # noqa: E402
 
+# quantize_static's two formats (QDQ, QOperator) with per-tensor and per-channel weights and int8
+# and uint8 activations over four CNN families, and quantize_dynamic's encoder.
 DEFAULT_MODELS = [
-    "resnet50_qdq", "resnet50_qdq_pc", "resnet50_qdq_pc_u8", "mobilenet_v2_qdq", "mobilenet_v2_qdq_pc",
-    "mobilenet_v2_qdq_pc_u8", "googlenet_qdq_pc", "squeezenet1_1_qdq_pc", "bert_dyn",
+    "resnet50_qdq", "resnet50_qdq_pc", "resnet50_qdq_pc_u8", "resnet50_qop_u8", "resnet50_qop_pc",
+    "mobilenet_v2_qdq", "mobilenet_v2_qdq_pc", "mobilenet_v2_qdq_pc_u8", "mobilenet_v2_qop", "mobilenet_v2_qop_pc_u8",
+    "googlenet_qdq_pc", "googlenet_qop_pc", "squeezenet1_1_qdq_pc", "squeezenet1_1_qop", "squeezenet1_1_qop_pc_u8",
+    "bert_dyn",
 ]
 
 
