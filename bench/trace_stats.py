@@ -35,10 +35,12 @@ def summarise(trace, top):
     runs = collections.defaultdict(list)
     by_stream = collections.defaultdict(list)
     per_node = collections.defaultdict(list)
+    node_op = {}
     for e in slices:
         runs[e["args"]["run"]].append(e)
         by_stream[e["tid"]].append(e)
         per_node[e["name"]].append(e["dur"])
+        node_op[e["name"]] = e.get("args", {}).get("op", e.get("cat", "?"))
     for v in by_stream.values():
         v.sort(key=lambda e: e["ts"])
     position = {(tid, e["ts"]): i for tid, v in by_stream.items() for i, e in enumerate(v)}
@@ -71,6 +73,12 @@ def summarise(trace, top):
     waited.sort()
     n_runs = len(runs)
     med = statistics.median
+    op_us = collections.defaultdict(float)
+    op_steps = collections.Counter()
+    for name, durs in per_node.items():
+        op_us[node_op[name]] += med(durs)
+        op_steps[node_op[name]] += 1
+    total_us = sum(op_us.values()) or 1.0
     return {
         "runs": n_runs,
         "span_ms": med(spans) / 1000,
@@ -82,6 +90,10 @@ def summarise(trace, top):
         "wake_latency_us": {"p10": percentile(wake, 0.1), "p50": percentile(wake, 0.5), "p90": percentile(wake, 0.9)},
         "wake_latency_ms_per_run": sum(wake) / n_runs / 1000,
         "wait_before_record_us": {"p10": percentile(waited, 0.1), "p50": percentile(waited, 0.5), "p90": percentile(waited, 0.9)},
+        "ops": [
+            {"op": op, "ms": us / 1000, "share": us / total_us, "steps": op_steps[op]}
+            for op, us in sorted(op_us.items(), key=lambda kv: -kv[1])
+        ],
         "top_nodes": [
             {"name": k, "median_us": med(v)} for k, v in sorted(per_node.items(), key=lambda kv: -med(kv[1]))[:top]
         ],
@@ -114,6 +126,9 @@ def main():
     print(f"event waits on an idle stream: {s['idle_waits_per_run']:.1f} per run, wake-up p10/p50/p90 "
           f"{fmt(w['p10'])}/{fmt(w['p50'])}/{fmt(w['p90'])} us ({s['wake_latency_ms_per_run']:.3f} ms per run); "
           f"waited before the record p10/p50/p90 {fmt(b['p10'])}/{fmt(b['p50'])}/{fmt(b['p90'])} us")
+    print(f"{'op':<28}  {'ms':>8}  {'share':>6}  {'steps':>5}")
+    for o in s["ops"]:
+        print(f"{o['op']:<28}  {o['ms']:8.3f}  {100 * o['share']:5.1f}%  {o['steps']:5d}")
     print(f"{'node':<60}  {'median us':>10}")
     for n in s["top_nodes"]:
         print(f"{n['name'][-60:]:<60}  {n['median_us']:10.1f}")

@@ -54,6 +54,8 @@ OPSET = 13
 SEED = 0
 INPUT_NAME = "input"
 OUTPUT_NAME = "output"
+# Opset of the model families added for the broad benchmark (bench/zoo.py).
+ZOO_OPSET = 17
 BATCH_AXIS = "batch"
 # Images in the seeded random batch that sets BatchNorm running statistics.
 CALIBRATION_BATCH = 8
@@ -73,6 +75,23 @@ class ModelSpec:
     # Give BatchNorm layers random affine parameters and running statistics measured on a seeded
     # random batch (see _calibrate_batchnorm); no effect on models without BatchNorm.
     calibrate_bn: bool = True
+    opset: int = OPSET
+    # Re-draw parameters that torchvision initialises to values that hide most of the network: an
+    # all-zero classifier (ViT's head) and per-channel layer scales of 1e-6 (ConvNeXt's blocks).
+    # See _enliven.
+    enliven: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class CustomSpec:
+    """A torch module defined in scripts/zoo_models.py (BUILDERS[builder]), random weights."""
+
+    builder: str
+    input_shape: Tuple[int, ...]  # without the batch axis
+    tokens: int = 0  # > 0: int64 token ids in [0, tokens); 0: float32 standard normal
+    opset: int = ZOO_OPSET
+    input: str = INPUT_NAME
+    output: str = OUTPUT_NAME
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +125,30 @@ MODELS: Dict[str, Union[ModelSpec, EncoderSpec]] = {
     "bert": EncoderSpec(layers=12),
     # Small and at opset 14 (decomposed LayerNorm) for quick tests of the transformer fusions.
     "bert_tiny": EncoderSpec(layers=2, d_model=128, heads=4, ff=512, vocab=1000, opset=14),
+    # The broad benchmark's families (bench/zoo.py), opset 17.
+    "efficientnet_b0": ModelSpec("efficientnet_b0", {"weights": None}, opset=ZOO_OPSET),
+    "efficientnet_b3": ModelSpec("efficientnet_b3", {"weights": None}, (3, 300, 300), opset=ZOO_OPSET),
+    "mobilenet_v3_large": ModelSpec("mobilenet_v3_large", {"weights": None}, opset=ZOO_OPSET),
+    "mobilenet_v3_small": ModelSpec("mobilenet_v3_small", {"weights": None}, opset=ZOO_OPSET),
+    "regnet_y_400mf": ModelSpec("regnet_y_400mf", {"weights": None}, opset=ZOO_OPSET),
+    "regnet_x_400mf": ModelSpec("regnet_x_400mf", {"weights": None}, opset=ZOO_OPSET),
+    "convnext_tiny": ModelSpec("convnext_tiny", {"weights": None}, opset=ZOO_OPSET, enliven=True),
+    "shufflenet_v2_x1_0": ModelSpec("shufflenet_v2_x1_0", {"weights": None}, opset=ZOO_OPSET),
+    "densenet121": ModelSpec("densenet121", {"weights": None}, opset=ZOO_OPSET),
+    "mnasnet1_0": ModelSpec("mnasnet1_0", {"weights": None}, opset=ZOO_OPSET),
+    "resnext50_32x4d": ModelSpec("resnext50_32x4d", {"weights": None}, opset=ZOO_OPSET),
+    "inception_v3": ModelSpec(
+        "inception_v3",
+        {"weights": None, "aux_logits": False, "init_weights": True, "transform_input": False},
+        (3, 299, 299), opset=ZOO_OPSET),
+    "vit_b_16": ModelSpec("vit_b_16", {"weights": None}, opset=ZOO_OPSET, enliven=True),
+    "swin_t": ModelSpec("swin_t", {"weights": None}, opset=ZOO_OPSET),
+    # Families defined in scripts/zoo_models.py.
+    "yolo_det": CustomSpec("yolo_det", (3, 320, 320)),
+    "ocr_det": CustomSpec("ocr_det", (3, 320, 320)),
+    "bytecnn": CustomSpec("bytecnn", (512,), tokens=1024, input="input_ids"),
+    "gpt2": CustomSpec("gpt2", (128,), tokens=8192, input="input_ids", output="logits"),
+    "llama_tiny": CustomSpec("llama_tiny", (128,), tokens=8192, input="input_ids", output="logits"),
 }
 
 
@@ -113,15 +156,34 @@ def is_encoder(name: str) -> bool:
     return isinstance(_spec(name), EncoderSpec)
 
 
+def is_zoo(name: str) -> bool:
+    """True for the families added for the broad benchmark (bench/zoo.py): opset-17 torchvision
+    models and the modules of scripts/zoo_models.py."""
+    spec = _spec(name)
+    return isinstance(spec, CustomSpec) or (isinstance(spec, ModelSpec) and spec.opset == ZOO_OPSET)
+
+
+def is_token_model(name: str) -> bool:
+    """True when the model's input is int64 token ids (encoders and token CustomSpecs)."""
+    spec = _spec(name)
+    return isinstance(spec, EncoderSpec) or (isinstance(spec, CustomSpec) and spec.tokens > 0)
+
+
 def input_name(name: str) -> str:
+    spec = _spec(name)
+    if isinstance(spec, CustomSpec):
+        return spec.input
     return ENCODER_INPUT if is_encoder(name) else INPUT_NAME
 
 
 def output_name(name: str) -> str:
+    spec = _spec(name)
+    if isinstance(spec, CustomSpec):
+        return spec.output
     return ENCODER_OUTPUT if is_encoder(name) else OUTPUT_NAME
 
 
-def _spec(name: str) -> Union[ModelSpec, EncoderSpec]:
+def _spec(name: str) -> Union[ModelSpec, EncoderSpec, CustomSpec]:
     if name not in MODELS:
         raise KeyError(f"unknown model '{name}' (known: {', '.join(MODELS)})")
     return MODELS[name]
@@ -166,6 +228,20 @@ def export_parameters(name: str) -> Dict[str, Any]:
             "torch": torch.__version__,
             "numpy": np.__version__,
         }
+    if isinstance(spec, CustomSpec):
+        return {
+            "format": FORMAT_VERSION,
+            "model": name,
+            "kind": "custom",
+            "spec": dataclasses.asdict(spec),
+            # The module code is part of the export: a change to it must re-export.
+            "source": hashlib.sha256((Path(__file__).parent / "zoo_models.py").read_bytes()).hexdigest(),
+            "calibration_batch": CALIBRATION_BATCH,
+            "seed": SEED,
+            "torch": torch.__version__,
+            "torchvision": torchvision.__version__,
+            "numpy": np.__version__,
+        }
     return {
         "format": FORMAT_VERSION,
         "model": name,
@@ -174,7 +250,8 @@ def export_parameters(name: str) -> Dict[str, Any]:
         "input_shape": list(spec.input_shape),
         "calibrate_bn": spec.calibrate_bn,
         "calibration_batch": CALIBRATION_BATCH,
-        "opset": OPSET,
+        "opset": spec.opset,
+        **({"enliven": True} if spec.enliven else {}),
         "seed": SEED,
         "torch": torch.__version__,
         "torchvision": torchvision.__version__,
@@ -187,7 +264,7 @@ def parameters_digest(name: str) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
-def _calibrate_batchnorm(model, spec: ModelSpec) -> None:
+def _calibrate_batchnorm(model, name: str) -> None:
     """Seeded random BatchNorm affine parameters, running statistics from a random batch.
 
     With torchvision's default initialisation some networks' outputs vanish (MobileNetV2's
@@ -211,12 +288,32 @@ def _calibrate_batchnorm(model, spec: ModelSpec) -> None:
             bn.reset_running_stats()
             momenta.append(bn.momentum)
             bn.momentum = None  # cumulative average: one batch sets the statistics exactly
-        x = np.random.RandomState(SEED + 1).standard_normal((CALIBRATION_BATCH,) + tuple(spec.input_shape))
+        x = reference_input(name, batch=CALIBRATION_BATCH, seed=SEED + 1)
         model.train()
-        model(torch.from_numpy(x.astype(np.float32)))
+        model(torch.from_numpy(x))
         model.eval()
         for bn, m in zip(bns, momenta):
             bn.momentum = m
+
+
+def _enliven(model) -> None:
+    """Seeded random values for all-zero Linear/Conv weights and for `layer_scale` parameters.
+
+    torchvision's ViT starts with a zero classifier (every output would be its zero bias, so a
+    comparison could not fail) and ConvNeXt scales each block's residual branch by 1e-6 (the
+    network would be its stem, downsampling layers and head). Trained weights have neither.
+    """
+    torch, _ = _import_torch()
+    gen = torch.Generator().manual_seed(SEED + 2)
+    with torch.no_grad():
+        for mod in model.modules():
+            w = getattr(mod, "weight", None)
+            if isinstance(mod, (torch.nn.Linear, torch.nn.Conv2d)) and w is not None and not w.any():
+                bound = 1.0 / max(1, w[0].numel()) ** 0.5
+                w.copy_((torch.rand(w.shape, generator=gen) * 2 - 1) * bound)
+        for name, prm in model.named_parameters():
+            if name.endswith("layer_scale"):
+                prm.copy_(0.1 + 0.9 * torch.rand(prm.shape, generator=gen))
 
 
 def _encoder_class():
@@ -266,11 +363,20 @@ def build_model(name: str):
     if isinstance(spec, EncoderSpec):
         # nn.Linear's default initialisation keeps activations of order 1 through post-norm layers.
         return _encoder_class()(spec).eval()
+    if isinstance(spec, CustomSpec):
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import zoo_models
+
+        model = zoo_models.BUILDERS[spec.builder]()
+        _calibrate_batchnorm(model, name)
+        return model.eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = getattr(torchvision.models, spec.constructor)(**spec.kwargs)
+    if spec.enliven:
+        _enliven(model)
     if spec.calibrate_bn:
-        _calibrate_batchnorm(model, spec)
+        _calibrate_batchnorm(model, name)
     return model.eval()
 
 
@@ -282,6 +388,8 @@ def reference_input(name: str, batch: int = 1, seed: int = SEED, seq: Optional[i
         shape = (batch, seq if seq is not None else spec.ref_seq)
         return np.random.RandomState(seed).randint(0, spec.vocab, size=shape).astype(np.int64)
     shape = (batch,) + tuple(spec.input_shape)
+    if isinstance(spec, CustomSpec) and spec.tokens > 0:
+        return np.random.RandomState(seed).randint(0, spec.tokens, size=shape).astype(np.int64)
     return np.random.RandomState(seed).standard_normal(shape).astype(np.float32)
 
 
@@ -379,8 +487,8 @@ def _export_onnx(model, name: str, path: Path) -> None:
         opset = spec.opset
         axes = {ENCODER_INPUT: ENCODER_AXES, ENCODER_OUTPUT: ENCODER_AXES}
     else:
-        opset = OPSET
-        axes = {INPUT_NAME: {0: BATCH_AXIS}, OUTPUT_NAME: {0: BATCH_AXIS}}
+        opset = spec.opset
+        axes = {input_name(name): {0: BATCH_AXIS}, output_name(name): {0: BATCH_AXIS}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(

@@ -7,6 +7,10 @@
 #   scripts/fetch_onnx_testdata.sh 1.22.0 build/onnx-testdata
 #   build/tools/streamline conformance build/onnx-testdata/node
 #
+# A folder that already holds a complete extraction of VERSION (the marker file
+# DIR/.onnx-testdata-VERSION, written last) is left as it is, so the conformance tests can call
+# this on every run and download only once per build folder.
+#
 # The default version, 1.22.0, is the newest release whose wheel still carries node/ test data
 # (1.23 wheels ship only light/, pytorch-*/, real/ and simple/); it has cp311 manylinux wheels.
 set -euo pipefail
@@ -16,6 +20,12 @@ DIR=${2:-build/onnx-testdata-$VERSION}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
 [[ -x $PYTHON ]] || { echo "fetch_onnx_testdata: $PYTHON not found (run scripts/setup.sh or set PYTHON)" >&2; exit 1; }
+
+marker="$DIR/.onnx-testdata-$VERSION"
+if [[ -f $marker ]]; then
+  echo "onnx $VERSION test data already in $DIR"
+  exit 0
+fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -59,3 +69,4 @@ PY
 cases=$(find "$DIR/node" -name model.onnx 2>/dev/null | wc -l)
 echo "onnx $VERSION test data in $DIR (node: $cases cases)"
 [[ $cases -gt 0 ]] || echo "fetch_onnx_testdata: warning: onnx $VERSION carries no node/ test data" >&2
+echo "$cases" > "$marker"

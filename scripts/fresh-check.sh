@@ -89,6 +89,9 @@ debootstrap --variant=minbase bookworm "$ROOT" "$MIRROR" > "$LOG_DIR/debootstrap
 # project step: its DNS, its local CA certificates (a TLS-inspecting proxy's, for instance) and
 # pip's global configuration. No package or project file comes from the host.
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+# What the Debian installer writes on every new machine and debootstrap leaves out: without it
+# "localhost" does not resolve (Selenium reaches chromedriver by that name).
+printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' > "$ROOT/etc/hosts"
 if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
   mkdir -p "$ROOT/usr/local/share/ca-certificates" "$ROOT/etc/ssl/certs"
   cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
@@ -106,6 +109,8 @@ mount -t proc proc "$ROOT/proc"; mounted+=("$ROOT/proc")
 mount -t sysfs sys "$ROOT/sys"; mounted+=("$ROOT/sys")
 bind /dev "$ROOT/dev"
 bind /dev/pts "$ROOT/dev/pts"
+# A booted machine has /dev/shm as a tmpfs of its own (POSIX shared memory lives there).
+mount -t tmpfs -o mode=1777,nosuid,nodev shm "$ROOT/dev/shm"; mounted+=("$ROOT/dev/shm")
 CCACHE_ENV=()
 if [ "$SHARE_CCACHE" -eq 1 ]; then
   mkdir -p "$HOST_CCACHE"

@@ -4,6 +4,10 @@
 #
 #   scripts/setup.sh            # Release build in build/
 #   BUILD_DIR=build-asan CMAKE_ARGS="-DSL_SANITIZE=ON" scripts/setup.sh
+#
+# The default build also makes the Python package (build/python/streamline: the extension and
+# links to python/streamline/*.py), and a .pth file puts it on .venv's path, so
+# `.venv/bin/python -c "import streamline"` imports this checkout's package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,9 +18,9 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config clang libclang-rt-14-dev
   libdnnl-dev ocl-icd-opencl-dev libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev rapidjson-dev
-  libboost-dev libgrpc++-dev protobuf-compiler-grpc libjpeg-dev libpng-dev
-  python3 python3-venv python3-numpy python3-onnx python3-torch python3-torchvision
-  prometheus wrk curl
+  libboost-dev libgrpc++-dev protobuf-compiler-grpc libjpeg-dev libpng-dev zlib1g-dev
+  python3 python3-venv python3-dev python3-numpy python3-onnx python3-torch python3-torchvision pybind11-dev
+  prometheus wrk curl chromium chromium-driver
 )
 
 missing=()
@@ -60,4 +64,11 @@ if ! cmake --build "$BUILD_DIR" -- -j"$(nproc)" > "$BUILD_DIR/build.log" 2>&1; t
   grep -E 'error|Error' -A3 "$BUILD_DIR/build.log" | head -60 >&2
   echo "setup: build failed (full log: $BUILD_DIR/build.log)" >&2
   exit 1
+fi
+
+# The Python package of the default build goes on .venv's path (rebuilt above with everything else:
+# with nothing changed, ninja has nothing to do).
+if [ "$BUILD_DIR" = build ] && ls build/python/streamline/_streamline*.so >/dev/null 2>&1; then
+  site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$PWD/build/python" > "$site/streamline.pth"
 fi

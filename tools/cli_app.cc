@@ -28,6 +28,7 @@ int run_command_line(int argc, const char* const* argv) {
   add(&add_perf_command);
   add(&add_serve_command);
   add(&add_classify_command);
+  add(&add_tune_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -56,6 +56,8 @@ void add_model_flags(CLI::App* c, ModelFlags& f) {
   c->add_flag("--safe", f.safe, "Safe mode: canaries checked after every step, dead buffers poisoned");
   c->add_flag("--no-optimize", f.no_optimize, "Turn graph passes off (debugging)");
   c->add_flag("--no-winograd", f.no_winograd, "Run every convolution with oneDNN's direct algorithm");
+  c->add_option("--block", f.block, "Channels per block of the blocked layout: 8 or 16 (default: 16 with AVX-512)")
+      ->check(CLI::IsMember({0, 8, 16}));
   c->add_option("--device", f.device, "Where to run: cpu, cuda (GPU 0) or cuda:N");
   c->add_option("--precision", f.precision, "GPU arithmetic: fp32, tf32 or fp16 (weights converted at load)");
   c->add_flag("--no-cuda-graphs", f.no_cuda_graphs, "GPU: launch every kernel instead of replaying a CUDA graph");
@@ -72,6 +74,7 @@ Result<std::shared_ptr<Model>> load_model(const ModelFlags& f) {
   ModelOptions mo;
   mo.optimize = !f.no_optimize;
   mo.winograd = !f.no_winograd;
+  mo.blocked_channels = f.block;
   mo.num_threads = f.threads;
   mo.num_streams = f.streams;
   mo.threads_per_stream = f.threads_per_stream;
@@ -177,25 +180,38 @@ Result<std::vector<Shape>> resolve_shapes(const Model& model, const InputFlags& 
   std::vector<DeclaredInput> declared;
   for (const auto& d : model.inputs()) declared.push_back({d.name, d.dims, d.symbols});
   std::vector<Shape> shapes(n);
-  std::vector<bool> given(n, false);
+  std::vector<bool> given(n, false), from_file(n, false);
+  std::vector<std::string> extra_notes;
+  // Pass 1: --input files; the shapes of the tensors given are the truth.
   for (const auto& f : flags.inputs) {
     SL_ASSIGN_OR_RETURN(auto kv, split_assignment(f, "--input"));
     SL_ASSIGN_OR_RETURN(int idx, input_index(model, kv.first, "--input"));
     SL_ASSIGN_OR_RETURN(Tensor t, read_npy(kv.second));
     shapes[static_cast<size_t>(idx)] = t.shape();
     given[static_cast<size_t>(idx)] = true;
+    from_file[static_cast<size_t>(idx)] = true;
   }
+  // Pass 2: --shape fills in the inputs no file gives.
   for (const auto& f : flags.shapes) {
     SL_ASSIGN_OR_RETURN(auto kv, split_assignment(f, "--shape"));
     SL_ASSIGN_OR_RETURN(int idx, input_index(model, kv.first, "--shape"));
     SL_ASSIGN_OR_RETURN(std::vector<int64_t> dims, parse_dims(f, kv.second));
+    if (from_file[static_cast<size_t>(idx)]) {
+      // Pass 2 fills in only inputs no file gives: a file's tensor keeps its own shape.
+      if (shapes[static_cast<size_t>(idx)] != Shape(dims))
+        extra_notes.push_back("--shape " + f + " ignored: the --input file for '" + kv.first + "' is " +
+                              shapes[static_cast<size_t>(idx)].to_string());
+      continue;
+    }
     shapes[static_cast<size_t>(idx)] = Shape(dims);
     given[static_cast<size_t>(idx)] = true;
   }
+  // Pass 3: the model's declared dims for the rest, the dynamic ones filled.
   SL_ASSIGN_OR_RETURN(FilledDims filled, fill_dynamic_dims(declared, given, flags.batch, false));
   for (size_t i = 0; i < n; ++i)
     if (!given[i]) shapes[i] = Shape(filled.dims[i]);
-  if (notes) *notes = std::move(filled.notes);
+  extra_notes.insert(extra_notes.end(), filled.notes.begin(), filled.notes.end());
+  if (notes) *notes = std::move(extra_notes);
   return shapes;
 }
 
@@ -257,9 +273,6 @@ Result<std::vector<Tensor>> make_inputs(const Model& model, const InputFlags& fl
     if (t.dtype() != model.inputs()[static_cast<size_t>(idx)].dtype)
       return invalid_argument("--input " + kv.first + ": file holds " + dtype_name(t.dtype()) + ", model expects " +
                               dtype_name(model.inputs()[static_cast<size_t>(idx)].dtype));
-    if (t.shape() != shapes[static_cast<size_t>(idx)])
-      return invalid_argument("--input " + kv.first + ": file shape " + t.shape().to_string() +
-                              " differs from --shape " + shapes[static_cast<size_t>(idx)].to_string());
     ins[static_cast<size_t>(idx)] = t;
   }
   for (size_t i = 0; i < ins.size(); ++i)

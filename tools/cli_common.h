@@ -58,6 +58,7 @@ struct ModelFlags {
   bool safe = false;
   bool no_optimize = false;
   bool no_winograd = false;
+  int block = 0;                   // channels per block of the blocked layout; 0 = by CPU
   std::string device = "cpu";      // cpu, cuda, cuda:N
   std::string precision = "fp32";  // fp32, tf32, fp16 (GPU only)
   bool no_cuda_graphs = false;
@@ -77,9 +78,10 @@ struct Prepared {
 };
 Result<Prepared> prepare(const ModelFlags& mf, const InputFlags& in, bool with_inputs);
 
-// Shapes for every model input: --shape wins, then --input files' shapes, then the model's
-// declared dims with the dynamic ones filled (fill_dynamic_dims). `notes` (optional) receives
-// a line per dimension filled.
+// Shapes for every model input: an --input file's shape (the truth), else --shape, else the
+// model's declared dims with the dynamic ones filled (fill_dynamic_dims). A --shape that
+// contradicts an --input file is ignored. `notes` (optional) receives a line per dimension filled
+// and per --shape ignored.
 Result<std::vector<Shape>> resolve_shapes(const Model& model, const InputFlags& flags,
                                           std::vector<std::string>* notes = nullptr);
 // Input tensors: from --input files where given, else seeded random values (floats in [-1, 1),

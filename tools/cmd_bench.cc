@@ -23,6 +23,7 @@
 #include "exec/trace.h"
 #include "preflight.h"
 #include "progress.h"
+#include "serving_load.h"
 #include "streamline/serving.h"
 
 namespace streamline::tools {
@@ -50,19 +51,6 @@ struct BenchFlags {
 
   bool serving() const { return instances > 0 || max_batch > 0 || max_queue_delay_us >= 0 || request_rate > 0; }
 };
-
-std::string hist_json(const std::map<int, uint64_t>& h) {
-  std::string o = "{";
-  for (const auto& [size, n] : h)
-    o += (o.size() > 1 ? ", " : "") + ("\"" + std::to_string(size) + "\": ") + std::to_string(n);
-  return o + "}";
-}
-
-std::string hist_text(const std::map<int, uint64_t>& h) {
-  std::string o;
-  for (const auto& [size, n] : h) o += (o.empty() ? "" : " ") + std::to_string(size) + ":" + std::to_string(n);
-  return o.empty() ? "-" : o;
-}
 
 int bench_serving(const BenchFlags& f, std::shared_ptr<Model> model, const std::vector<Shape>& shapes,
                   const std::vector<Tensor>& inputs);
@@ -99,10 +87,23 @@ int bench(const BenchFlags& f) {
   auto* shapes = &prepared->shapes;
   auto* inputs = &prepared->inputs;
   if (f.serving()) return bench_serving(f, *model, *shapes, *inputs);
-  auto plan = (*model)->plan_for(*shapes);
-  if (!plan.ok()) {
-    std::cerr << "error: " << plan.status().to_string() << std::endl;
+  // A shape set whose shapes depend on values computed in the run (If, Loop) has no plan: it runs
+  // node by node, and the figures say so.
+  auto mode = (*model)->execution_mode(*shapes);
+  if (!mode.ok()) {
+    std::cerr << "error: " << mode.status().to_string() << std::endl;
     return 2;
+  }
+  std::shared_ptr<const plan::ExecutionPlan> plan;
+  if (*mode == ExecutionMode::kPlanned) {
+    auto p = (*model)->plan_for(*shapes);
+    if (!p.ok()) {
+      std::cerr << "error: " << p.status().to_string() << std::endl;
+      return 2;
+    }
+    plan = *p;
+  } else if (!f.json) {
+    std::cerr << "note: no plan for these shapes (" << (*model)->eager_reason(*shapes) << "); running node by node\n";
   }
   // Each of `concurrency` clients owns a Session (its own arena and streams) on its own thread,
   // all sharing the model; closed loop: a client sends its next request when the last returns.
@@ -171,7 +172,9 @@ int bench(const BenchFlags& f) {
     }
   }
   const int threads = (*model)->threads_per_stream();
-  const int streams = (*plan)->num_streams;
+  const int streams = plan ? plan->num_streams : 1;
+  const int64_t arena_bytes = plan ? static_cast<int64_t>(plan->arena_bytes) : 0;
+  const size_t steps = plan ? plan->steps.size() : 0;
   std::string shape_str;
   for (size_t i = 0; i < shapes->size(); ++i)
     shape_str += (i ? " " : "") + (*model)->inputs()[i].name + "=" + (*shapes)[i].to_string();
@@ -185,77 +188,25 @@ int bench(const BenchFlags& f) {
       << ", \"seconds\": " << fmt(elapsed) << ", \"throughput\": " << fmt(throughput)
       << ", \"latency_ms\": {\"p50\": " << fmt(p50, 4) << ", \"p90\": " << fmt(p90, 4) << ", \"p99\": " << fmt(p99, 4)
       << ", \"mean\": " << fmt(mean, 4) << ", \"min\": " << fmt(percentile(lat_ms, 0), 4) << "}"
-      << ", \"batch_size_hist\": " << hist_json({{static_cast<int>(batch), lat_ms.size()}}) << ", \"rejected\": 0"
-      << ", \"arena_bytes\": " << (*plan)->arena_bytes << ", \"steps\": " << (*plan)->steps.size() << "}";
+      << ", \"batch_size_hist\": " << batch_hist_json({{static_cast<int>(batch), lat_ms.size()}}) << ", \"rejected\": 0"
+      << ", \"mode\": \"" << execution_mode_name(*mode) << "\", \"arena_bytes\": " << arena_bytes
+      << ", \"steps\": " << steps << "}";
     std::cout << o.str() << std::endl;
     return 0;
   }
   std::cout << "model: " << f.model.path << "\ndevice: " << (*model)->device().to_string() << " ("
             << ops::precision_name((*model)->options().precision) << ")\ninputs: " << shape_str
-            << "\nstreams: " << streams << " x " << threads << " threads, concurrency: " << clients
-            << ", steps: " << (*plan)->steps.size() << ", arena: " << fmt((*plan)->arena_bytes / 1048576.0, 1)
-            << " MiB\n\n";
+            << "\nstreams: " << streams << " x " << threads << " threads, concurrency: " << clients << ", "
+            << execution_mode_name(*mode) << ", steps: " << steps
+            << ", arena: " << fmt(static_cast<double>(arena_bytes) / 1048576.0, 1) << " MiB\n\n";
   print_table({{"runs", "rejected", "p50 ms", "p90 ms", "p99 ms", "mean ms", "throughput/s"},
                {std::to_string(lat_ms.size()), "0", fmt(p50), fmt(p90), fmt(p99), fmt(mean), fmt(throughput, 1)}});
-  std::cout << "\nbatch sizes (size:runs): " << hist_text({{static_cast<int>(batch), lat_ms.size()}}) << "\n";
+  std::cout << "\nbatch sizes (size:runs): " << batch_hist_text({{static_cast<int>(batch), lat_ms.size()}}) << "\n";
   return 0;
-}
-
-// Responses that complete inside the measured window [start, stop), from client threads or
-// response callbacks. Counting completions (not starts) keeps throughput right when latency is
-// longer than the window.
-struct Samples {
-  using time_point = std::chrono::steady_clock::time_point;
-  time_point start, stop;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<double> lat_ms;
-  uint64_t ok = 0, rejected = 0;
-  std::map<StatusCode, uint64_t> failures;
-  std::string first_error;
-  bool done = false;             // --max-runs reached
-  Progress* progress = nullptr;  // counts the responses, when set
-
-  void add(const InferResponse& r, double ms, time_point at, int max_runs) {
-    if (at < start || at >= stop) return;
-    std::lock_guard<std::mutex> lock(mu);
-    if (done) return;
-    if (progress) progress->advance();
-    if (r.status.ok()) {
-      ++ok;
-      lat_ms.push_back(ms);
-    } else {
-      ++rejected;
-      ++failures[r.status.code()];
-      if (first_error.empty()) first_error = r.status.to_string();
-    }
-    if (max_runs > 0 && ok + rejected >= static_cast<uint64_t>(max_runs)) {
-      done = true;
-      cv.notify_all();
-    }
-  }
-  // Waits until the window closes or --max-runs is reached; returns when that was.
-  time_point wait_end() {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait_until(lock, stop, [&] { return done; });
-    done = true;
-    return std::min(stop, std::chrono::steady_clock::now());
-  }
-};
-
-std::map<int, uint64_t> hist_diff(const std::map<int, uint64_t>& after, const std::map<int, uint64_t>& before) {
-  std::map<int, uint64_t> d;
-  for (const auto& [size, n] : after) {
-    auto it = before.find(size);
-    const uint64_t delta = n - (it == before.end() ? 0 : it->second);
-    if (delta) d[size] = delta;
-  }
-  return d;
 }
 
 int bench_serving(const BenchFlags& f, std::shared_ptr<Model> model, const std::vector<Shape>& shapes,
                   const std::vector<Tensor>& inputs) {
-  using clock = std::chrono::steady_clock;
   ServingOptions so;
   so.instances = std::max(1, f.instances);
   so.batching.max_batch_size = std::max(1, f.max_batch);
@@ -275,92 +226,25 @@ int bench_serving(const BenchFlags& f, std::shared_ptr<Model> model, const std::
   InferRequest proto;
   for (size_t i = 0; i < inputs.size(); ++i) proto.inputs[model->inputs()[i].name] = inputs[i];
   const int64_t rows = shapes.empty() || shapes[0].rank() == 0 ? 1 : shapes[0][0];
-  const auto secs = [](double s) {
-    return std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(s));
-  };
-  const auto t_begin = clock::now();
-  Samples samples;
-  samples.start = t_begin + secs(f.warmup);
-  samples.stop = samples.start + secs(f.seconds);
   Progress progress(bench_progress(f));
-  progress.set_expected_end(samples.stop);
-  samples.progress = &progress;
-  const bool open_loop = f.request_rate > 0;
-  const int clients = std::max(1, f.concurrency);
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> workers;
-  std::atomic<int64_t> outstanding{0};
-  std::mutex done_mu;
-  std::condition_variable done_cv;
-  if (open_loop) {
-    // Open loop: Poisson arrivals at the given rate, whatever the runtime's pace. Latency counts
-    // from the intended arrival, so a late generator cannot hide queueing.
-    workers.emplace_back([&] {
-      std::mt19937_64 rng(f.in.seed + 17);
-      std::exponential_distribution<double> gap(f.request_rate);
-      for (auto t = t_begin + secs(gap(rng)); !stop.load(); t += secs(gap(rng))) {
-        std::this_thread::sleep_until(t);
-        if (stop.load()) break;
-        outstanding.fetch_add(1);
-        m.submit(proto, [&, t](InferResponse r) {
-          const auto now = clock::now();
-          samples.add(r, std::chrono::duration<double, std::milli>(now - t).count(), now, f.max_runs);
-          if (outstanding.fetch_sub(1) == 1) {
-            std::lock_guard<std::mutex> lock(done_mu);
-            done_cv.notify_all();
-          }
-        });
-      }
-    });
-  } else {
-    // Closed loop: each client sends its next request when its last one is answered.
-    for (int c = 0; c < clients; ++c)
-      workers.emplace_back([&] {
-        while (!stop.load()) {
-          const auto a = clock::now();
-          InferResponse r = m.infer(proto);
-          const auto b = clock::now();
-          samples.add(r, std::chrono::duration<double, std::milli>(b - a).count(), b, f.max_runs);
-          // A refused client pauses before it retries, so refusals cannot spin and starve the instances.
-          if (!r.status.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-      });
-  }
-  std::this_thread::sleep_until(samples.start);
-  progress.set_note("measuring");
-  const ServingStats before = m.stats();
-  const auto t_end = samples.wait_end();
-  progress.set_note("stopping");
-  const ServingStats after = m.stats();
-  // Requests still queued after the window are cancelled (and not counted); the clients and the
-  // generator then stop.
-  stop = true;
-  m.shutdown(ShutdownMode::kCancel);
-  for (auto& w : workers) w.join();
-  {
-    std::unique_lock<std::mutex> lock(done_mu);
-    done_cv.wait(lock, [&] { return outstanding.load() == 0; });
-  }
-  samples.progress = nullptr;
+  LoadSpec load;
+  load.concurrency = f.concurrency;
+  load.request_rate = f.request_rate;
+  load.warmup_s = f.warmup;
+  load.seconds = f.seconds;
+  load.max_runs = f.max_runs;
+  load.seed = f.in.seed;
+  load.progress = &progress;
+  const Result<LoadFigures> measured = run_load(m, proto, rows, load);
   progress.finish();
-  const std::map<int, uint64_t> hist = hist_diff(after.batch_size_hist, before.batch_size_hist);
-  if (samples.ok == 0) {
-    std::cerr << "error: no request completed in the measured window"
-              << (samples.first_error.empty() ? "" : ": " + samples.first_error) << std::endl;
+  if (!measured.ok()) {
+    std::cerr << "error: " << measured.status().message() << std::endl;
     return 1;
   }
-  const double elapsed = std::max(1e-9, std::chrono::duration<double>(t_end - samples.start).count());
-  const std::vector<double>& lat = samples.lat_ms;
-  const double throughput = static_cast<double>(samples.ok) * static_cast<double>(rows) / elapsed;
-  const double p50 = percentile(lat, 50), p90 = percentile(lat, 90), p99 = percentile(lat, 99);
-  double mean = 0;
-  for (double x : lat) mean += x;
-  mean /= static_cast<double>(lat.size());
-  const double mean_batch = [&] {
-    uint64_t n = 0, total = 0;
-    for (const auto& [size, c] : hist) n += c, total += static_cast<uint64_t>(size) * c;
-    return n ? static_cast<double>(total) / static_cast<double>(n) : 0.0;
-  }();
+  const LoadFigures& r = *measured;
+  const bool open_loop = f.request_rate > 0;
+  const int clients = std::max(1, f.concurrency);
+  const ServingStats& after = r.stats;
   std::string shape_str;
   for (size_t i = 0; i < shapes.size(); ++i)
     shape_str += (i ? " " : "") + model->inputs()[i].name + "=" + shapes[i].to_string();
@@ -371,18 +255,18 @@ int bench_serving(const BenchFlags& f, std::shared_ptr<Model> model, const std::
       << ", \"max_queue_delay_us\": " << so.batching.max_queue_delay_us << ", \"load\": \""
       << (open_loop ? "open" : "closed") << "\", \"request_rate\": " << fmt(f.request_rate)
       << ", \"concurrency\": " << (open_loop ? 0 : clients) << ", \"batch\": " << rows << ", \"shapes\": \""
-      << json_escape(shape_str) << "\", \"requests\": " << samples.ok + samples.rejected << ", \"runs\": " << samples.ok
-      << ", \"rejected\": " << samples.rejected << ", \"seconds\": " << fmt(elapsed)
-      << ", \"throughput\": " << fmt(throughput) << ", \"latency_ms\": {\"p50\": " << fmt(p50, 4)
-      << ", \"p90\": " << fmt(p90, 4) << ", \"p99\": " << fmt(p99, 4) << ", \"mean\": " << fmt(mean, 4)
-      << ", \"min\": " << fmt(percentile(lat, 0), 4) << "}"
+      << json_escape(shape_str) << "\", \"requests\": " << r.requests << ", \"runs\": " << r.ok
+      << ", \"rejected\": " << r.rejected << ", \"seconds\": " << fmt(r.elapsed_s)
+      << ", \"throughput\": " << fmt(r.throughput) << ", \"latency_ms\": {\"p50\": " << fmt(r.p50_ms, 4)
+      << ", \"p90\": " << fmt(r.p90_ms, 4) << ", \"p99\": " << fmt(r.p99_ms, 4) << ", \"mean\": " << fmt(r.mean_ms, 4)
+      << ", \"min\": " << fmt(r.min_ms, 4) << "}"
       << ", \"queue_ms\": {\"p50\": " << fmt(after.queue.p50_us / 1000, 4)
       << ", \"p99\": " << fmt(after.queue.p99_us / 1000, 4)
       << "}, \"compute_ms\": {\"p50\": " << fmt(after.compute.p50_us / 1000, 4)
       << ", \"p99\": " << fmt(after.compute.p99_us / 1000, 4) << "}"
-      << ", \"batch_size_hist\": " << hist_json(hist) << ", \"mean_batch\": " << fmt(mean_batch) << ", \"failures\": {";
+      << ", \"batch_size_hist\": " << batch_hist_json(r.batch_size_hist) << ", \"mean_batch\": " << fmt(r.mean_batch) << ", \"failures\": {";
     bool first = true;
-    for (const auto& [code, n] : samples.failures) {
+    for (const auto& [code, n] : r.failures) {
       o << (first ? "" : ", ") << "\"" << status_code_name(code) << "\": " << n;
       first = false;
     }
@@ -397,13 +281,13 @@ int bench_serving(const BenchFlags& f, std::shared_ptr<Model> model, const std::
                           : "closed loop, concurrency " + std::to_string(clients))
             << "\n\n";
   print_table({{"requests", "rejected", "p50 ms", "p90 ms", "p99 ms", "mean ms", "throughput/s", "mean batch"},
-               {std::to_string(samples.ok + samples.rejected), std::to_string(samples.rejected), fmt(p50), fmt(p90),
-                fmt(p99), fmt(mean), fmt(throughput, 1), fmt(mean_batch, 2)}});
-  std::cout << "\nbatch sizes (size:runs): " << hist_text(hist)
+               {std::to_string(r.requests), std::to_string(r.rejected), fmt(r.p50_ms), fmt(r.p90_ms),
+                fmt(r.p99_ms), fmt(r.mean_ms), fmt(r.throughput, 1), fmt(r.mean_batch, 2)}});
+  std::cout << "\nbatch sizes (size:runs): " << batch_hist_text(r.batch_size_hist)
             << "\nqueue p50/p99 ms: " << fmt(after.queue.p50_us / 1000) << " / " << fmt(after.queue.p99_us / 1000)
             << ", compute p50/p99 ms: " << fmt(after.compute.p50_us / 1000) << " / " << fmt(after.compute.p99_us / 1000)
             << "\n";
-  if (samples.rejected) std::cout << "first rejection: " << samples.first_error << "\n";
+  if (r.rejected) std::cout << "first rejection: " << r.first_error << "\n";
   return 0;
 }
 

@@ -45,13 +45,16 @@ int show_plan(const PlanFlags& f) {
       if (s >= 0) {
         const auto& slot = p.slots[static_cast<size_t>(s)];
         out += (out.empty() ? "" : " ") + slot.shape.to_string() +
-               (slot.layout == Layout::kChannelsLast ? "nhwc" : slot.layout == Layout::kBlocked8 ? "nChw8c" : "");
+               (slot.layout == Layout::kChannelsLast ? "nhwc"
+                : is_blocked(slot.layout)            ? layout_name(slot.layout)
+                                                     : "");
       }
     rows.push_back({std::to_string(i), st.name, st.op, st.provider, std::to_string(st.stream), out});
   }
   print_table(rows);
-  std::cout << "\nsteps: " << p.steps.size() << ", streams: " << p.num_streams << ", events: "
-            << p.events_inserted << " inserted, " << p.num_events << " after pruning"
+  std::cout << "\nsteps: " << p.steps.size() << ", layout converts: " << p.layout_converts()
+            << ", streams: " << p.num_streams << ", events: " << p.events_inserted << " inserted, " << p.num_events
+            << " after pruning"
             << ", critical path: " << fmt(p.critical_path_cost / 1e6, 1) << " of " << fmt(p.total_cost / 1e6, 1)
             << " Mcost, verified: " << (p.verified ? "yes" : "no") << "\nfolded at plan time: " << p.folded_nodes
             << ", arena: " << p.arena_bytes << " bytes (naive " << p.naive_bytes << ")\n"

@@ -11,6 +11,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <iterator>
@@ -19,6 +20,7 @@
 #include "cli_common.h"
 #include "cli_flags.h"
 #include "commands.h"
+#include "core/logging.h"
 #include "preflight.h"
 #include "serve/grpc_server.h"
 #include "serve/http_server.h"
@@ -42,8 +44,55 @@ struct ServeFlags {
   int http_threads = 2;
   int decode_threads = 2;
   double max_json_body_mb = 64;
+  double max_request_mb = 256;
   int max_connections = 1024;
+  std::string metrics_buckets_ms;  // "0.5,1,2,5": the latency histograms' bounds; "" = defaults
+  bool triton_metrics = true;
+  // Logging as tritonserver's flags set it; unset = as SL_LOG_LEVEL says (default warning).
+  std::optional<int> log_verbose;
+  std::optional<bool> log_info, log_warning, log_error;
+  std::string log_format = "default";
+  std::string log_file;
 };
+
+// The log flags over the start-up settings.
+Status apply_log_flags(const ServeFlags& f) {
+  LogSettings s = log_settings();
+  if (f.log_verbose) s.verbose = *f.log_verbose;
+  if (f.log_info) s.info = *f.log_info;
+  if (f.log_warning) s.warning = *f.log_warning;
+  if (f.log_error) s.error = *f.log_error;
+  s.format = f.log_format;
+  s.file = f.log_file;
+  return set_log_settings(s);
+}
+
+// "0.5,1,2.5" -> microseconds; positive and increasing, at most kMaxBucketBounds bounds (a fine
+// histogram, e.g. 0.5 ms steps to 200 ms, is 400; each is looked up by binary search).
+constexpr size_t kMaxBucketBounds = 1000;
+
+Result<std::vector<double>> parse_buckets_ms(const std::string& text) {
+  std::vector<double> out;
+  if (text.empty()) return out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t end = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, end - pos);
+    char* stop = nullptr;
+    const double v = std::strtod(item.c_str(), &stop);
+    if (item.empty() || stop != item.c_str() + item.size() || !(v > 0) || v > 3.6e6)
+      return invalid_argument("--metrics-buckets-ms: '" + item +
+                              "' is not a bound in milliseconds (a number above 0, at most 3600000)");
+    if (!out.empty() && !(v * 1000 > out.back()))
+      return invalid_argument("--metrics-buckets-ms: the bounds must increase ('" + item + "' does not)");
+    out.push_back(v * 1000);
+    pos = end + 1;
+  }
+  if (out.size() > kMaxBucketBounds)
+    return invalid_argument("--metrics-buckets-ms: " + std::to_string(out.size()) + " bounds; at most " +
+                            std::to_string(kMaxBucketBounds));
+  return out;
+}
 
 void print_index(const serve::Repository& repo) {
   std::vector<std::vector<std::string>> rows{{"model", "version", "state", "reason"}};
@@ -73,6 +122,15 @@ int serve_models(const ServeFlags& f) {
     std::cerr << "error: --load-model needs --model-control-mode explicit" << std::endl;
     return 2;
   }
+  if (Status s = apply_log_flags(f); !s.ok()) {
+    std::cerr << "error: " << s.message() << std::endl;
+    return kUsageError;
+  }
+  Result<std::vector<double>> buckets = parse_buckets_ms(f.metrics_buckets_ms);
+  if (!buckets.ok()) {
+    std::cerr << "error: " << buckets.status().message() << std::endl;
+    return kUsageError;
+  }
   if (Status s = check_ports(f); !s.ok()) {
     std::cerr << "error: " << s.to_string() << std::endl;
     return s.code() == StatusCode::kInvalidArgument ? kUsageError : kRunFailed;
@@ -88,6 +146,7 @@ int serve_models(const ServeFlags& f) {
   serve::RepositoryOptions ro;
   ro.default_instances = f.instances;
   ro.default_threads = f.threads;
+  ro.latency_buckets_us = *buckets;
   serve::Repository repo(f.repository, ro);
   if (!explicit_control) {
     Status s = repo.load_all();
@@ -105,6 +164,8 @@ int serve_models(const ServeFlags& f) {
 
   serve::ServerOptions so;
   so.allow_model_control = explicit_control;
+  so.triton_metric_names = f.triton_metrics;
+  so.max_request_bytes = static_cast<int64_t>(f.max_request_mb * (1 << 20));
   serve::ServerCore core(repo, so);
   std::optional<serve::HttpServer> http, metrics;
   std::optional<serve::GrpcServer> grpc;
@@ -204,9 +265,26 @@ Runner add_serve_command(CLI::App& app) {
                 "Largest JSON text of an HTTP request, in MiB; larger gets 413 (binary tensors are not counted; "
                 "default 64)")
       ->check(number_range(0.001, 4096.0, false));
+  c->add_option(
+       "--max-request-mb", f->max_request_mb,
+       "Largest request (HTTP body or gRPC message), in MiB; larger gets 413 or RESOURCE_EXHAUSTED (default 256)")
+      ->check(number_range(0.001, 4096.0, false));
   c->add_option("--max-connections", f->max_connections,
                 "HTTP connections open at once (each port); more get 503 and are closed; 0 = no cap (default 1024)")
       ->check(int_range(0, 1 << 20, "0: no cap"));
+  c->add_option("--metrics-buckets-ms", f->metrics_buckets_ms,
+                "Bounds of the latency histograms (request, queue, compute input/infer/output), in ms, "
+                "comma-separated and increasing (default 0.1,0.25,0.5,1,2.5,...,10000)");
+  c->add_flag("--triton-metrics,!--no-triton-metrics", f->triton_metrics,
+              "Export Triton's nv_inference_* metric names beside streamline's (default on)");
+  c->add_option("--log-verbose", f->log_verbose, "Verbose (debug) logging level; 0 = off (default 0)")
+      ->check(int_range(0, 1000000));
+  c->add_option("--log-info", f->log_info, "Log info messages (true/false; default false)");
+  c->add_option("--log-warning", f->log_warning, "Log warnings (true/false; default true)");
+  c->add_option("--log-error", f->log_error, "Log errors (true/false; default true)");
+  c->add_option("--log-format", f->log_format, "Log line format: default or ISO8601")
+      ->check(CLI::IsMember({"default", "ISO8601"}));
+  c->add_option("--log-file", f->log_file, "Append the log to this file instead of stderr");
   return [f] { return serve_models(*f); };
 }
 

@@ -15,5 +15,6 @@ Runner add_conformance_command(CLI::App& app);
 Runner add_perf_command(CLI::App& app);
 Runner add_serve_command(CLI::App& app);
 Runner add_classify_command(CLI::App& app);
+Runner add_tune_command(CLI::App& app);
 
 }  // namespace streamline::tools

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/small_types.h"
 #include "graph/onnx_tensor.h"
 #include "streamline/streamline.h"
 
@@ -139,7 +140,10 @@ std::string format_value(const Tensor& t, int64_t i) {
     case DType::kBool:
       return t.data<uint8_t>()[i] ? "true" : "false";
     default:
-      std::snprintf(b, sizeof b, "%lld", static_cast<long long>(element_as_int64(t, i)));
+      if (is_small_float(t.dtype()))  // compared bit for bit, shown as the value
+        std::snprintf(b, sizeof b, "%.9g (0x%02x)", element_as_double(t, i), t.data<uint8_t>()[i]);
+      else
+        std::snprintf(b, sizeof b, "%lld", static_cast<long long>(element_as_int64(t, i)));
       break;
   }
   return b;

@@ -46,6 +46,24 @@
 
 namespace streamline {
 
+// One step of a traced run: the plan step, its stream, when it ran (steady clock, now_ns()).
+struct StepSpan {
+  std::string name, op;
+  int stream = 0;
+  int64_t begin_ns = 0, end_ns = 0;
+};
+
+// How the batch that served a traced request ran (InferRequest::trace), on the steady clock:
+// gathering inputs [begin_ns, inputs_done_ns), the run [inputs_done_ns, run_done_ns) with its
+// steps, splitting outputs [run_done_ns, end_ns).
+struct RunTrace {
+  int instance = 0;  // the instance that ran it
+  int rows = 0;      // rows in the batch
+  int requests = 0;  // requests in the batch
+  int64_t begin_ns = 0, inputs_done_ns = 0, run_done_ns = 0, end_ns = 0;
+  std::vector<StepSpan> steps;
+};
+
 // One inference request. Tensors are shared (cheap copies), and the runtime only reads them.
 struct InferRequest {
   uint64_t id = 0;                             // echoed in the response; not interpreted
@@ -53,6 +71,7 @@ struct InferRequest {
   std::vector<std::string> requested_outputs;  // empty = all model outputs
   int priority = -1;                           // 0 = highest; -1 = the policy's default_priority
   int64_t timeout_us = 0;                      // queueing budget (>= 0); 0 = the queue policy's default
+  bool trace = false;                          // record how its batch ran (InferResponse::trace)
 };
 
 struct InferResponse {
@@ -61,7 +80,12 @@ struct InferResponse {
   std::map<std::string, Tensor> outputs;  // owned; this request's rows only
   int64_t queue_us = 0;                   // enqueue -> its batch started
   int64_t compute_us = 0;                 // its batch's run, including concat and split
-  int batch_size = 0;                     // rows in the batch it ran in (0 if it never ran)
+  // The parts of compute_us (Triton's compute input / infer / output): gathering the batch's
+  // inputs (concatenation), the run itself, and splitting and copying the outputs back.
+  int64_t compute_input_us = 0, compute_infer_us = 0, compute_output_us = 0;
+  int batch_size = 0;  // rows in the batch it ran in (0 if it never ran)
+  // For a request with trace set that ran: its batch's run, shared by the batch's traced requests.
+  std::shared_ptr<const RunTrace> trace;
 };
 
 using InferCallback = std::function<void(InferResponse)>;
@@ -80,6 +104,13 @@ struct QueuePolicy {
   TimeoutAction timeout_action = TimeoutAction::kReject;
   // Whether a request's own timeout_us replaces default_timeout_us.
   bool allow_timeout_override = true;
+  // End-to-end latency objective of every request (the model's SLO); 0 = none. With admission,
+  // a request whose estimated queueing plus run time exceeds it is refused when it arrives.
+  int64_t latency_objective_us = 0;
+  // Deadline-aware admission: a request that, by the queue ahead of it and the run times seen so
+  // far, cannot start within its timeout (or meet latency_objective_us) is refused at once with
+  // ResourceExhausted and the estimate, instead of timing out in the queue (runtime/admission.h).
+  bool admission = true;
 };
 
 // How requests are merged into batches. Read once, when the ServingModel is made.
@@ -118,6 +149,9 @@ struct ServingOptions {
   bool warmup = true;
   // Samples per latency window (percentiles in stats() cover the last this many requests).
   int stats_window = 4096;
+  // Upper bounds (microseconds, increasing, each > 0) of the latency histograms in stats(); an
+  // implicit last bucket holds everything above. Empty = kDefaultLatencyBucketsUs.
+  std::vector<double> latency_buckets_us;
   // Time source for queue delays, deadlines and timings; not owned, must outlive the model.
   const Clock* clock = &SteadyClock::instance();
 };
@@ -128,14 +162,46 @@ struct LatencySummary {
   double p50_us = 0, p90_us = 0, p99_us = 0;  // over the sliding window
 };
 
+// Default latency histogram bounds: 100 us to 10 s in steps of about 1-2.5-5.
+inline const std::vector<double> kDefaultLatencyBucketsUs = {
+    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000};
+
+// A histogram of one duration since load: counts[i] samples in (bounds_us[i-1], bounds_us[i]],
+// counts.back() above the last bound (Prometheus' +Inf bucket, made cumulative when exported).
+struct LatencyHistogram {
+  std::vector<double> bounds_us;  // increasing upper bounds
+  std::vector<uint64_t> counts;   // bounds_us.size() + 1 entries, not cumulative
+  uint64_t count = 0;
+  double sum_us = 0;
+
+  LatencyHistogram() : counts(1, 0) {}
+  explicit LatencyHistogram(std::vector<double> bounds);
+  void add(double us);
+  // Adds another histogram's samples; bounds must be equal (else it is ignored and false returned).
+  bool merge(const LatencyHistogram& other);
+};
+
+// Per batch size: runs and the time they took (the batch's compute input, infer and output).
+struct BatchTiming {
+  uint64_t runs = 0;
+  double input_us = 0, infer_us = 0, output_us = 0;
+};
+
 // A consistent snapshot of one model's counters.
 struct ServingStats {
   uint64_t accepted = 0;                    // entered the queue
   uint64_t succeeded = 0;                   // answered with outputs
   uint64_t failed = 0;                      // answered with an error (includes refusals at submit)
+  uint64_t refused_at_admission = 0;        // of those, refused because they could not finish in time
   std::map<StatusCode, uint64_t> failures;  // failed, by status code
   LatencySummary queue, compute, total;     // total = queue + compute, per successful request
+  // The parts of compute, per successful request (InferResponse::compute_input_us, ...).
+  LatencySummary compute_input, compute_infer, compute_output;
+  // Histograms (ServingOptions::latency_buckets_us) of total, queue and the compute parts, per
+  // successful request.
+  LatencyHistogram total_hist, queue_hist, compute_input_hist, compute_infer_hist, compute_output_hist;
   std::map<int, uint64_t> batch_size_hist;  // rows per run -> runs
+  std::map<int, BatchTiming> batch_timing;  // rows per run -> runs and their times
   uint64_t batches = 0;
   int64_t in_flight = 0;                  // accepted and not yet answered (queued or running)
   int64_t queued = 0;                     // waiting in the queue now

@@ -23,7 +23,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -38,17 +40,30 @@
 
 namespace streamline {
 
+namespace exec {
+class TraceRecorder;
+}  // namespace exec
+namespace runtime {
+class InstancePool;
+}  // namespace runtime
+
 struct ModelOptions {
   // Graph rewrite passes (folding, fusion, elimination); off only for debugging. Takes effect at load.
   bool optimize = true;
   // Keep convolution activations channels-last between layers. Takes effect at load.
   bool channels_last = true;
-  // With channels_last: keep activations in oneDNN's blocked nChw8c layout between convolutions
-  // whose channel counts are multiples of 8 (faster on AVX2). Takes effect when plans are made.
+  // With channels_last: keep activations in oneDNN's blocked layout between convolutions whose
+  // channel counts are multiples of the block: nChw16c on CPUs with AVX-512, nChw8c otherwise
+  // (see blocked_channels). Takes effect at load.
   bool blocked_layout = true;
-  // With blocked_layout: 3x3 stride-1 convolutions with enough channels and pixels run Winograd
-  // F(2x2, 3x3) (2.25x fewer multiply-adds; results within float32 rounding of the direct
-  // convolution). Off: every convolution runs oneDNN's direct algorithm. Takes effect at load.
+  // Channels per block of the blocked layout: 8 (nChw8c) or 16 (nChw16c); 0 = 16 where oneDNN
+  // runs AVX-512 code, else 8. Takes effect at load.
+  int blocked_channels = 0;
+  // With blocked_layout: lets 3x3 stride-1 convolutions with enough channels and pixels run
+  // Winograd F(2x2, 3x3) or F(4x4, 3x3) where the kernels are told to use it (ops
+  // ConvAlgorithm::kDirect). The default choice, made by measurement, never picks it: its
+  // rounding (about 1e-4 of the output scale on InceptionV3) would make a model's accuracy depend
+  // on timings. Off: never. Takes effect at load.
   bool winograd = true;
   // Total threads per run; 0 = all hardware threads. Sessions may override per run.
   int num_threads = 0;
@@ -98,6 +113,19 @@ enum class ExecutionMode {
 // "planned" / "eager".
 const char* execution_mode_name(ExecutionMode m);
 
+// What the ONNX file says about itself (ModelProto and main GraphProto fields); empty or 0 where
+// the file has nothing.
+struct ModelMetadata {
+  std::string producer_name;                  // the exporter ("pytorch")
+  std::string producer_version;               // its version ("2.1.0")
+  std::string graph_name;                     // the main graph's name
+  std::string domain;                         // the model's domain (reverse-DNS by convention)
+  std::string description;                    // the model's doc_string
+  std::string graph_description;              // the main graph's doc_string
+  int64_t version = 0;                        // model_version
+  std::map<std::string, std::string> custom;  // metadata_props, key -> value
+};
+
 // An input or output as the model declares it; dims are -1 where symbolic or unknown.
 struct TensorDesc {
   std::string name;
@@ -111,12 +139,18 @@ class Model {
   // Loads, optimises and prepares kernels. Errors: NotFound (no file), InvalidArgument (corrupt
   // or inconsistent model), Unsupported (ops/dtypes/opsets we cannot run; all listed at once).
   static Result<std::shared_ptr<Model>> load(const std::string& path, const ModelOptions& options = {});
+  // Same, from the bytes of an ONNX file (a serialized ModelProto) held in memory; the bytes are
+  // only read during the call. External data is refused (there is no folder to find it in).
+  // Errors as load(), with "model bytes" in place of the path.
+  static Result<std::shared_ptr<Model>> load_bytes(std::string_view bytes, const ModelOptions& options = {});
   // Same, from an imported graph (tests, servers that fetch models themselves).
   static Result<std::shared_ptr<Model>> from_graph(graph::Graph g, const ModelOptions& options = {});
 
   const std::vector<TensorDesc>& inputs() const { return inputs_; }
   const std::vector<TensorDesc>& outputs() const { return outputs_; }
   const ModelOptions& options() const { return options_; }
+  // Producer, names, descriptions and custom key/value pairs from the file.
+  const ModelMetadata& metadata() const { return metadata_; }
   const graph::Graph& graph() const { return graph_; }
   const graph::PassReport& pass_report() const { return report_; }
   // The device the model was loaded for.
@@ -135,7 +169,14 @@ class Model {
   // For an eager shape set: why it cannot be planned (the first value-dependent node); "" otherwise
   // or when the shape set has not been decided yet.
   std::string eager_reason(const std::vector<Shape>& shapes) const;
-  // Default shapes: symbolic dims take `batch` for the first dim and 1 elsewhere; unknown dims fail.
+  // The input shapes of a run, in model input order. Input i takes known[i] when that is set (the
+  // shape of the tensor the caller has for it, or one the caller chose), else its declared shape
+  // with symbolic dims set: the first to `batch`, the others to 1. A known shape must agree with
+  // the declared rank and fixed dims. InvalidArgument naming the input and the dimension when an
+  // input has neither a known shape nor a size for every dimension. `known` may be shorter than
+  // the input list (missing entries are unset). Thread-safe.
+  Result<std::vector<Shape>> input_shapes(const std::vector<std::optional<Shape>>& known, int64_t batch = 1) const;
+  // input_shapes with nothing known: the declared shapes, symbolic dims as above.
   Result<std::vector<Shape>> default_shapes(int64_t batch = 1) const;
   int default_threads() const;
   // Intra-op threads each stream uses.
@@ -148,6 +189,7 @@ class Model {
 
  private:
   friend class Session;
+  friend class runtime::InstancePool;  // serving instances run eager shape sets too
   // What is cached per shape set: a plan, or (plan null) the reason it runs eagerly.
   struct Prepared {
     std::shared_ptr<const plan::ExecutionPlan> plan;
@@ -167,6 +209,7 @@ class Model {
   graph::PassReport report_;
   plan::KernelSet kernels_;
   std::vector<TensorDesc> inputs_, outputs_;
+  ModelMetadata metadata_;
   // Plans by shape key. An entry is made when a shape set is first asked for and completed when
   // its planning ends; the lock guards only the map, never planning, so a new shape never holds up
   // runs of shapes already planned, and concurrent first runs of one shape set plan it once.
@@ -198,6 +241,50 @@ class Session {
   // Made on the first run, so that a missing GPU is an error of run(), not of construction.
   std::unique_ptr<runtime::DeviceRunner> runner_;
 };
+
+// Records planned runs as Chrome trace events (open the file in Perfetto or chrome://tracing):
+// one track per stream, one slice per step with its op and tensor shapes, a flow arrow for every
+// event between streams.
+//
+//   Trace trace;
+//   RunOptions ro;
+//   ro.observer = trace.observer();
+//   auto outs = session.run(inputs, ro);                // record as many runs as needed
+//   SL_RETURN_IF_ERROR(trace.write("run.json"));
+//
+// Thread-safety: one run at a time per Trace (runs of several sessions recorded into one Trace
+// must be serialised by the caller); slices(), to_json() and write() must not overlap a run.
+class Trace {
+ public:
+  // Stops recording after `max_slices` step slices, so long runs stay bounded.
+  explicit Trace(size_t max_slices = 100000);
+  ~Trace();
+  Trace(const Trace&) = delete;
+  Trace& operator=(const Trace&) = delete;
+
+  // The hooks to put in RunOptions::observer; owned by this Trace, valid as long as it is.
+  exec::ExecObserver* observer();
+  // Step slices recorded so far.
+  size_t slices() const;
+  // The trace as one JSON object {"traceEvents": [...]}.
+  std::string to_json() const;
+  // Writes to_json() to `path`. Unavailable naming the path when it cannot be written.
+  [[nodiscard]] Status write(const std::string& path) const;
+
+ private:
+  std::unique_ptr<exec::TraceRecorder> recorder_;
+};
+
+// Devices models can be loaded for and run on in this process: "cpu", then "cuda:0", "cuda:1", ...
+// for each usable GPU when the CUDA backend is built in. Thread-safe.
+std::vector<std::string> available_devices();
+
+// The process-wide threshold of streamline's log (stderr): messages below it are dropped. It
+// starts from the SL_LOG_LEVEL environment variable (debug|info|warning|error), else warning.
+// Thread-safe; takes effect at once for every model.
+enum class LogSeverity { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
+void set_log_severity(LogSeverity severity);
+LogSeverity log_severity();
 
 // "0.1.0 (oneDNN 2.6.3, CPU; CUDA: no)"; with the CUDA backend built in, "CUDA: yes (runtime 13.0,
 // driver 13.0, cuDNN 9.19.0, 1 device: NVIDIA H200 sm_90)" or "CUDA: yes (..., no device: reason)".

@@ -11,6 +11,9 @@ size_t dtype_size(DType t) {
     case DType::kFloat64: case DType::kInt64: case DType::kUInt64: return 8;
     case DType::kFloat16: case DType::kBFloat16: case DType::kInt16: case DType::kUInt16: return 2;
     case DType::kInt8: case DType::kUInt8: case DType::kBool: return 1;
+    case DType::kFloat8E4M3FN: case DType::kFloat8E4M3FNUZ: case DType::kFloat8E5M2: case DType::kFloat8E5M2FNUZ:
+    case DType::kFloat8E8M0: case DType::kFloat4E2M1: case DType::kUInt4: case DType::kInt4: case DType::kUInt2:
+    case DType::kInt2: return 1;
     case DType::kString: case DType::kUndefined: return 0;
   }
   return 0;
@@ -31,6 +34,16 @@ const char* dtype_name(DType t) {
     case DType::kUInt16: return "uint16";
     case DType::kUInt8: return "uint8";
     case DType::kBool: return "bool";
+    case DType::kFloat8E4M3FN: return "float8e4m3fn";
+    case DType::kFloat8E4M3FNUZ: return "float8e4m3fnuz";
+    case DType::kFloat8E5M2: return "float8e5m2";
+    case DType::kFloat8E5M2FNUZ: return "float8e5m2fnuz";
+    case DType::kFloat8E8M0: return "float8e8m0";
+    case DType::kFloat4E2M1: return "float4e2m1";
+    case DType::kUInt4: return "uint4";
+    case DType::kInt4: return "int4";
+    case DType::kUInt2: return "uint2";
+    case DType::kInt2: return "int2";
     case DType::kString: return "string";
     case DType::kUndefined: return "undefined";
   }
@@ -52,6 +65,10 @@ DType dtype_from_name(const std::string& raw) {
       {"int64", DType::kInt64}, {"int32", DType::kInt32}, {"int16", DType::kInt16}, {"int8", DType::kInt8},
       {"uint64", DType::kUInt64}, {"uint32", DType::kUInt32}, {"uint16", DType::kUInt16},
       {"uint8", DType::kUInt8}, {"bool", DType::kBool}, {"string", DType::kString}, {"bytes", DType::kString},
+      {"float8e4m3fn", DType::kFloat8E4M3FN}, {"float8e4m3fnuz", DType::kFloat8E4M3FNUZ},
+      {"float8e5m2", DType::kFloat8E5M2}, {"float8e5m2fnuz", DType::kFloat8E5M2FNUZ},
+      {"float8e8m0", DType::kFloat8E8M0}, {"float4e2m1", DType::kFloat4E2M1}, {"uint4", DType::kUInt4},
+      {"int4", DType::kInt4}, {"uint2", DType::kUInt2}, {"int2", DType::kInt2},
   };
   for (const auto& a : kAliases)
     if (n == a.name) return a.t;

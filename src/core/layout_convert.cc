@@ -1,6 +1,8 @@
 #include "core/layout_convert.h"
 
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 namespace streamline {
 namespace {
@@ -32,21 +34,103 @@ inline int64_t offset_of(Layout l, int64_t b, int64_t ch, int64_t p, int64_t c, 
   switch (l) {
     case Layout::kChannelsLast: return (b * hw + p) * c + ch;
     case Layout::kBlocked8: return ((b * (c / 8) + ch / 8) * hw + p) * 8 + (ch & 7);
+    case Layout::kBlocked16:
+      return ((b * (c / 16) + ch / 16) * hw + p) * 16 + (ch & 15);
     default: return (b * c + ch) * hw + p;
   }
 }
 
-// Blocked <-> anything: one pass over 8-channel blocks; the blocked side is read or written
-// contiguously.
+// Blocked <-> anything: one pass over the blocks of the blocked side (the smaller block when
+// both are blocked), which is read or written contiguously. The common pairs have their own
+// loops: blocked <-> channels-last moves runs of B contiguous elements, blocked <-> plain
+// transposes B x 8 tiles so that both sides are touched in whole cache lines.
+template <typename T, int B>
+void blocked_from_nhwc(const T* s, T* d, int64_t n, int64_t c, int64_t hw, int threads) {
+  const int64_t cb = c / B;
+#pragma omp parallel for collapse(2) num_threads(threads) if (n * c * hw > 32768)
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t blk = 0; blk < cb; ++blk) {
+      const T* sp = s + b * hw * c + blk * B;
+      T* dp = d + (b * cb + blk) * hw * B;
+      for (int64_t p = 0; p < hw; ++p)
+        for (int j = 0; j < B; ++j) dp[p * B + j] = sp[p * c + j];
+    }
+}
+
+template <typename T, int B>
+void nhwc_from_blocked(const T* s, T* d, int64_t n, int64_t c, int64_t hw, int threads) {
+  const int64_t cb = c / B;
+#pragma omp parallel for collapse(2) num_threads(threads) if (n * c * hw > 32768)
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t blk = 0; blk < cb; ++blk) {
+      const T* sp = s + (b * cb + blk) * hw * B;
+      T* dp = d + b * hw * c + blk * B;
+      for (int64_t p = 0; p < hw; ++p)
+        for (int j = 0; j < B; ++j) dp[p * c + j] = sp[p * B + j];
+    }
+}
+
+template <typename T, int B>
+void blocked_from_plain(const T* s, T* d, int64_t n, int64_t c, int64_t hw, int threads) {
+  const int64_t cb = c / B;
+  constexpr int64_t kTile = 8;
+#pragma omp parallel for collapse(2) num_threads(threads) if (n * c * hw > 32768)
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t blk = 0; blk < cb; ++blk) {
+      const T* sp = s + (b * c + blk * B) * hw;
+      T* dp = d + (b * cb + blk) * hw * B;
+      int64_t p = 0;
+      for (; p + kTile <= hw; p += kTile)
+        for (int j = 0; j < B; ++j)
+          for (int64_t q = 0; q < kTile; ++q) dp[(p + q) * B + j] = sp[j * hw + p + q];
+      for (; p < hw; ++p)
+        for (int j = 0; j < B; ++j) dp[p * B + j] = sp[j * hw + p];
+    }
+}
+
+template <typename T, int B>
+void plain_from_blocked(const T* s, T* d, int64_t n, int64_t c, int64_t hw, int threads) {
+  const int64_t cb = c / B;
+  constexpr int64_t kTile = 8;
+#pragma omp parallel for collapse(2) num_threads(threads) if (n * c * hw > 32768)
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t blk = 0; blk < cb; ++blk) {
+      const T* sp = s + (b * cb + blk) * hw * B;
+      T* dp = d + (b * c + blk * B) * hw;
+      int64_t p = 0;
+      for (; p + kTile <= hw; p += kTile)
+        for (int j = 0; j < B; ++j)
+          for (int64_t q = 0; q < kTile; ++q) dp[j * hw + p + q] = sp[(p + q) * B + j];
+      for (; p < hw; ++p)
+        for (int j = 0; j < B; ++j) dp[j * hw + p] = sp[p * B + j];
+    }
+}
+
 template <typename T>
 void blocked_convert(const T* s, Layout sl, T* d, Layout dl, int64_t n, int64_t c, int64_t hw, int threads) {
-  const int64_t cb = c / 8;
+  const int bs = layout_block(sl), bd = layout_block(dl);
+  auto with_block = [&](int blk, auto f) {
+    if (blk == 16)
+      f(std::integral_constant<int, 16>{});
+    else
+      f(std::integral_constant<int, 8>{});
+  };
+  if (bd && sl == Layout::kChannelsLast)
+    return with_block(bd, [&](auto b) { blocked_from_nhwc<T, decltype(b)::value>(s, d, n, c, hw, threads); });
+  if (bs && dl == Layout::kChannelsLast)
+    return with_block(bs, [&](auto b) { nhwc_from_blocked<T, decltype(b)::value>(s, d, n, c, hw, threads); });
+  if (bd && sl == Layout::kPlain)
+    return with_block(bd, [&](auto b) { blocked_from_plain<T, decltype(b)::value>(s, d, n, c, hw, threads); });
+  if (bs && dl == Layout::kPlain)
+    return with_block(bs, [&](auto b) { plain_from_blocked<T, decltype(b)::value>(s, d, n, c, hw, threads); });
+  const int64_t blk_c = std::min(bs, bd);  // both blocked
+  const int64_t cb = c / blk_c;
 #pragma omp parallel for collapse(2) num_threads(threads) if (n * c * hw > 32768)
   for (int64_t b = 0; b < n; ++b)
     for (int64_t blk = 0; blk < cb; ++blk)
       for (int64_t p = 0; p < hw; ++p)
-        for (int64_t j = 0; j < 8; ++j) {
-          const int64_t ch = blk * 8 + j;
+        for (int64_t j = 0; j < blk_c; ++j) {
+          const int64_t ch = blk * blk_c + j;
           d[offset_of(dl, b, ch, p, c, hw)] = s[offset_of(sl, b, ch, p, c, hw)];
         }
 }
@@ -55,7 +139,7 @@ template <typename T>
 void convert_typed(const Tensor& src, Tensor& dst, int threads) {
   const Shape& s = src.shape();
   const int64_t n = s[0], c = s[1], hw = s[2] * s[3];
-  if (src.layout() == Layout::kBlocked8 || dst.layout() == Layout::kBlocked8)
+  if (is_blocked(src.layout()) || is_blocked(dst.layout()))
     blocked_convert(src.data<T>(), src.layout(), dst.data<T>(), dst.layout(), n, c, hw, threads);
   else if (dst.layout() == Layout::kChannelsLast)
     nchw_to_nhwc(src.data<T>(), dst.data<T>(), n, c, hw, threads);
@@ -75,8 +159,10 @@ Status convert_layout(const Tensor& src, Tensor& dst, int num_threads) {
   if (src.shape().rank() != 4)
     return invalid_argument(std::string(layout_name(src.layout() == Layout::kPlain ? dst.layout() : src.layout())) +
                             " needs rank 4, got " + src.describe());
-  if ((src.layout() == Layout::kBlocked8 || dst.layout() == Layout::kBlocked8) && src.shape()[1] % 8 != 0)
-    return invalid_argument("nChw8c needs channels divisible by 8, got " + src.describe());
+  for (Layout l : {src.layout(), dst.layout()})
+    if (is_blocked(l) && src.shape()[1] % layout_block(l) != 0)
+      return invalid_argument(std::string(layout_name(l)) + " needs channels divisible by " +
+                              std::to_string(layout_block(l)) + ", got " + src.describe());
   // Same-size element types move as raw bits.
   switch (dtype_size(src.dtype())) {
     case 1: convert_typed<uint8_t>(src, dst, num_threads); break;

@@ -1,5 +1,5 @@
 #pragma once
-// Conversions between plain (NCHW), channels-last (NHWC) and blocked (nChw8c) storage of rank-4
+// Conversions between plain (NCHW), channels-last (NHWC) and blocked (nChw8c, nChw16c) storage of rank-4
 // tensors.
 //
 //   Tensor nhwc = to_layout(t, Layout::kChannelsLast);   // new owned tensor, same logical shape

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/small_types.h"
+
 namespace streamline {
 
 const char* layout_name(Layout l) {
@@ -9,6 +11,8 @@ const char* layout_name(Layout l) {
     case Layout::kPlain: return "plain";
     case Layout::kChannelsLast: return "channels_last";
     case Layout::kBlocked8: return "nChw8c";
+    case Layout::kBlocked16:
+      return "nChw16c";
   }
   return "unknown";
 }
@@ -63,7 +67,9 @@ double element_as_double(const Tensor& t, int64_t i) {
     case DType::kUInt16: return t.data<uint16_t>()[i];
     case DType::kUInt8: return t.data<uint8_t>()[i];
     case DType::kBool: return t.data<uint8_t>()[i] ? 1.0 : 0.0;
-    default: return 0.0;
+    default:
+      if (is_small_type(t.dtype())) return small_to_float(t.dtype(), t.data<uint8_t>()[i]);
+      return 0.0;
   }
 }
 

@@ -20,12 +20,24 @@ namespace streamline {
 
 // Physical arrangement of a tensor's elements. The shape is always the logical (ONNX) shape.
 enum class Layout : uint8_t {
-  kPlain = 0,        // dense row-major in the logical shape (NCHW for images)
-  kChannelsLast = 1, // rank-4 logical NCHW stored as NHWC
-  kBlocked8 = 2,     // rank-4 logical NCHW stored as nChw8c (channels in blocks of 8 innermost);
-                     // only for C % 8 == 0, so it takes the same bytes as the plain tensor
+  kPlain = 0,         // dense row-major in the logical shape (NCHW for images)
+  kChannelsLast = 1,  // rank-4 logical NCHW stored as NHWC
+  kBlocked8 = 2,      // rank-4 logical NCHW stored as nChw8c (channels in blocks of 8 innermost);
+                      // only for C % 8 == 0, so it takes the same bytes as the plain tensor
+  kBlocked16 = 3,     // the same with blocks of 16 (nChw16c, for AVX-512); only for C % 16 == 0
 };
 const char* layout_name(Layout l);
+// Channels per block of a blocked layout (8 or 16); 0 for plain and channels-last.
+inline int layout_block(Layout l) {
+  return l == Layout::kBlocked8 ? 8 : l == Layout::kBlocked16 ? 16 : 0;
+}
+inline bool is_blocked(Layout l) {
+  return layout_block(l) != 0;
+}
+// The blocked layout with `block` channels per block (8 or 16).
+inline Layout blocked_layout(int block) {
+  return block == 16 ? Layout::kBlocked16 : Layout::kBlocked8;
+}
 
 class Tensor {
  public:

@@ -1,5 +1,4 @@
 #include "exec/executor.h"
-#include "core/cpu_set.h"
 
 #include <omp.h>
 
@@ -9,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/cpu_set.h"
 #include "plan/schedule.h"
 
 namespace streamline::exec {
@@ -26,7 +26,9 @@ constexpr std::chrono::microseconds kEventYieldAfter{50};
 // poller takes time from the very producer it waits for, so waiters then sleep at once.
 std::atomic<int> g_running_streams{0};
 
-int hardware_cores() { return core::usable_cores(); }
+int hardware_cores() {
+  return core::usable_cores();
+}
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -148,13 +150,21 @@ struct RunState {
           const int busy = busy_streams.fetch_add(1, std::memory_order_acq_rel) + 1;
           rc.num_threads = std::max(1, options->elastic_threads / busy);
         }
+        // A step planned serial runs on this thread alone (kernels and oneDNN read OpenMP's count).
+        const int omp_before = st.threads == 1 && rc.num_threads > 1 ? omp_get_max_threads() : 0;
+        if (omp_before) {
+          rc.num_threads = 1;
+          omp_set_num_threads(1);
+        }
         Status s = st.kernel->run(rc);
+        if (omp_before) omp_set_num_threads(omp_before);
         if (elastic) busy_streams.fetch_sub(1, std::memory_order_acq_rel);
         if (s.ok() && safe) s = check_canaries(st, base);
         if (options->observer) options->observer->on_step_end(*plan, i, stream);
         if (!s.ok()) fail(s.with_context("node '" + st.name + "' (" + st.op + ")"));
         if (options->safe)
-          for (const auto& [off, len] : binding->poison_after[static_cast<size_t>(i)]) std::memset(base + off, kPoison, len);
+          for (const auto& [off, len] : binding->poison_after[static_cast<size_t>(i)])
+            std::memset(base + off, kPoison, len);
       }
       // Events are recorded even after a failure so that no other stream waits forever.
       for (int e : st.record_events) {
@@ -170,7 +180,8 @@ struct RunState {
 Status ExecutionContext::bind(const plan::ExecutionPlan& plan, Binding** out) {
   if (!arena_ || arena_->size() < plan.arena_bytes) {
     arena_ = AlignedBuffer::allocate(plan.arena_bytes);
-    if (!arena_) return resource_exhausted("cannot allocate an arena of " + std::to_string(plan.arena_bytes) + " bytes");
+    if (!arena_)
+      return resource_exhausted("cannot allocate an arena of " + std::to_string(plan.arena_bytes) + " bytes");
     bindings_.clear();  // every binding pointed into the old arena
   }
   auto it = bindings_.find(plan.id);
@@ -185,9 +196,12 @@ Status ExecutionContext::bind(const plan::ExecutionPlan& plan, Binding** out) {
     if (slot < 0) return Tensor();
     const plan::TensorSlot& s = plan.slots[static_cast<size_t>(slot)];
     switch (s.kind) {
-      case plan::SlotKind::kArena: return Tensor::view(s.dtype, s.shape, base + s.offset, s.layout);
-      case plan::SlotKind::kConstant: return plan.constants[static_cast<size_t>(s.constant)];
-      case plan::SlotKind::kInput: return Tensor::view(s.dtype, s.shape, nullptr, s.layout);
+      case plan::SlotKind::kArena:
+        return Tensor::view(s.dtype, s.shape, base + s.offset, s.layout);
+      case plan::SlotKind::kConstant:
+        return plan.constants[static_cast<size_t>(s.constant)];
+      case plan::SlotKind::kInput:
+        return Tensor::view(s.dtype, s.shape, nullptr, s.layout);
     }
     return Tensor();
   };
@@ -250,7 +264,8 @@ Status ExecutionContext::bind(const plan::ExecutionPlan& plan, Binding** out) {
 
 Status ExecutionContext::prepare_streams(const plan::ExecutionPlan& plan) {
   const int workers = plan.num_streams - 1;
-  if (workers > 0 && (!pool_ || pool_->workers() < workers)) pool_ = std::make_unique<StreamPool>(workers, options_.stream_cores);
+  if (workers > 0 && (!pool_ || pool_->workers() < workers))
+    pool_ = std::make_unique<StreamPool>(workers, options_.stream_cores);
   if (num_events_ < static_cast<size_t>(plan.num_events)) {
     events_ = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(plan.num_events));
     for (int i = 0; i < plan.num_events; ++i) events_[static_cast<size_t>(i)].store(0);
@@ -316,9 +331,15 @@ Status run_plan(const plan::ExecutionPlan& plan, ExecutionContext& ctx, std::spa
       const plan::TensorSlot& s = plan.slots[static_cast<size_t>(slot)];
       Tensor t;
       switch (s.kind) {
-        case plan::SlotKind::kArena: t = Tensor::view(s.dtype, s.shape, base + s.offset); break;
-        case plan::SlotKind::kConstant: t = plan.constants[static_cast<size_t>(s.constant)]; break;
-        case plan::SlotKind::kInput: t = inputs[static_cast<size_t>(s.input_index)]; break;
+        case plan::SlotKind::kArena:
+          t = Tensor::view(s.dtype, s.shape, base + s.offset);
+          break;
+        case plan::SlotKind::kConstant:
+          t = plan.constants[static_cast<size_t>(s.constant)];
+          break;
+        case plan::SlotKind::kInput:
+          t = inputs[static_cast<size_t>(s.input_index)];
+          break;
       }
       outputs->push_back(options.copy_outputs ? t.clone() : t);
     }

@@ -124,9 +124,15 @@ class Graph {
 
   // Opset per domain ("" = ai.onnx).
   std::map<std::string, int> opsets;
-  // Model-level metadata kept for dumps and the server.
-  std::string name;
-  std::string producer_name;
+  // Model-level metadata kept for dumps, the server and Model::metadata() (empty when the file has none).
+  std::string name;           // the graph's name
+  std::string doc_string;     // the graph's doc_string
+  std::string producer_name;  // ModelProto fields (main graph only)
+  std::string producer_version;
+  std::string model_domain;
+  std::string model_doc_string;
+  int64_t model_version = 0;
+  std::map<std::string, std::string> metadata_props;  // ModelProto.metadata_props, key -> value
 
  private:
   std::vector<Value> values_;

@@ -164,6 +164,25 @@ constexpr OpGuard kGuards[] = {
     {"LSTM", nullptr, 7},
 };
 
+// Operators whose ONNX 1.12 schema (the newest it knows, from opset 17 or before) infers shapes
+// that a later version of the same signature changed, from that later opset on. Inference is not
+// run for them at or above it. Later versions that add inputs or attributes need no entry: a node
+// using them fails the old schema's check and is hidden (hide_unverified_nodes).
+struct NewerSemantics {
+  const char* op;
+  int opset;
+};
+constexpr NewerSemantics kNewerSemantics[] = {
+    {"DFT", 20},         // axis moves from an attribute (default 1) to an input (default -2)
+    {"GridSample", 20},  // N-d inputs and renamed modes
+};
+
+bool newer_semantics(const std::string& op, int opset) {
+  for (const NewerSemantics& n : kNewerSemantics)
+    if (op == n.op && opset >= n.opset) return true;
+  return false;
+}
+
 const OpGuard* find_guard(const std::string& op, int version) {
   for (const OpGuard& g : kGuards)
     if (op == g.op && version < g.below) return &g;
@@ -176,7 +195,7 @@ class GuardedRegistry final : public onnx::ISchemaRegistry {
  public:
   const onnx::OpSchema* GetSchema(const std::string& key, const int max_version,
                                   const std::string& domain) const override {
-    if (!normalize_domain(domain).empty()) return nullptr;
+    if (!normalize_domain(domain).empty() || newer_semantics(key, max_version)) return nullptr;
     const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(key, max_version, "");
     if (!s) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);

@@ -16,7 +16,10 @@
 //      attributes, and leaves out those it cannot make safe (and every non-default domain);
 //   3. model-local functions are dropped (a function calling itself would recurse forever).
 // The guards were chosen by stress-testing every default-domain schema of opsets 1..17 with
-// random schema-valid nodes; see fuzz/infer_stress.cc.
+// random schema-valid nodes; see fuzz/infer_stress.cc. Models of opsets 18 and later are inferred
+// with the newest schema ONNX 1.12 has for each op: nodes using inputs or attributes added since
+// fail step 1, new operators have no schema, and the few ops whose later versions changed what the
+// same signature means (DFT and GridSample from opset 20) are left out.
 //
 // Thread-safe: concurrent calls on different models are fine.
 

@@ -8,6 +8,8 @@
 #include <limits>
 #include <vector>
 
+#include "core/small_types.h"
+
 namespace streamline::graph {
 namespace {
 
@@ -78,6 +80,27 @@ TypedField typed_field(const TensorProto& p, DType dt) {
   }
 }
 
+// Bytes a TensorProto holds for `numel` elements of `dt` (4- and 2-bit types packed).
+int64_t packed_bytes(DType dt, int64_t numel) {
+  const int bits = packed_bits(dt);
+  return bits == 8 ? numel * static_cast<int64_t>(dtype_size(dt)) : (numel * bits + 7) / 8;
+}
+
+// Element i of packed `src` as stored in memory: 4- and 2-bit fields from the least significant
+// bits up, the signed integers sign-extended.
+uint8_t unpacked_element(DType dt, const uint8_t* src, int64_t i) {
+  const int bits = packed_bits(dt);
+  if (bits == 8) return src[i];
+  const int per = 8 / bits;
+  const uint8_t field = static_cast<uint8_t>((src[i / per] >> ((i % per) * bits)) & ((1 << bits) - 1));
+  return is_small_int(dt) ? int_to_small(dt, static_cast<int64_t>(field), {}) : field;
+}
+
+void unpack_into(DType dt, const uint8_t* src, Tensor& t) {
+  auto* dst = t.data<uint8_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) dst[i] = unpacked_element(dt, src, i);
+}
+
 void fill_from_typed(const TensorProto& p, DType dt, Tensor& t) {
   switch (dt) {
     case DType::kFloat32:
@@ -120,6 +143,13 @@ void fill_from_typed(const TensorProto& p, DType dt, Tensor& t) {
                            [](int32_t v) { return static_cast<uint16_t>(static_cast<uint32_t>(v) & 0xFFFFu); });
       break;
     default:
+      if (is_small_type(dt)) {
+        // One packed byte (one, two or four elements) per int32.
+        std::vector<uint8_t> bytes(static_cast<size_t>(p.int32_data_size()));
+        for (int i = 0; i < p.int32_data_size(); ++i)
+          bytes[static_cast<size_t>(i)] = static_cast<uint8_t>(p.int32_data(i));
+        unpack_into(dt, bytes.data(), t);
+      }
       break;
   }
 }
@@ -250,12 +280,17 @@ DType dtype_from_onnx(int32_t elem_type) {
     case TensorProto::BFLOAT16:
       return DType::kBFloat16;
     default:
+      // FLOAT8E4M3FN (17) .. INT2 (26): newer than ONNX 1.12's enum, same numbers as DType.
+      if (elem_type >= 17 && elem_type <= 26) return static_cast<DType>(elem_type);
       return DType::kUndefined;
   }
 }
 
 std::string onnx_type_name(int32_t elem_type) {
-  if (!onnx::TensorProto_DataType_IsValid(elem_type)) return "id " + std::to_string(elem_type);
+  if (!onnx::TensorProto_DataType_IsValid(elem_type)) {
+    const DType known = dtype_from_onnx(elem_type);
+    return known != DType::kUndefined ? dtype_name(known) : "id " + std::to_string(elem_type);
+  }
   std::string n = onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(elem_type));
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
   return n;
@@ -285,10 +320,17 @@ Result<Tensor> tensor_from_onnx(const TensorProto& p, const TensorReadOptions& o
   if (p.has_segment()) return unsupported(what + " is a segmented tensor, which streamline does not support");
   SL_ASSIGN_OR_RETURN(const int64_t numel, checked_numel(p, what));
   const Shape shape(std::vector<int64_t>(p.dims().begin(), p.dims().end()));
-  const int64_t esize = static_cast<int64_t>(dtype_size(dt));
-  const int64_t nbytes = numel * esize;
+  const int64_t nbytes = packed_bytes(dt, numel);
+  const bool packed = packed_bits(dt) != 8;
 
-  if (p.data_location() == TensorProto::EXTERNAL) return read_external(p, dt, shape, nbytes, options, what);
+  if (p.data_location() == TensorProto::EXTERNAL) {
+    if (!packed) return read_external(p, dt, shape, nbytes, options, what);
+    // Read the packed bytes as uint8, then spread them one element per byte.
+    SL_ASSIGN_OR_RETURN(Tensor raw, read_external(p, DType::kUInt8, Shape{nbytes}, nbytes, options, what));
+    SL_ASSIGN_OR_RETURN(Tensor t, allocate(dt, shape, what));
+    unpack_into(dt, raw.data<uint8_t>(), t);
+    return t;
+  }
 
   if (p.has_raw_data()) {
     const auto have = static_cast<int64_t>(p.raw_data().size());
@@ -296,15 +338,19 @@ Result<Tensor> tensor_from_onnx(const TensorProto& p, const TensorReadOptions& o
       return invalid_argument(what + " has " + std::to_string(have) + " bytes of raw_data but " +
                               shape_text(dt, shape) + " needs " + std::to_string(nbytes));
     SL_ASSIGN_OR_RETURN(Tensor t, allocate(dt, shape, what));
-    if (nbytes) std::memcpy(t.raw(), p.raw_data().data(), static_cast<size_t>(nbytes));
+    if (packed)
+      unpack_into(dt, reinterpret_cast<const uint8_t*>(p.raw_data().data()), t);
+    else if (nbytes)
+      std::memcpy(t.raw(), p.raw_data().data(), static_cast<size_t>(nbytes));
     normalize_bools(t);
     return t;
   }
 
   const TypedField field = typed_field(p, dt);
-  if (field.count != numel)
+  const int64_t want = packed ? nbytes : numel;  // a 4- or 2-bit int32_data entry holds one packed byte
+  if (field.count != want)
     return invalid_argument(what + " has " + std::to_string(field.count) + " " + field.name + " elements but " +
-                            shape_text(dt, shape) + " needs " + std::to_string(numel));
+                            shape_text(dt, shape) + " needs " + std::to_string(want));
   SL_ASSIGN_OR_RETURN(Tensor t, allocate(dt, shape, what));
   fill_from_typed(p, dt, t);
   return t;

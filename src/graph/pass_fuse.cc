@@ -14,6 +14,8 @@
 // absorbed, so value names (graph outputs in particular) are preserved. Every intermediate value
 // that disappears must have that one consumer and must not be protected (see pass_util.h).
 
+#include <algorithm>
+
 #include "graph/pass_util.h"
 #include "graph/passes.h"
 
@@ -67,7 +69,76 @@ ValueId bias_operand(const Graph& g, const Node& add, ValueId mm_out, const Tens
   return kNoValue;
 }
 
+// The spatial pads of a Pad that only adds zeros around the spatial axes of a rank-4 tensor:
+// [top, left, bottom, right]; nullopt for any other Pad.
+std::optional<std::vector<int64_t>> zero_spatial_pads(const Graph& g, const Node& pad) {
+  if (pad.outputs.size() != 1 || pad.inputs.empty() || pad.inputs[0] == kNoValue) return std::nullopt;
+  if (pad.attr_string("mode", "constant") != "constant") return std::nullopt;
+  std::vector<int64_t> pads;
+  float value = 0.f;
+  if (pad.opset > 0 && pad.opset < 11) {
+    pads = pad.attr_ints("pads");
+    value = pad.attr_float("value", 0.f);
+  } else {
+    if (pad.inputs.size() < 2 || pad.inputs.size() > 3) return std::nullopt;  // no opset-18 axes
+    const Tensor* p = detail::constant_of(g, pad.inputs[1]);
+    if (!p || p->dtype() != DType::kInt64) return std::nullopt;
+    for (int64_t i = 0; i < p->numel(); ++i) pads.push_back(p->data<int64_t>()[i]);
+    if (pad.inputs.size() > 2 && pad.inputs[2] != kNoValue) {
+      const Tensor* v = detail::constant_of(g, pad.inputs[2]);
+      if (!v || v->numel() != 1) return std::nullopt;
+      value = static_cast<float>(element_as_double(*v, 0));
+    }
+  }
+  if (value != 0.f || pads.size() != 8) return std::nullopt;
+  for (int64_t v : pads)
+    if (v < 0) return std::nullopt;
+  if (pads[0] || pads[1] || pads[4] || pads[5]) return std::nullopt;  // batch and channels untouched
+  return std::vector<int64_t>{pads[2], pads[3], pads[6], pads[7]};
+}
+
 }  // namespace
+
+// Pad (zeros around the spatial axes) -> Conv or AveragePool: the padding becomes the consumer's
+// own (Conv's pads grow; an AveragePool without padding takes the pads with count_include_pad=1,
+// as the padded zeros were counted), so the padded copy is never made. Exporters write average
+// pools this way (Inception, DenseNet). A Pad of nothing but zeros is dropped the same way.
+int fuse_pad_into_consumer(Graph& g) {
+  auto order = detail::live_order(g);
+  if (!order) return 0;
+  const ProtectedValues prot(g);
+  int count = 0;
+  for (NodeId id : *order) {
+    const Node& pad = g.node(id);
+    if (!detail::is_onnx_op(pad, "Pad")) continue;
+    const auto sp = zero_spatial_pads(g, pad);
+    if (!sp) continue;
+    const ValueId out = pad.outputs[0];
+    const NodeId c = detail::sole_consumer(g, prot, out);
+    if (c == kNoNode) continue;
+    Node& user = g.node(c);
+    if (user.inputs.empty() || user.inputs[0] != out || user.attr_string("auto_pad", "NOTSET") != "NOTSET") continue;
+    std::vector<int64_t> own = user.attr_ints("pads");
+    if (own.empty()) own.assign(4, 0);
+    if (own.size() != 4) continue;
+    if (detail::is_onnx_op(user, "Conv")) {
+      // fine: zeros padded before the convolution are its own zero padding
+    } else if (detail::is_onnx_op(user, "AveragePool")) {
+      const bool own_zero = std::all_of(own.begin(), own.end(), [](int64_t v) { return v == 0; });
+      if (user.attr_int("ceil_mode", 0) != 0 || (!own_zero && user.attr_int("count_include_pad", 0) == 0)) continue;
+      user.attrs["count_include_pad"] = detail::int_attr(1);
+    } else {
+      continue;
+    }
+    for (size_t i = 0; i < 4; ++i) own[i] += (*sp)[i];
+    user.attrs["pads"] = detail::ints_attr(own);
+    user.inputs[0] = pad.inputs[0];
+    g.node(id).dead = true;
+    g.rebuild_edges();
+    ++count;
+  }
+  return count;
+}
 
 // Conv [-> Add(residual)] [-> activation] becomes one FusedConv. A Conv with neither stays a Conv.
 int fuse_conv_activation(Graph& g) {

@@ -11,6 +11,8 @@
 //                                            Missing perms are identities; the mask is added to
 //                                            the scores [.., Sq, Sk] as Add would (its last two
 //                                            dims Sq/Sk or 1, its batch dims broadcasting).
+//                                            Optional is_causal and softcap, and bool masks,
+//                                            come from ONNX Attention (pass_attention.cc).
 //   FusedMatMul/FusedGemm with activation "Gelu".
 //
 // Every absorbed intermediate value must have the pattern's node as its only reader and must not
@@ -78,7 +80,8 @@ NodeId absorbable_producer(const Graph& g, const ProtectedValues& prot, ValueId 
 std::optional<double> scalar_constant(const Graph& g, ValueId v) {
   const Tensor* t = constant_of(g, v);
   if (!t || t->numel() != 1) return std::nullopt;
-  if (t->dtype() != DType::kFloat32 && t->dtype() != DType::kFloat64 && t->dtype() != DType::kFloat16) return std::nullopt;
+  if (t->dtype() != DType::kFloat32 && t->dtype() != DType::kFloat64 && t->dtype() != DType::kFloat16)
+    return std::nullopt;
   return element_as_double(*t, 0);
 }
 
@@ -555,8 +558,9 @@ int fuse_attention(Graph& g) {
   return count;
 }
 
-// streamline.Gelu whose input comes from a MatMul, Gemm, FusedMatMul or FusedGemm without an
-// activation (read only by the Gelu) becomes that product's activation.
+// streamline.Gelu, or ONNX Gelu (opset 20, erf form, float32), whose input comes from a MatMul,
+// Gemm, FusedMatMul or FusedGemm without an activation (read only by the Gelu) becomes that
+// product's activation.
 int fuse_matmul_gelu(Graph& g) {
   auto order = detail::live_order(g);
   if (!order) return 0;
@@ -564,9 +568,12 @@ int fuse_matmul_gelu(Graph& g) {
   int count = 0;
   for (NodeId id : *order) {
     const Node& gelu = g.node(id);
-    if (gelu.dead || gelu.domain != kStreamlineDomain || gelu.op_type != "Gelu" || gelu.inputs.size() != 1 ||
-        gelu.outputs.size() != 1)
-      continue;
+    // ONNX's own Gelu (opset 20) in its erf form is the same activation.
+    const bool onnx_gelu = gelu.domain.empty() && gelu.op_type == "Gelu" &&
+                           gelu.attr_string("approximate", "none") == "none" && !gelu.inputs.empty() &&
+                           gelu.inputs[0] != kNoValue && g.value(gelu.inputs[0]).dtype == DType::kFloat32;
+    const bool ours = gelu.domain == kStreamlineDomain && gelu.op_type == "Gelu";
+    if (gelu.dead || (!ours && !onnx_gelu) || gelu.inputs.size() != 1 || gelu.outputs.size() != 1) continue;
     const ValueId x = gelu.inputs[0];
     const NodeId p = producer_of(g, x);
     if (p == kNoNode || sole_consumer(g, prot, x) != id) continue;

@@ -50,6 +50,8 @@ std::string PassReport::to_string() const {
          (layer_norm_fused ? " layer_norm_fused=" + std::to_string(layer_norm_fused) : "") +
          (gelu_fused ? " gelu_fused=" + std::to_string(gelu_fused) : "") +
          (attention_fused ? " attention_fused=" + std::to_string(attention_fused) : "") +
+         (elementwise_fused ? " elementwise_fused=" + std::to_string(elementwise_fused) : "") +
+         (pads_fused ? " pads_fused=" + std::to_string(pads_fused) : "") +
          (convs_split ? " convs_split=" + std::to_string(convs_split) : "") +
          (quant_fused ? " quant_fused=" + std::to_string(quant_fused) : "");
 }
@@ -112,11 +114,13 @@ int eliminate_dead_code(Graph& g) {
 // Order: (1) Identity/Dropout elimination and constant folding, repeated until neither changes
 // anything, since each can expose work for the other (DequantizeLinear left alone), then the
 // int8 rewrites (pass_quant.cc) and (1) again with DequantizeLinear folded too; (2)
-// BatchNormalization folded into Conv weights, which needs the weights already constant; (3) Conv fusion after the BN fold so the Relu
+// BatchNormalization folded into Conv weights, which needs the weights already constant; (3) zero
+// Pads into the Conv/AveragePool after them, then Conv fusion after the BN fold so the Relu
 // behind a BN reaches the Conv; (4) transformer fusions (LayerNorm, GELU, attention), before (5)
 // Gemm/MatMul fusion so that the attention MatMuls are still plain and a MatMul's bias Add is not
-// taken for part of a pattern; (6) a GELU into the product before it; (7) dead-code elimination;
-// then compact.
+// taken for part of a pattern; (6) a GELU into the product before it; (7) the remaining
+// elementwise groups into their producers' epilogues or Elementwise nodes, after every fusion
+// that names particular patterns; (8) dead-code elimination; then compact.
 Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evaluator, PassReport* report) {
   PassReport local;
   PassReport& r = report ? *report : local;
@@ -154,16 +158,21 @@ Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evalu
     simplify(FoldScope::kAll);
   }
   if (options.fold_batchnorm) r.batchnorm_folded += fold_batchnorm_into_conv(g);
+  if (options.fuse_pad) r.pads_fused += fuse_pad_into_consumer(g);
   if (options.fuse_conv) r.conv_fused += fuse_conv_activation(g);
   if (options.fuse_layer_norm) r.layer_norm_fused += fuse_layer_norm(g);
   if (options.fuse_gelu) r.gelu_fused += fuse_gelu(g);
-  if (options.fuse_attention) r.attention_fused += fuse_attention(g);
+  if (options.fuse_attention) r.attention_fused += fuse_attention(g) + fuse_onnx_attention(g);
   if (options.fuse_gemm) r.gemm_fused += fuse_gemm_activation(g);
   if (options.fuse_gelu) r.gemm_fused += fuse_matmul_gelu(g);
+  if (options.fuse_elementwise && options.fold_batchnorm) decompose_batchnorm(g);
+  if (options.fuse_elementwise) r.elementwise_fused += fuse_elementwise(g);
   if (options.split_conv_parts >= 2)
     r.convs_split += split_heavy_convolutions(g, options.split_conv_parts, options.split_conv_min_share);
   if (options.dead_code) r.dead_removed += eliminate_dead_code(g);
-  if (r.conv_fused + r.gemm_fused + r.layer_norm_fused + r.gelu_fused + r.attention_fused + r.quant_fused > 0)
+  if (r.conv_fused + r.gemm_fused + r.layer_norm_fused + r.gelu_fused + r.attention_fused + r.elementwise_fused +
+          r.quant_fused >
+      0)
     g.opsets[kStreamlineDomain] = 1;
   g.compact();
   return ok_status();

@@ -9,10 +9,11 @@
 // folded into a preceding Conv, Conv + residual Add + Relu/Clip fusion, Gemm/MatMul + bias +
 // activation fusion, transformer fusions (decomposed LayerNorm, erf GELU, scaled-dot-product
 // attention; see pass_transformer.cc), int8 rewrites of QDQ and dynamically quantised graphs
-// (pass_quant.cc), and dead-code elimination. Fused nodes use the op types and attributes
-// documented in docs/architecture.md ("FusedConv", "FusedGemm", "FusedMatMul",
-// "LayerNormalization", "Gelu", "Attention", "QConv", "QMatMul", "MatMulIntegerToFloat", "QAdd",
-// "QGlobalAveragePool" in domain "streamline").
+// (pass_quant.cc), elementwise fusion (any group of elementwise nodes into its producer's epilogue
+// or one Elementwise node; pass_elementwise.cc), and dead-code elimination. Fused nodes use the op
+// types and attributes documented in docs/architecture.md ("FusedConv", "FusedGemm",
+// "FusedMatMul", "LayerNormalization", "Gelu", "Attention", "Elementwise", "QConv", "QMatMul",
+// "MatMulIntegerToFloat", "QAdd", "QGlobalAveragePool" in domain "streamline").
 
 #include <span>
 #include <string>
@@ -38,6 +39,7 @@ struct PassOptions {
   bool constant_folding = true;    // needs an evaluator; skipped without one
   bool eliminate_identity = true;  // Identity, Dropout (inference mode)
   bool fold_batchnorm = true;      // BatchNormalization after Conv folded into its weights
+  bool fuse_pad = true;            // zero Pad -> the following Conv's / AveragePool's own padding
   bool fuse_conv = true;           // Conv [+ Add residual] [+ Relu/Clip/...] -> FusedConv
   bool fuse_gemm = true;           // Gemm/MatMul [+ Add bias] [+ activation] -> FusedGemm/FusedMatMul
   bool fuse_layer_norm = true;     // ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div [+ Mul + Add] -> LayerNormalization
@@ -46,6 +48,9 @@ struct PassOptions {
   // DequantizeLinear/QuantizeLinear patterns and dynamic quantisation (MatMulInteger chains) onto
   // the int8 ops QConv, QMatMul, QAdd, QGlobalAveragePool, MatMulIntegerToFloat (pass_quant.cc).
   bool fuse_quant = true;
+  // Groups of elementwise nodes -> the epilogue of the Conv/MatMul/Gemm producing their input, or
+  // one streamline.Elementwise (pass_elementwise.cc)
+  bool fuse_elementwise = true;
   bool dead_code = true;  // drop nodes no output depends on
   // Largest tensor (bytes) constant folding may create; bigger results are left to run time.
   int64_t max_folded_bytes = int64_t{64} << 20;
@@ -60,11 +65,13 @@ struct PassReport {
   int folded = 0;
   int eliminated = 0;
   int batchnorm_folded = 0;
+  int pads_fused = 0;
   int conv_fused = 0;
   int gemm_fused = 0;
   int layer_norm_fused = 0;
   int gelu_fused = 0;  // Gelu nodes made (some then move into a MatMul as its activation)
   int attention_fused = 0;
+  int elementwise_fused = 0;  // groups made into an epilogue or an Elementwise node
   int dead_removed = 0;
   int convs_split = 0;
   int quant_fused = 0;  // int8 rewrites (pass_quant.cc), zero points switched to uint8 included
@@ -83,15 +90,23 @@ enum class FoldScope {
 };
 int fold_constants(Graph& g, ConstantEvaluator& evaluator, int64_t max_bytes, FoldScope scope = FoldScope::kAll);
 int fold_batchnorm_into_conv(Graph& g);
+int fuse_pad_into_consumer(Graph& g);
 int fuse_conv_activation(Graph& g);
 int fuse_gemm_activation(Graph& g);
 // Transformer fusions (pass_transformer.cc).
 int fuse_layer_norm(Graph& g);
 int fuse_gelu(Graph& g);
 int fuse_attention(Graph& g);
+// ONNX Attention (opset 23+) -> streamline.Attention where they overlap, absorbing the Transposes
+// around it (pass_attention.cc); runs with fuse_attention.
+int fuse_onnx_attention(Graph& g);
 // streamline.Gelu after a MatMul/Gemm/FusedMatMul/FusedGemm, or an int8 product writing float32
 // (MatMulIntegerToFloat, QMatMul), without activation -> its activation.
 int fuse_matmul_gelu(Graph& g);
+// Elementwise groups -> epilogues and streamline.Elementwise nodes (pass_elementwise.cc).
+int fuse_elementwise(Graph& g);
+// BatchNormalization left after folding -> Mul and Add of per-channel constants (pass_elementwise.cc).
+int decompose_batchnorm(Graph& g);
 int eliminate_dead_code(Graph& g);
 // Int8 rewrites (pass_quant.cc): QDQ patterns and dynamic quantisation onto the int8 ops, then
 // normalize_int8_activations. `evaluator` (may be null: no QLookup tables) evaluates regions.

@@ -45,7 +45,8 @@ void outer_names(const graph::Node& node, std::unordered_set<std::string>& names
     if (attr.kind != graph::Attribute::Kind::kGraph || !attr.g) continue;
     const graph::Graph& sub = *attr.g;
     for (size_t v = 0; v < sub.num_values(); ++v)
-      if (is_outer_reference(sub, static_cast<graph::ValueId>(v))) names.insert(sub.value(static_cast<graph::ValueId>(v)).name);
+      if (is_outer_reference(sub, static_cast<graph::ValueId>(v)))
+        names.insert(sub.value(static_cast<graph::ValueId>(v)).name);
     for (size_t n = 0; n < sub.num_nodes(); ++n) {
       const graph::Node& inner = sub.node(static_cast<graph::NodeId>(n));
       if (inner.dead) continue;
@@ -91,14 +92,15 @@ Result<std::vector<Tensor>> evaluate(const graph::Node& node, const Kernel& kern
     infos[i].value = &inputs[i];
   }
   auto rr = kernel.reshape(infos);
-  if (!rr.ok()) return rr.status().with_context(node.describe());
+  // Name the opset too: an op's accepted inputs and types change with it.
+  if (!rr.ok()) return rr.status().with_context(node.describe() + " (opset " + std::to_string(node.opset) + ")");
   ReshapeResult& r = *rr;
   if (r.outputs.size() < node.outputs.size())
-    return internal_error(node.describe() + ": kernel returned " + std::to_string(r.outputs.size()) +
-                          " outputs for " + std::to_string(node.outputs.size()));
+    return internal_error(node.describe() + ": kernel returned " + std::to_string(r.outputs.size()) + " outputs for " +
+                          std::to_string(node.outputs.size()));
   std::vector<Tensor> outs;
-  const bool known = !r.known_values.empty() &&
-                     std::all_of(r.known_values.begin(), r.known_values.end(), [](const auto& t) { return t.has_value(); });
+  const bool known = !r.known_values.empty() && std::all_of(r.known_values.begin(), r.known_values.end(),
+                                                            [](const auto& t) { return t.has_value(); });
   if (known) {
     for (auto& t : r.known_values) outs.push_back(std::move(*t));
   } else {
@@ -149,8 +151,8 @@ Tensor filled(DType dtype, const Shape& shape, double v) {
   return t;
 }
 
-Result<std::vector<Tensor>> run_graph(const graph::Graph& g, const KernelFor& kernel_for, std::span<const Tensor> inputs,
-                                      const EagerOptions& options) {
+Result<std::vector<Tensor>> run_graph(const graph::Graph& g, const KernelFor& kernel_for,
+                                      std::span<const Tensor> inputs, const EagerOptions& options) {
   if (inputs.size() != g.inputs().size())
     return invalid_argument("graph has " + std::to_string(g.inputs().size()) + " inputs, got " +
                             std::to_string(inputs.size()));
@@ -276,8 +278,13 @@ void find_missing(const graph::Graph& g, const KernelRegistry& reg, std::string&
   for (size_t n = 0; n < g.num_nodes(); ++n) {
     const graph::Node& node = g.node(static_cast<graph::NodeId>(n));
     if (node.dead) continue;
-    if (!reg.has_op(node.op_type, node.domain, node.opset, Device::kCpu))
-      missing += (missing.empty() ? "" : ", ") + node.describe() + " (opset " + std::to_string(node.opset) + ")";
+    if (!reg.has_op(node.op_type, node.domain, node.opset, Device::kCpu)) {
+      // The first input's element type, where the subgraph declares it.
+      const graph::ValueId first = node.inputs.empty() ? graph::kNoValue : node.inputs[0];
+      const DType dt = first == graph::kNoValue ? DType::kUndefined : g.value(first).dtype;
+      missing += (missing.empty() ? "" : ", ") + node.describe() + " (opset " + std::to_string(node.opset) + ")" +
+                 (dt == DType::kUndefined ? std::string() : std::string(" for ") + dtype_name(dt));
+    }
     for (const auto& [key, attr] : node.attrs)
       if (attr.kind == graph::Attribute::Kind::kGraph && attr.g) find_missing(*attr.g, reg, missing);
   }
@@ -307,8 +314,8 @@ Result<std::vector<Tensor>> SubgraphRunner::run(std::span<const Tensor> inputs, 
     const KernelRegistry& reg = default_cpu_registry();
     SL_ASSIGN_OR_RETURN(const KernelDef* def,
                         reg.find(node.op_type, node.domain, node.opset, Device::kCpu, selector_dtype(dtypes, 0)));
-    SL_ASSIGN_OR_RETURN(def, reg.find(node.op_type, node.domain, node.opset, Device::kCpu,
-                                      selector_dtype(dtypes, def->dtype_input)));
+    SL_ASSIGN_OR_RETURN(
+        def, reg.find(node.op_type, node.domain, node.opset, Device::kCpu, selector_dtype(dtypes, def->dtype_input)));
     std::vector<const Tensor*> constants;
     for (graph::ValueId v : node.inputs)
       constants.push_back(v != graph::kNoValue && g.value(v).constant ? &*g.value(v).constant : nullptr);
@@ -355,7 +362,8 @@ Result<ShapeProbe> probe_shapes(const graph::Graph& g, KernelTable kernels, std:
       const graph::Value& val = g.value(v);
       if (val.constant && !infos[static_cast<size_t>(v)]) {
         known[static_cast<size_t>(v)] = *val.constant;
-        infos[static_cast<size_t>(v)] = TensorInfo{val.constant->dtype(), val.constant->shape(), Layout::kPlain, nullptr};
+        infos[static_cast<size_t>(v)] =
+            TensorInfo{val.constant->dtype(), val.constant->shape(), Layout::kPlain, nullptr};
       }
       if (!infos[static_cast<size_t>(v)])
         return internal_error("value '" + val.name + "' used by " + node.describe() + " has not been computed");

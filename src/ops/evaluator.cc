@@ -34,12 +34,12 @@ Result<std::vector<Tensor>> evaluate_node(const KernelRegistry& reg, const graph
         plain_infos[i].shape = given[i].shape();
         plain_infos[i].value = constants[i] ? &given[i] : nullptr;
       }
-    want = kernel->preferred_layout(plain_infos, options.input_layout == Layout::kBlocked8);
+    want = kernel->preferred_layout(plain_infos, layout_block(options.input_layout));
   }
   std::vector<TensorInfo> infos;
   for (size_t i = 0; i < given.size(); ++i) {
     const bool activation = given[i].defined() && !constants[i] && given[i].shape().rank() == 4;
-    if (want != Layout::kPlain && activation && (want != Layout::kBlocked8 || given[i].shape()[1] % 8 == 0)) {
+    if (want != Layout::kPlain && activation && given[i].shape()[1] % std::max(1, layout_block(want)) == 0) {
       SL_ASSIGN_OR_RETURN(given[i], to_layout(given[i], want));
     }
     TensorInfo info;

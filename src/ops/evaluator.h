@@ -17,9 +17,9 @@ struct EvalOptions {
   // Per input: whether the kernel sees it as a constant at create time (prepack path). Empty = all.
   std::vector<bool> constant_mask;
   // Layout each rank-4 non-constant input is handed to the kernel in (tests use this to exercise
-  // channels-last and nChw8c paths); plain by default. Conv-like kernels get their
-  // preferred_layout() instead (nChw8c allowed when this is kBlocked8), as the planner does; an
-  // input whose channels are not a multiple of 8 stays plain when this is kBlocked8.
+  // channels-last and blocked paths); plain by default. Conv-like kernels get their
+  // preferred_layout() instead (with this layout's block when it is blocked), as the planner does;
+  // an input whose channels are not a multiple of the block stays plain.
   Layout input_layout = Layout::kPlain;
   int num_threads = 1;
   KernelOptions kernel_options;

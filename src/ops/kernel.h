@@ -96,20 +96,33 @@ class Kernel {
   // For kAny: true when these inputs (shapes and layouts) can be handled without conversion.
   virtual bool accepts(std::span<const TensorInfo> inputs) const { return true; }
   // For kPreferChannelsLast: the layout its rank-4 activation inputs should have, given their
-  // shapes. `allow_blocked` says whether kBlocked8 may be chosen.
-  virtual Layout preferred_layout(std::span<const TensorInfo> inputs, bool allow_blocked) const {
-    return Layout::kChannelsLast;
-  }
+  // shapes and current layouts. `block` is the channels per block of the blocked layout it may
+  // choose (8: kBlocked8, 16: kBlocked16), 0 when blocked layouts are off.
+  virtual Layout preferred_layout(std::span<const TensorInfo> inputs, int block) const { return Layout::kChannelsLast; }
+};
+
+// How convolutions pick their algorithm per shape (see ops/cpu/conv.cc).
+enum class ConvAlgorithm {
+  kMeasure,   // time the candidates (direct, along the long axis, Winograd) once per shape, keep the fastest
+  kDirect,    // oneDNN's direct convolution as the shape is, or Winograd where its heuristic says so
+  kLongAxis,  // a Kx1 convolution over a width-1 tensor always runs as 1xK over a height-1 one
 };
 
 struct KernelOptions {
   // Lets conv-like kernels keep activations channels-last between layers.
   bool allow_channels_last = true;
-  // Lets them use the blocked nChw8c layout where channel counts allow (with allow_channels_last).
+  // Lets them use a blocked layout where channel counts allow (with allow_channels_last).
   bool allow_blocked = true;
+  // Channels per block of that layout: 8 (nChw8c, AVX2) or 16 (nChw16c, AVX-512). The model sets
+  // it from the CPU (ops::cpu::native_block()); the planner's PlannerOptions::block must agree.
+  int block = 8;
   // Lets 3x3 stride-1 convolutions on nChw8c activations run Winograd F(2x2, 3x3) where it pays
   // (see ops/cpu/conv_winograd.h).
   bool allow_winograd = true;
+  // How convolutions choose between their algorithms where there is a choice. With kMeasure two
+  // processes may pick differently (Winograd or direct), and their results then differ in float
+  // rounding (up to about 1e-5 of the scale); ModelOptions::winograd = false leaves no such choice.
+  ConvAlgorithm conv_algorithm = ConvAlgorithm::kMeasure;
   // Device kernels: the math mode (see Precision). kFp16 models arrive with float16 dtypes, so the
   // dtype picks the def and this field only tells fp32 defs whether TF32 is allowed.
   Precision precision = Precision::kFp32;

@@ -55,6 +55,9 @@ Status register_reference_kernels(KernelRegistry& reg);
 // The process-wide registry with all CPU kernels, built on first use. Aborts only if our own
 // registration is inconsistent (a duplicate key), which is a bug, not user input.
 const KernelRegistry& default_cpu_registry();
+// Channels per block of the blocked layout the CPU kernels run fastest on: 16 (nChw16c) when
+// oneDNN runs AVX-512 code on this CPU, else 8 (nChw8c).
+int native_block();
 
 // Selects the dtype that keys a node's kernel: the dtype of input `def.dtype_input`, or of the
 // first present input. Helper for the planner and tests.

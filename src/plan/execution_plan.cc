@@ -8,7 +8,7 @@ namespace streamline::plan {
 namespace {
 std::string layout_suffix(Layout l) {
   if (l == Layout::kChannelsLast) return ":nhwc";
-  if (l == Layout::kBlocked8) return ":nChw8c";
+  if (is_blocked(l)) return std::string(":") + layout_name(l);
   return "";
 }
 }  // namespace
@@ -19,10 +19,18 @@ std::string json_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
+      case '"':
+        o += "\\\"";
+        break;
+      case '\\':
+        o += "\\\\";
+        break;
+      case '\n':
+        o += "\\n";
+        break;
+      case '\t':
+        o += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -36,7 +44,9 @@ std::string json_escape(const std::string& s) {
   return o;
 }
 
-std::string q(const std::string& s) { return "\"" + json_escape(s) + "\""; }
+std::string q(const std::string& s) {
+  return "\"" + json_escape(s) + "\"";
+}
 
 }  // namespace
 
@@ -47,22 +57,34 @@ uint64_t next_plan_id() {
 
 const char* slot_kind_name(SlotKind k) {
   switch (k) {
-    case SlotKind::kArena: return "arena";
-    case SlotKind::kConstant: return "constant";
-    case SlotKind::kInput: return "input";
+    case SlotKind::kArena:
+      return "arena";
+    case SlotKind::kConstant:
+      return "constant";
+    case SlotKind::kInput:
+      return "input";
   }
   return "unknown";
 }
 
+int ExecutionPlan::layout_converts() const {
+  int n = 0;
+  for (const Step& st : steps) n += st.op == "LayoutConvert" ? 1 : 0;
+  return n;
+}
+
 std::string ExecutionPlan::to_json() const {
   std::ostringstream o;
-  o << "{\n  \"device\": " << q(ops::device_name(device)) << ",\n  \"streams_used\": " << num_streams << ",\n  \"events_inserted\": " << events_inserted
-    << ",\n  \"events_after_pruning\": " << num_events << ",\n  \"arena_bytes\": " << arena_bytes
-    << ",\n  \"naive_bytes\": " << naive_bytes << ",\n  \"critical_path_cost\": " << static_cast<int64_t>(critical_path_cost)
-    << ",\n  \"total_cost\": " << static_cast<int64_t>(total_cost) << ",\n  \"verified\": " << (verified ? "true" : "false")
-    << ",\n  \"folded_nodes\": " << folded_nodes << ",\n  \"inputs\": [";
+  o << "{\n  \"device\": " << q(ops::device_name(device)) << ",\n  \"streams_used\": " << num_streams
+    << ",\n  \"events_inserted\": " << events_inserted << ",\n  \"events_after_pruning\": " << num_events
+    << ",\n  \"arena_bytes\": " << arena_bytes << ",\n  \"naive_bytes\": " << naive_bytes
+    << ",\n  \"critical_path_cost\": " << static_cast<int64_t>(critical_path_cost)
+    << ",\n  \"total_cost\": " << static_cast<int64_t>(total_cost)
+    << ",\n  \"verified\": " << (verified ? "true" : "false") << ",\n  \"folded_nodes\": " << folded_nodes
+    << ",\n  \"layout_converts\": " << layout_converts() << ",\n  \"inputs\": [";
   for (size_t i = 0; i < input_names.size(); ++i)
-    o << (i ? ", " : "") << "{\"name\": " << q(input_names[i]) << ", \"shape\": " << q(input_shapes[i].to_string()) << "}";
+    o << (i ? ", " : "") << "{\"name\": " << q(input_names[i]) << ", \"shape\": " << q(input_shapes[i].to_string())
+      << "}";
   o << "],\n  \"outputs\": [";
   for (size_t i = 0; i < output_names.size(); ++i) {
     const TensorSlot& s = slots[static_cast<size_t>(output_slots[i])];
@@ -73,20 +95,26 @@ std::string ExecutionPlan::to_json() const {
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& st = steps[i];
     o << "    {\"name\": " << q(st.name) << ", \"op\": " << q(st.op) << ", \"provider\": " << q(st.provider)
-      << ", \"stream\": " << st.stream << ", \"cost\": " << static_cast<int64_t>(st.cost) << ", \"inputs\": [";
+      << ", \"stream\": " << st.stream << ", \"cost\": " << static_cast<int64_t>(st.cost)
+      << ", \"threads\": " << st.threads << ", \"inputs\": [";
     for (size_t j = 0; j < st.inputs.size(); ++j) {
       o << (j ? ", " : "");
-      if (st.inputs[j] < 0) { o << "null"; continue; }
+      if (st.inputs[j] < 0) {
+        o << "null";
+        continue;
+      }
       const TensorSlot& s = slots[static_cast<size_t>(st.inputs[j])];
       o << q(s.name + ":" + s.shape.to_string() + layout_suffix(s.layout));
     }
     o << "], \"outputs\": [";
     for (size_t j = 0; j < st.outputs.size(); ++j) {
       o << (j ? ", " : "");
-      if (st.outputs[j] < 0) { o << "null"; continue; }
+      if (st.outputs[j] < 0) {
+        o << "null";
+        continue;
+      }
       const TensorSlot& s = slots[static_cast<size_t>(st.outputs[j])];
-      o << q(s.name + ":" + s.shape.to_string() + layout_suffix(s.layout) + "@" +
-             std::to_string(s.offset));
+      o << q(s.name + ":" + s.shape.to_string() + layout_suffix(s.layout) + "@" + std::to_string(s.offset));
     }
     o << "], \"wait\": [";
     for (size_t j = 0; j < st.wait_events.size(); ++j) o << (j ? ", " : "") << st.wait_events[j];
@@ -99,15 +127,15 @@ std::string ExecutionPlan::to_json() const {
 }
 
 std::string ExecutionPlan::to_dot() const {
-  static const char* kColours[] = {"lightblue", "lightsalmon", "palegreen", "khaki",
-                                   "plum", "lightgrey", "aquamarine", "pink"};
+  static const char* kColours[] = {"lightblue", "lightsalmon", "palegreen",  "khaki",
+                                   "plum",      "lightgrey",   "aquamarine", "pink"};
   std::ostringstream o;
   o << "digraph plan {\n  node [style=filled, shape=box];\n";
   std::vector<int> producer(slots.size(), -1);
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& st = steps[i];
-    o << "  n" << i << " [label=\"" << json_escape(st.name) << "\\n" << st.op << " (s" << st.stream
-      << ")\", fillcolor=" << kColours[static_cast<size_t>(st.stream) % 8] << "];\n";
+    o << "  n" << i << " [label=\"" << json_escape(st.name) << "\\n"
+      << st.op << " (s" << st.stream << ")\", fillcolor=" << kColours[static_cast<size_t>(st.stream) % 8] << "];\n";
     for (int s : st.outputs)
       if (s >= 0) producer[static_cast<size_t>(s)] = static_cast<int>(i);
   }

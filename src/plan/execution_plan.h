@@ -30,29 +30,30 @@ struct TensorSlot {
   Shape shape;
   Layout layout = Layout::kPlain;
   SlotKind kind = SlotKind::kArena;
-  size_t offset = 0;        // kArena: byte offset in the arena
-  size_t bytes = 0;         // payload bytes
-  int constant = -1;        // kConstant: index into ExecutionPlan::constants
-  int input_index = -1;     // kInput: index into the run's inputs
-  int buffer = -1;          // kArena: memory-planning buffer (aliases share one)
+  size_t offset = 0;     // kArena: byte offset in the arena
+  size_t bytes = 0;      // payload bytes
+  int constant = -1;     // kConstant: index into ExecutionPlan::constants
+  int input_index = -1;  // kInput: index into the run's inputs
+  int buffer = -1;       // kArena: memory-planning buffer (aliases share one)
 };
 
 struct Step {
-  std::string name;                 // node name ("<value>/to_plain" for inserted layout changes)
-  std::string op;                   // op type, e.g. "FusedConv"
-  std::string provider;             // kernel provider, e.g. "onednn"
+  std::string name;      // node name ("<value>/to_plain" for inserted layout changes)
+  std::string op;        // op type, e.g. "FusedConv"
+  std::string provider;  // kernel provider, e.g. "onednn"
   graph::NodeId node = graph::kNoNode;
-  const ops::Kernel* kernel = nullptr;     // owned by the Model's kernel set or by the plan
-  std::shared_ptr<const void> state;        // per-shape kernel state from reshape
-  std::vector<int> inputs;          // slot ids; -1 for an omitted optional input
-  std::vector<int> outputs;         // slot ids; -1 for an omitted optional output
-  size_t workspace_offset = 0;      // arena offset of the scratch area
+  const ops::Kernel* kernel = nullptr;  // owned by the Model's kernel set or by the plan
+  std::shared_ptr<const void> state;    // per-shape kernel state from reshape
+  std::vector<int> inputs;              // slot ids; -1 for an omitted optional input
+  std::vector<int> outputs;             // slot ids; -1 for an omitted optional output
+  size_t workspace_offset = 0;          // arena offset of the scratch area
   size_t workspace_bytes = 0;
   int stream = 0;
-  int position = 0;                 // index of this step within its stream's order
-  std::vector<int> wait_events;     // event ids to wait for before running
-  std::vector<int> record_events;   // event ids to record after running
-  double cost = 0;                  // cost-model estimate (FLOPs + bytes-moved weighting)
+  int position = 0;                // index of this step within its stream's order
+  std::vector<int> wait_events;    // event ids to wait for before running
+  std::vector<int> record_events;  // event ids to record after running
+  double cost = 0;                 // cost-model estimate (FLOPs + bytes-moved weighting)
+  int threads = 0;                 // intra-op threads it runs on: 0 = the run's count, 1 = serial
 };
 
 // A process-unique id for each plan made (contexts key their bindings by it).
@@ -68,22 +69,25 @@ struct ExecutionPlan {
   std::vector<Shape> input_shapes;
   std::vector<int> input_slots;
   std::vector<std::string> output_names;
-  std::vector<int> output_slots;         // always plain layout
-  size_t arena_bytes = 0;                // peak arena size after reuse
-  size_t naive_bytes = 0;                // sum of all arena buffers without reuse
-  size_t guard_bytes = 0;                // safe mode: canary bytes after every arena buffer
+  std::vector<int> output_slots;  // always plain layout
+  size_t arena_bytes = 0;         // peak arena size after reuse
+  size_t naive_bytes = 0;         // sum of all arena buffers without reuse
+  size_t guard_bytes = 0;         // safe mode: canary bytes after every arena buffer
   int num_streams = 1;
-  std::vector<std::vector<int>> stream_steps;  // per stream: step indices in run order
-  int num_events = 0;                    // events after pruning (ids 0..num_events-1)
-  int events_inserted = 0;               // before pruning
-  int folded_nodes = 0;                  // nodes evaluated at plan time
-  double critical_path_cost = 0;         // longest dependency chain, in cost units
-  double total_cost = 0;                 // sum of step costs
-  bool verified = false;                 // the safe-mode verifier proved the plan race-free
+  std::vector<std::vector<int>> stream_steps;               // per stream: step indices in run order
+  int num_events = 0;                                       // events after pruning (ids 0..num_events-1)
+  int events_inserted = 0;                                  // before pruning
+  int folded_nodes = 0;                                     // nodes evaluated at plan time
+  double critical_path_cost = 0;                            // longest dependency chain, in cost units
+  double total_cost = 0;                                    // sum of step costs
+  bool verified = false;                                    // the safe-mode verifier proved the plan race-free
   std::vector<std::unique_ptr<ops::Kernel>> owned_kernels;  // planner-inserted steps' kernels
 
   // One JSON object: streams, steps (name, op, provider, stream, inputs/outputs with shapes),
   // slots, arena/naive bytes. Stable across runs for golden tests.
+  // Steps that only change a tensor's layout (LayoutConvert), which the planner inserts where a
+  // consumer needs another layout than its producer wrote.
+  int layout_converts() const;
   std::string to_json() const;
   // Graphviz DOT of the steps, coloured by stream.
   std::string to_dot() const;

@@ -1,35 +1,10 @@
 #include "plan/kernel_set.h"
 
 #include <map>
-#include <set>
+
+#include "graph/infer_dtypes.h"
 
 namespace streamline::plan {
-namespace {
-
-// The dtype of a node's output when the model does not declare it (ONNX type inference normally
-// does). Only used to pick kernels; reshape later computes the real output dtypes.
-DType fallback_output_dtype(const graph::Node& node, DType first_input) {
-  static const std::set<std::string> kInt64 = {"Shape", "Size", "ArgMax", "ArgMin", "NonZero", "TopK_indices"};
-  static const std::set<std::string> kBool = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not",
-                                              "And", "Or", "Xor", "IsNaN", "IsInf"};
-  if (kInt64.count(node.op_type)) return DType::kInt64;
-  if (kBool.count(node.op_type)) return DType::kBool;
-  if (node.op_type == "Cast") return static_cast<DType>(node.attr_int("to", 1));
-  if (node.op_type == "Constant") {
-    auto it = node.attrs.find("value");
-    if (it != node.attrs.end() && it->second.t.defined()) return it->second.t.dtype();
-    if (node.has_attr("value_int") || node.has_attr("value_ints")) return DType::kInt64;
-    return DType::kFloat32;
-  }
-  if (node.op_type == "ConstantOfShape") {
-    auto it = node.attrs.find("value");
-    return it != node.attrs.end() && it->second.t.defined() ? it->second.t.dtype() : DType::kFloat32;
-  }
-  if (node.op_type == "Where" && node.inputs.size() > 1) return DType::kUndefined;  // set from input 1 below
-  return first_input;
-}
-
-}  // namespace
 
 Result<KernelSet> create_kernels(const graph::Graph& g, const ops::KernelRegistry& reg,
                                  const ops::KernelOptions& options, ops::Device device) {
@@ -52,11 +27,12 @@ Result<KernelSet> create_kernels(const graph::Graph& g, const ops::KernelRegistr
     const graph::Node& node = g.node(id);
     for (graph::ValueId v : node.inputs)
       dtypes[n].push_back(v == graph::kNoValue ? DType::kUndefined : value_dtype[static_cast<size_t>(v)]);
-    DType out = fallback_output_dtype(node, ops::selector_dtype(dtypes[n], 0));
-    if (node.op_type == "Where" && dtypes[n].size() > 1) out = dtypes[n][1];
-    for (graph::ValueId v : node.outputs)
+    const std::vector<DType> fallback = graph::fallback_output_dtypes(node, dtypes[n]);
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      const graph::ValueId v = node.outputs[o];
       if (v != graph::kNoValue && value_dtype[static_cast<size_t>(v)] == DType::kUndefined)
-        value_dtype[static_cast<size_t>(v)] = out;
+        value_dtype[static_cast<size_t>(v)] = fallback[o];
+    }
     std::string key = node.op_type + " (" + (node.domain.empty() ? "" : "domain " + node.domain + ", ") + "opset " +
                       std::to_string(node.opset) + ")";
     // The def for one device: keyed by the first input's dtype, then by the input the def names.
@@ -74,13 +50,16 @@ Result<KernelSet> create_kernels(const graph::Graph& g, const ops::KernelRegistr
         continue;
       }
     }
+    // The element type a kernel would be chosen by is named too, where the node has one.
+    const DType selector = ops::selector_dtype(dtypes[n], 0);
+    const std::string typed = selector == DType::kUndefined ? key : key + " for " + dtype_name(selector);
     if (!reg.has_op(node.op_type, node.domain, node.opset, ops::Device::kCpu)) {
-      missing[key].push_back(node.name);
+      missing[typed].push_back(node.name);
       continue;
     }
     auto def = lookup(ops::Device::kCpu);
     if (!def.ok()) {
-      missing[key + " for " + dtype_name(ops::selector_dtype(dtypes[n], 0))].push_back(node.name);
+      missing[typed].push_back(node.name);
       continue;
     }
     defs[n] = *def;

@@ -9,7 +9,8 @@
 // a CUDA plan that would have to run one.
 //
 // When some ops have no kernel, the error lists every unsupported op type at once with its node
-// names and opset, e.g. "unsupported operators: NonZero (opset 13): nz1, nz2; Foo (domain x, opset 1): f".
+// names, opset and the element type the kernel would be chosen by, e.g. "unsupported operators:
+// NonZero (opset 13) for float32: nz1, nz2; Foo (domain x, opset 1) for int64: f".
 
 #include <memory>
 #include <string>

@@ -43,7 +43,11 @@ struct SlotBuilder {
 class Planner {
  public:
   Planner(const graph::Graph& g, const KernelSet& ks, const PlannerOptions& o)
-      : g_(g), ks_(ks), opts_(o), plan_(std::make_shared<ExecutionPlan>()), sb_{*plan_},
+      : g_(g),
+        ks_(ks),
+        opts_(o),
+        plan_(std::make_shared<ExecutionPlan>()),
+        sb_{*plan_},
         reg_(o.registry ? *o.registry : ops::default_cpu_registry()) {}
 
   Result<std::shared_ptr<const ExecutionPlan>> run(const InputShapes& inputs) {
@@ -118,8 +122,7 @@ class Planner {
             auto [sit, fresh] = symbols.emplace(d[i].symbol, shape[i]);
             if (!fresh && sit->second != shape[i])
               return invalid_argument("dimension '" + d[i].symbol + "' is " + std::to_string(sit->second) +
-                                      " in one input and " + std::to_string(shape[i]) + " in input '" + val.name +
-                                      "'");
+                                      " in one input and " + std::to_string(shape[i]) + " in input '" + val.name + "'");
           }
         }
       }
@@ -141,7 +144,8 @@ class Planner {
       plan_->input_slots.push_back(slot);
     }
     for (const auto& [name, shape] : given)
-      if (std::none_of(g_.inputs().begin(), g_.inputs().end(), [&](graph::ValueId v) { return g_.value(v).name == name; }))
+      if (std::none_of(g_.inputs().begin(), g_.inputs().end(),
+                       [&, &name = name](graph::ValueId v) { return g_.value(v).name == name; }))
         return invalid_argument("model has no input named '" + name + "'");
     return ok_status();
   }
@@ -165,7 +169,8 @@ class Planner {
     auto key = std::make_pair(slot, layout);
     auto it = converted_.find(key);
     if (it != converted_.end()) return it->second;
-    if (s.shape.rank() != 4) return internal_error("layout change of a rank-" + std::to_string(s.shape.rank()) + " tensor");
+    if (s.shape.rank() != 4)
+      return internal_error("layout change of a rank-" + std::to_string(s.shape.rank()) + " tensor");
     if (s.kind == SlotKind::kConstant) {  // convert constants now
       SL_ASSIGN_OR_RETURN(Tensor t, to_layout(*sb_.constant_of(slot), layout));
       const int c = sb_.add_constant_slot(s.name + "/" + layout_name(layout), t);
@@ -216,8 +221,8 @@ class Planner {
     a.kind = graph::Attribute::Kind::kString;
     a.s = layout_name(layout);
     node.attrs["to"] = a;
-    SL_ASSIGN_OR_RETURN(const ops::KernelDef* def, reg_.find("LayoutConvert", "streamline", 1, ops::Device::kCpu,
-                                                             DType::kFloat32));
+    SL_ASSIGN_OR_RETURN(const ops::KernelDef* def,
+                        reg_.find("LayoutConvert", "streamline", 1, ops::Device::kCpu, DType::kFloat32));
     ops::KernelCreateArgs args{dummy, node, {nullptr}, {DType::kFloat32}, {}};
     SL_ASSIGN_OR_RETURN(std::unique_ptr<ops::Kernel> k, def->create(args));
     slot = k.get();
@@ -258,13 +263,14 @@ class Planner {
       if (s >= 0 && !infos.back().value) all_const = false;
     }
     auto rr = kernel->reshape(infos);
-    if (!rr.ok()) return rr.status().with_context(node.describe());
+    // Name the opset too: an op's accepted inputs and types change with it.
+    if (!rr.ok()) return rr.status().with_context(node.describe() + " (opset " + std::to_string(node.opset) + ")");
     ops::ReshapeResult& r = *rr;
     if (r.outputs.size() < node.outputs.size())
       return internal_error(node.describe() + ": kernel returned " + std::to_string(r.outputs.size()) +
                             " outputs for " + std::to_string(node.outputs.size()));
-    const bool known = !r.known_values.empty() &&
-                       std::all_of(r.known_values.begin(), r.known_values.end(), [](const auto& t) { return t.has_value(); });
+    const bool known = !r.known_values.empty() && std::all_of(r.known_values.begin(), r.known_values.end(),
+                                                              [](const auto& t) { return t.has_value(); });
     if (all_const || known) {
       if (known || node_device(n) == ops::Device::kCpu) return fold(node, kernel, in_slots, r, known);
       // A device kernel cannot run on host data: fold with the node's CPU kernel.
@@ -273,7 +279,8 @@ class Planner {
       if (!hr.ok()) return hr.status().with_context(node.describe());
       return fold(node, host, in_slots, *hr, false);
     }
-    if (node_device(n) != opts_.device) host_only_[node.op_type + " (opset " + std::to_string(node.opset) + ")"].push_back(node.name);
+    if (node_device(n) != opts_.device)
+      host_only_[node.op_type + " (opset " + std::to_string(node.opset) + ")"].push_back(node.name);
 
     Step st;
     st.name = node.name;
@@ -311,6 +318,9 @@ class Planner {
       st.outputs.push_back(slot);
     }
     st.cost = estimate_cost({node.op_type, in_shapes, out_shapes, node.attr_int("group", 1), bytes});
+    if (opts_.device == ops::Device::kCpu && opts_.num_threads > 1 && bytes < opts_.serial_bytes &&
+        st.cost < opts_.serial_cost)
+      st.threads = 1;
     plan_->steps.push_back(std::move(st));
     inplace_hints_.push_back(r.inplace);
     return ok_status();
@@ -355,20 +365,32 @@ class Planner {
     return unsupported(msg + " (run the model on the CPU device)");
   }
 
+  // Layouts: a kernel that takes any layout gets its rank-4 activations in the layout they share
+  // (when it accepts them so), one that prefers a layout gets that, the rest get plain. A rank-4
+  // tensor of one pixel per image ([N, C, 1, 1], a squeeze-excitation scale, say) has the same
+  // bytes in every layout, so it neither decides a common layout nor is converted for a kernel
+  // that takes other layouts than plain.
   Status choose_layouts(const ops::Kernel* kernel, std::vector<int>& in_slots) {
+    auto one_pixel = [&](int s) {
+      const Shape& sh = plan_->slots[static_cast<size_t>(s)].shape;
+      return sh.rank() == 4 && sh[2] * sh[3] == 1;
+    };
     auto activation = [&](int s) {
       if (s < 0) return false;
       const TensorSlot& t = plan_->slots[static_cast<size_t>(s)];
-      return t.kind != SlotKind::kConstant && t.shape.rank() == 4;
+      return t.kind != SlotKind::kConstant && t.shape.rank() == 4 && !one_pixel(s);
     };
+    const bool plain_only = kernel->layout_support() == ops::LayoutSupport::kPlainOnly;
     Layout target = Layout::kPlain;
     switch (kernel->layout_support()) {
-      case ops::LayoutSupport::kPlainOnly: target = Layout::kPlain; break;
+      case ops::LayoutSupport::kPlainOnly:
+        target = Layout::kPlain;
+        break;
       case ops::LayoutSupport::kPreferChannelsLast:
         if (opts_.channels_last) {
           std::vector<ops::TensorInfo> infos;
           for (int s : in_slots) infos.push_back(info_of(s));
-          target = kernel->preferred_layout(infos, opts_.blocked);
+          target = kernel->preferred_layout(infos, opts_.blocked ? opts_.block : 0);
         }
         break;
       case ops::LayoutSupport::kAny: {
@@ -393,9 +415,22 @@ class Planner {
     for (int& s : in_slots)
       if (activation(s)) {
         SL_ASSIGN_OR_RETURN(s, in_layout(s, target));
-      } else if (s >= 0 && plan_->slots[static_cast<size_t>(s)].layout != Layout::kPlain) {
+      } else if (s >= 0 && plan_->slots[static_cast<size_t>(s)].layout != Layout::kPlain &&
+                 (plain_only || !one_pixel(s))) {
         SL_ASSIGN_OR_RETURN(s, in_layout(s, Layout::kPlain));
       }
+    if (kernel->layout_support() == ops::LayoutSupport::kAny) {
+      // One-pixel tensors left in their own layout: the kernel must take them so (Concat wants
+      // one layout for all its inputs), or they get the target layout too.
+      std::vector<ops::TensorInfo> infos;
+      for (int s : in_slots) infos.push_back(info_of(s));
+      if (!kernel->accepts(infos))
+        for (int& s : in_slots)
+          if (s >= 0 && !activation(s) && plan_->slots[static_cast<size_t>(s)].layout != target &&
+              plan_->slots[static_cast<size_t>(s)].kind != SlotKind::kConstant) {
+            SL_ASSIGN_OR_RETURN(s, in_layout(s, target));
+          }
+    }
     return ok_status();
   }
 
@@ -454,7 +489,7 @@ class Planner {
   std::vector<int> value_slot_;
   std::map<std::pair<int, Layout>, int> converted_;
   std::map<int, const ops::Kernel*> layout_kernels_;
-  std::vector<std::vector<int>> inplace_hints_;  // per step
+  std::vector<std::vector<int>> inplace_hints_;                // per step
   std::map<std::string, std::vector<std::string>> host_only_;  // device plans: "Op (opset N)" -> CPU-only nodes
 };
 

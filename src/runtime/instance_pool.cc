@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/cpu_set.h"
 #include "core/logging.h"
 #include "exec/stream_pool.h"
@@ -17,7 +20,50 @@ bool wanted(const InferRequest& r, const std::string& name) {
          std::find(r.requested_outputs.begin(), r.requested_outputs.end(), name) != r.requested_outputs.end();
 }
 
-int64_t rows_of(const Tensor& t) { return t.shape().rank() == 0 ? 1 : t.shape()[0]; }
+int64_t rows_of(const Tensor& t) {
+  return t.shape().rank() == 0 ? 1 : t.shape()[0];
+}
+
+// Records every step of one run, per stream (each stream calls from its own thread).
+class StepCollector final : public exec::ExecObserver {
+ public:
+  void on_run_begin(const plan::ExecutionPlan& plan) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (streams_.size() < static_cast<size_t>(plan.num_streams)) streams_.resize(static_cast<size_t>(plan.num_streams));
+  }
+  void on_step_begin(const plan::ExecutionPlan& plan, int step, int stream) override {
+    (void)plan;
+    (void)step;
+    streams_[static_cast<size_t>(stream)].begin = now_ns();
+  }
+  void on_step_end(const plan::ExecutionPlan& plan, int step, int stream) override {
+    PerStream& p = streams_[static_cast<size_t>(stream)];
+    const plan::Step& st = plan.steps[static_cast<size_t>(step)];
+    p.spans.push_back({st.name, st.op, stream, p.begin, now_ns()});
+  }
+  bool wants_step_times() const override { return true; }
+  void on_step_timed(const plan::ExecutionPlan& plan, int step, int stream, int64_t begin_ns, int64_t end_ns) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (streams_.size() <= static_cast<size_t>(stream)) streams_.resize(static_cast<size_t>(stream) + 1);
+    const plan::Step& st = plan.steps[static_cast<size_t>(step)];
+    streams_[static_cast<size_t>(stream)].spans.push_back({st.name, st.op, stream, begin_ns, end_ns});
+  }
+  std::vector<StepSpan> take() {
+    std::vector<StepSpan> all;
+    for (auto& p : streams_)
+      for (auto& s : p.spans) all.push_back(std::move(s));
+    std::sort(all.begin(), all.end(), [](const StepSpan& a, const StepSpan& b) { return a.begin_ns < b.begin_ns; });
+    return all;
+  }
+
+ private:
+  struct PerStream {
+    int64_t begin = 0;
+    std::vector<StepSpan> spans;
+  };
+  std::mutex mu_;
+  std::vector<PerStream> streams_;
+};
 
 }  // namespace
 
@@ -44,6 +90,7 @@ InstancePool::InstancePool(std::shared_ptr<const Model> model, InstancePoolOptio
     const int gpus = dev.kind == ops::Device::kCuda && dev.all_gpus ? std::max(1, cuda_device_count()) : 1;
     const int ordinal = dev.all_gpus ? i % gpus : dev.ordinal;
     auto in = std::make_unique<Instance>(std::move(co), ordinal);
+    in->index = i;
     in->staging.resize(model_->inputs().size());
     instances_.push_back(std::move(in));
   }
@@ -63,8 +110,7 @@ Status InstancePool::start_instance(int instance, const std::vector<Shape>* warm
   }
   if (!warm_shapes) return ok_status();
   const auto& descs = model_->inputs();
-  if (warm_shapes->size() != descs.size())
-    return internal_error("warm-up shapes do not match the model's inputs");
+  if (warm_shapes->size() != descs.size()) return internal_error("warm-up shapes do not match the model's inputs");
   std::vector<Tensor> zeros;
   for (size_t k = 0; k < descs.size(); ++k) zeros.push_back(Tensor::empty(descs[k].dtype, (*warm_shapes)[k]));
   SL_ASSIGN_OR_RETURN(auto plan, model_->plan_for(*warm_shapes));
@@ -111,6 +157,7 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
   if (requests.empty()) return ok_status();
   const auto& descs = model_->inputs();
   const size_t n = requests.size();
+  const int64_t t_begin = now_ns();
   // Pass 1: inputs. One request runs on its own tensors; several are concatenated along dim 0
   // into this instance's staging buffers (grown to the largest batch seen, then reused).
   in.inputs.clear();
@@ -151,21 +198,39 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
     in.inputs.push_back(Tensor::view(first->dtype(), shape, buf.raw()));
     in.shapes.push_back(shape);
   }
-  // Pass 2: the plan for these shapes (made at load for the configured batch sizes).
-  SL_ASSIGN_OR_RETURN(auto plan, model_->plan_for(in.shapes));
-  // Pass 3: run; outputs stay in the arena until they are split.
-  exec::RunOptions ro;
-  ro.num_threads = threads_per_stream_;
-  ro.elastic_threads = std::min(model_->elastic_threads(), options_.threads_per_instance);
-  ro.copy_outputs = false;
-  ro.safe = model_->options().safe;
-  SL_ASSIGN_OR_RETURN(DeviceRunner * runner, runner_of(in));
-  SL_RETURN_IF_ERROR(runner->run(*plan, in.inputs, &in.outputs, ro));
-  in.arena.store(runner->arena_bytes(), std::memory_order_relaxed);
+  // Pass 2: how these shapes run: a plan (made at load for the configured batch sizes), or node
+  // by node when some shape depends on values computed during the run (If, Loop, ...).
+  SL_ASSIGN_OR_RETURN(ExecutionMode mode, model_->execution_mode(in.shapes));
+  std::shared_ptr<const plan::ExecutionPlan> plan;
+  std::vector<std::string> names;
+  const int64_t t_inputs = now_ns();
+  // A traced request in the batch: its steps are recorded (the observer costs nothing otherwise;
+  // node-by-node runs record none).
+  const bool traced = std::any_of(requests.begin(), requests.end(), [](const InferRequest* r) { return r->trace; });
+  std::optional<StepCollector> steps;
+  if (traced) steps.emplace();
+  if (mode == ExecutionMode::kEager) {
+    SL_ASSIGN_OR_RETURN(in.outputs, model_->run_eager(in.inputs, threads_per_stream_));
+    for (const TensorDesc& d : model_->outputs()) names.push_back(d.name);
+  } else {
+    SL_ASSIGN_OR_RETURN(plan, model_->plan_for(in.shapes));
+    names = plan->output_names;
+    // Pass 3: run; outputs stay in the arena until they are split.
+    exec::RunOptions ro;
+    ro.num_threads = threads_per_stream_;
+    ro.elastic_threads = std::min(model_->elastic_threads(), options_.threads_per_instance);
+    ro.copy_outputs = false;
+    ro.safe = model_->options().safe;
+    if (traced) ro.observer = &*steps;
+    SL_ASSIGN_OR_RETURN(DeviceRunner * runner, runner_of(in));
+    SL_RETURN_IF_ERROR(runner->run(*plan, in.inputs, &in.outputs, ro));
+    in.arena.store(runner->arena_bytes(), std::memory_order_relaxed);
+  }
+  const int64_t t_run = now_ns();
   // Pass 4: split the outputs back per request, copying only what each request asked for.
   for (size_t o = 0; o < in.outputs.size(); ++o) {
     const Tensor& t = in.outputs[o];
-    const std::string& name = plan->output_names[o];
+    const std::string& name = names[o];
     if (n > 1 && (t.shape().rank() == 0 || t.shape()[0] != total_rows))
       return internal_error("output '" + name + "' has shape " + t.shape().to_string() + " for a batch of " +
                             std::to_string(total_rows) + " rows; it cannot be split per request");
@@ -188,7 +253,27 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
     }
   }
   in.outputs.clear();
-  for (size_t i = 0; i < n; ++i) responses[i].status = ok_status();
+  // Every request of the batch reports the batch's times, as Triton does.
+  const int64_t t_end = now_ns();
+  std::shared_ptr<RunTrace> trace;
+  if (traced) {
+    trace = std::make_shared<RunTrace>();
+    trace->instance = in.index;
+    trace->rows = static_cast<int>(total_rows);
+    trace->requests = static_cast<int>(n);
+    trace->begin_ns = t_begin;
+    trace->inputs_done_ns = t_inputs;
+    trace->run_done_ns = t_run;
+    trace->end_ns = t_end;
+    trace->steps = steps->take();
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (requests[i]->trace) responses[i].trace = trace;
+    responses[i].status = ok_status();
+    responses[i].compute_input_us = (t_inputs - t_begin) / 1000;
+    responses[i].compute_infer_us = (t_run - t_inputs) / 1000;
+    responses[i].compute_output_us = (t_end - t_run) / 1000;
+  }
   return ok_status();
 }
 

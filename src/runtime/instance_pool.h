@@ -61,6 +61,7 @@ class InstancePool {
     explicit Instance(exec::ContextOptions co, int ordinal) : options(std::move(co)), device_ordinal(ordinal) {}
     exec::ContextOptions options;
     int device_ordinal = 0;                // CUDA models: the GPU this instance runs on
+    int index = 0;                         // its place in the pool
     std::unique_ptr<DeviceRunner> runner;  // made on the instance's first run
     std::vector<Tensor> staging;           // per model input: concatenation buffer, grown never shrunk
     std::vector<Tensor> inputs;            // this run's inputs (reused)

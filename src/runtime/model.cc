@@ -36,6 +36,19 @@ TensorDesc describe(const graph::Graph& g, graph::ValueId v) {
   return d;
 }
 
+ModelMetadata metadata_of(const graph::Graph& g) {
+  ModelMetadata md;
+  md.producer_name = g.producer_name;
+  md.producer_version = g.producer_version;
+  md.graph_name = g.name;
+  md.domain = g.model_domain;
+  md.description = g.model_doc_string;
+  md.graph_description = g.doc_string;
+  md.version = g.model_version;
+  md.custom = g.metadata_props;
+  return md;
+}
+
 std::string shapes_key(const std::vector<Shape>& shapes) {
   std::string k;
   for (const auto& s : shapes) k += s.to_string() + ";";
@@ -63,6 +76,15 @@ Result<std::shared_ptr<Model>> Model::load(const std::string& path, const ModelO
   return m;
 }
 
+Result<std::shared_ptr<Model>> Model::load_bytes(std::string_view bytes, const ModelOptions& options) {
+  const std::string what = "model bytes";
+  auto g = graph::import_onnx_bytes(bytes, /*base_dir=*/"", {}, what);
+  if (!g.ok()) return g.status();
+  auto m = from_graph(std::move(g).value(), options);
+  if (!m.ok()) return m.status().with_context(what);
+  return m;
+}
+
 Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOptions& options) {
   if (options.split_convs < 0 || options.split_convs > 64)
     return invalid_argument("split_convs must be 0 (off) or a slice count from 2 to 64, got " +
@@ -71,6 +93,9 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
     return invalid_argument("elastic_threads and pin_threads cannot be combined: elastic steps use any core");
   std::shared_ptr<Model> m(new Model());
   m->options_ = options;
+  if (options.blocked_channels == 0) m->options_.blocked_channels = ops::native_block();
+  if (m->options_.blocked_channels != 8 && m->options_.blocked_channels != 16)
+    return invalid_argument("blocked_channels must be 0, 8 or 16, got " + std::to_string(options.blocked_channels));
   SL_ASSIGN_OR_RETURN(m->device_, runtime::parse_device(options.device));
   const bool on_cuda = m->device_.kind == ops::Device::kCuda;
   if (!on_cuda && options.precision != ops::Precision::kFp32)
@@ -86,6 +111,7 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
     m->options_.blocked_layout = false;
   }
   m->graph_ = std::move(g);
+  m->metadata_ = metadata_of(m->graph_);
   // Pass 1: graph rewrites.
   graph::PassOptions po;
   po.enabled = options.optimize;
@@ -102,6 +128,7 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
   ops::KernelOptions ko;
   ko.allow_channels_last = m->options_.channels_last;
   ko.allow_blocked = m->options_.blocked_layout;
+  ko.block = m->options_.blocked_channels;
   ko.allow_winograd = m->options_.winograd;
   ko.precision = options.precision;
   SL_ASSIGN_OR_RETURN(m->kernels_, plan::create_kernels(m->graph_, *m->registry_, ko, m->device_.kind));
@@ -118,9 +145,32 @@ int Model::default_threads() const {
   return options_.num_threads > 0 ? options_.num_threads : core::usable_cores();
 }
 
-Result<std::vector<Shape>> Model::default_shapes(int64_t batch) const {
+Result<std::vector<Shape>> Model::input_shapes(const std::vector<std::optional<Shape>>& known, int64_t batch) const {
+  if (known.size() > inputs_.size())
+    return invalid_argument("model has " + std::to_string(inputs_.size()) + " inputs, got " +
+                            std::to_string(known.size()) + " shapes");
   std::vector<Shape> shapes;
-  for (const auto& in : inputs_) {
+  for (size_t k = 0; k < inputs_.size(); ++k) {
+    const TensorDesc& in = inputs_[k];
+    const std::string declared = "declared [" + [&] {
+      std::string d;
+      for (size_t i = 0; i < in.dims.size(); ++i)
+        d += (i ? "," : "") + (in.dims[i] >= 0         ? std::to_string(in.dims[i])
+                               : in.symbols[i].empty() ? "?"
+                                                       : in.symbols[i]);
+      return d;
+    }() + "]";
+    if (k < known.size() && known[k]) {
+      // A tensor the caller holds is the truth; it only has to fit what the model fixes.
+      const Shape& s = *known[k];
+      if (!in.dims.empty() && s.rank() != in.dims.size())
+        return invalid_argument("input '" + in.name + "' is " + declared + ", got shape " + s.to_string());
+      for (size_t i = 0; i < in.dims.size(); ++i)
+        if (in.dims[i] >= 0 && s[i] != in.dims[i])
+          return invalid_argument("input '" + in.name + "' is " + declared + ", got shape " + s.to_string());
+      shapes.push_back(s);
+      continue;
+    }
     Shape s;
     for (size_t i = 0; i < in.dims.size(); ++i) {
       if (in.dims[i] >= 0) {
@@ -130,13 +180,17 @@ Result<std::vector<Shape>> Model::default_shapes(int64_t batch) const {
       } else if (i == 0) {
         s.push_back(batch);
       } else {
-        return invalid_argument("input '" + in.name + "' has an unknown dimension " + std::to_string(i) +
-                                "; give its shape explicitly");
+        return invalid_argument("input '" + in.name + "' (" + declared + ") has no size for dimension " +
+                                std::to_string(i) + " and no tensor or shape was given for it");
       }
     }
     shapes.push_back(s);
   }
   return shapes;
+}
+
+Result<std::vector<Shape>> Model::default_shapes(int64_t batch) const {
+  return input_shapes({}, batch);
 }
 
 int Model::threads_per_stream() const {
@@ -195,6 +249,7 @@ Result<Model::Prepared> Model::plan_shapes(const std::vector<Shape>& shapes, con
   plan::PlannerOptions po;
   po.channels_last = options_.channels_last;
   po.blocked = options_.blocked_layout;
+  po.block = options_.blocked_channels;
   po.num_streams = std::max(1, options_.num_streams);
   po.num_threads = elastic_threads() > 0 ? elastic_threads() : threads_per_stream();
   po.pinned_streams = options_.pinned_streams;
@@ -300,7 +355,8 @@ Result<std::map<std::string, Tensor>> Session::run(const std::map<std::string, T
     ordered.push_back(it->second);
   }
   for (const auto& [name, t] : inputs)
-    if (std::none_of(model_->inputs().begin(), model_->inputs().end(), [&](const TensorDesc& d) { return d.name == name; }))
+    if (std::none_of(model_->inputs().begin(), model_->inputs().end(),
+                     [&name = name](const TensorDesc& d) { return d.name == name; }))
       return invalid_argument("model has no input named '" + name + "'");
   SL_ASSIGN_OR_RETURN(std::vector<Tensor> outs, run(ordered, options));
   std::map<std::string, Tensor> named;

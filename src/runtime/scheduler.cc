@@ -23,7 +23,7 @@ Scheduler::Scheduler(SchedulerOptions options, BatchExecutor executor)
     : options_(std::move(options)),
       executor_(std::move(executor)),
       clock_(options_.clock ? options_.clock : &SteadyClock::instance()),
-      stats_(options_.stats_window) {
+      stats_(options_.stats_window, options_.latency_buckets_us) {
   options_.instances = std::max(1, options_.instances);
   for (int i = 0; i < options_.instances; ++i) stats_.on_busy(i, 0);  // every instance reported, idle ones too
   drain_policy_ = options_.policy;
@@ -76,6 +76,9 @@ void Scheduler::enqueue(InferRequest request, int rows, uint32_t shape_key, Infe
       refusal = unavailable("the model is shutting down");
     } else if (p.queue.max_queue_size > 0 && queue_.size() >= static_cast<size_t>(p.queue.max_queue_size)) {
       refusal = resource_exhausted("queue full (" + std::to_string(p.queue.max_queue_size) + " requests)");
+    } else if (p.queue.admission && (timeout > 0 || p.queue.latency_objective_us > 0) &&
+               !(refusal = admission_locked(it, timeout)).ok()) {
+      stats_.on_admission_refused();
     } else {
       pending->seq = next_seq_++;
       stats_.on_accepted();
@@ -89,9 +92,26 @@ void Scheduler::enqueue(InferRequest request, int rows, uint32_t shape_key, Infe
   cv_.notify_one();
 }
 
+Status Scheduler::admission_locked(const QueuedItem& item, int64_t timeout_us) const {
+  AdmissionView v;
+  for (const auto& q : queue_) {
+    if (q->item.priority > item.priority) continue;  // runs after this request
+    v.rows_ahead += q->item.rows;
+    ++v.requests_ahead;
+  }
+  v.instances = options_.instances;
+  v.busy_instances = busy_;
+  v.max_batch = options_.policy.max_batch_size;
+  v.rows = item.rows;
+  v.queue_budget_us = timeout_us;
+  v.latency_budget_us = options_.policy.queue.latency_objective_us;
+  const AdmissionEstimate e = estimate_admission(v, run_times_);
+  return e.admit ? ok_status() : resource_exhausted(e.reason);
+}
+
 void Scheduler::refuse(const InferRequest& request, Status status, const InferCallback& done) {
-  stats_.on_response(status, /*accepted=*/false, 0, 0);
   InferResponse r;
+  stats_.on_response(status, /*accepted=*/false, r);
   r.id = request.id;
   r.status = std::move(status);
   invoke(done, std::move(r));
@@ -153,16 +173,21 @@ void Scheduler::worker_main(int instance) {
     for (size_t i : d.launch) batch.push_back(std::move(queue_[i]));
     if (!d.expired.empty() || !d.launch.empty())
       std::erase_if(queue_, [](const std::unique_ptr<Pending>& p) { return p == nullptr; });
-    if (!batch.empty()) stats_.on_batch(d.rows, static_cast<int>(batch.size()));
+    if (!batch.empty()) {
+      stats_.on_batch(d.rows, static_cast<int>(batch.size()));
+      ++busy_;
+    }
     if (!expired.empty()) stats_.on_dequeued(static_cast<int>(expired.size()));
     if (!batch.empty() && !queue_.empty()) cv_.notify_one();  // another free instance may launch too
     if (!batch.empty() || !expired.empty()) {
       lock.unlock();
       answer_all(expired, deadline_exceeded("timed out in the queue"));
       expired.clear();
-      if (!batch.empty()) run_batch(instance, batch, d.rows);
+      const bool ran = !batch.empty();
+      if (ran) run_batch(instance, batch, d.rows);
       batch.clear();
       lock.lock();
+      if (ran) --busy_;
       continue;
     }
     if (d.action == Decision::Action::kWait) {
@@ -183,6 +208,13 @@ void Scheduler::run_batch(int instance, PendingList& batch, int rows) {
   executor_(instance, requests, responses);
   const int64_t end = clock_->now_us();
   stats_.on_busy(instance, std::max<int64_t>(0, end - start));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    run_times_.observe(rows, end - start);
+  }
+  if (!responses.empty())
+    stats_.on_batch_timing(rows, responses[0].compute_input_us, responses[0].compute_infer_us,
+                           responses[0].compute_output_us);
   // Pass 1: what the batch answered well is delivered now.
   const bool isolate = batch.size() > 1;
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -202,6 +234,7 @@ void Scheduler::run_batch(int instance, PendingList& batch, int rows) {
     stats_.on_busy(instance, std::max<int64_t>(0, done - again));
     const int own_rows = batch[i]->item.rows;
     stats_.on_batch(own_rows, /*requests=*/0);  // one more run; the request left the queue already
+    stats_.on_batch_timing(own_rows, alone.compute_input_us, alone.compute_infer_us, alone.compute_output_us);
     // Its compute time covers the failed batch and its own run.
     deliver(std::move(batch[i]), std::move(alone), start, done, own_rows);
   }
@@ -227,7 +260,7 @@ void Scheduler::answer_all(PendingList& list, const Status& status) {
 }
 
 void Scheduler::finish(std::unique_ptr<Pending> p, InferResponse r) {
-  stats_.on_response(r.status, /*accepted=*/true, r.queue_us, r.compute_us);
+  stats_.on_response(r.status, /*accepted=*/true, r);
   if (!options_.policy.preserve_ordering) {
     invoke(p->done, std::move(r));
     return;

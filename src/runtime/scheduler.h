@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "runtime/admission.h"
 #include "runtime/batcher.h"
 #include "runtime/stats.h"
 #include "streamline/serving.h"
@@ -48,6 +49,8 @@ struct SchedulerOptions {
   const Clock* clock = &SteadyClock::instance();
   // Samples in each latency window of stats().
   size_t stats_window = 4096;
+  // Bounds of the latency histograms of stats() (empty = kDefaultLatencyBucketsUs).
+  std::vector<double> latency_buckets_us;
   // Runs first on each instance thread (pinning, warm-up); an error makes start() fail.
   std::function<Status(int instance)> on_instance_start;
 };
@@ -69,6 +72,8 @@ class Scheduler {
   // once: on this thread if refused (queue full -> ResourceExhausted, shut down -> Unavailable),
   // else on an instance thread (or the thread calling shutdown(kCancel)).
   void enqueue(InferRequest request, int rows, uint32_t shape_key, InferCallback done);
+  // With admission on (QueuePolicy::admission) and a timeout or latency objective, a request the
+  // estimate says cannot make it is refused on this thread with ResourceExhausted.
   // Answers a request refused before queueing with `status` (on this thread) and counts it.
   void refuse(const InferRequest& request, Status status, const InferCallback& done);
 
@@ -90,6 +95,8 @@ class Scheduler {
   using PendingList = std::vector<std::unique_ptr<Pending>>;
 
   void worker_main(int instance);
+  // Admission's verdict on `item` (not yet queued) with its queueing timeout; mu_ held.
+  Status admission_locked(const QueuedItem& item, int64_t timeout_us) const;
   // Runs one batch on `instance` and answers its requests; when several shared the batch, each
   // failed one is run again alone and answered from that run.
   void run_batch(int instance, PendingList& batch, int rows);
@@ -110,6 +117,8 @@ class Scheduler {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   PendingList queue_;  // arrival order
+  int busy_ = 0;             // instances running a batch
+  RunTimeModel run_times_;   // every batch's run, for admission
   uint64_t next_seq_ = 0;
   bool stopping_ = false;
   bool started_ = false;

@@ -22,6 +22,9 @@ Status check_options(const ServingOptions& o) {
   if (o.threads_per_instance < 0) return invalid_argument("threads_per_instance must be >= 0");
   if (o.stats_window < 1) return invalid_argument("stats_window must be >= 1");
   if (!o.clock) return invalid_argument("clock must not be null");
+  for (size_t i = 0; i < o.latency_buckets_us.size(); ++i)
+    if (!(o.latency_buckets_us[i] > 0) || (i > 0 && !(o.latency_buckets_us[i] > o.latency_buckets_us[i - 1])))
+      return invalid_argument("latency_buckets_us must be positive and increasing");
   return runtime::validate_policy(o.batching);
 }
 
@@ -74,6 +77,14 @@ Result<std::unique_ptr<ServingModel>> ServingModel::create(std::shared_ptr<const
       warm.clear();
       break;
     }
+    SL_ASSIGN_OR_RETURN(ExecutionMode mode, mdl.execution_mode(*shapes));
+    if (mode == ExecutionMode::kEager) {
+      // Value-dependent shapes (If, Loop, ...): each request runs node by node, nothing to plan.
+      SL_LOG(kInfo) << "no plans made at load: " << mdl.eager_reason(*shapes);
+      m->planned_.clear();
+      warm.clear();
+      break;
+    }
     SL_ASSIGN_OR_RETURN(auto plan, mdl.plan_for(*shapes));
     for (size_t o = 0; batching && o < plan->output_slots.size(); ++o) {
       const Shape& s = plan->slots[static_cast<size_t>(plan->output_slots[o])].shape;
@@ -100,6 +111,7 @@ Result<std::unique_ptr<ServingModel>> ServingModel::create(std::shared_ptr<const
   so.policy = bp;
   so.clock = options.clock;
   so.stats_window = static_cast<size_t>(options.stats_window);
+  so.latency_buckets_us = options.latency_buckets_us;
   runtime::InstancePool* pool = m->pool_.get();
   const bool do_warm = options.warmup && !warm.empty();
   so.on_instance_start = [pool, warm, do_warm](int i) { return pool->start_instance(i, do_warm ? &warm : nullptr); };
@@ -119,7 +131,7 @@ Status ServingModel::check_request(const InferRequest& r, int* rows, uint32_t* k
   const bool batching = bp.max_batch_size > 1;
   const auto& descs = model_->inputs();
   for (const auto& [name, t] : r.inputs)
-    if (std::none_of(descs.begin(), descs.end(), [&](const TensorDesc& d) { return d.name == name; }))
+    if (std::none_of(descs.begin(), descs.end(), [&name = name](const TensorDesc& d) { return d.name == name; }))
       return invalid_argument("model has no input named '" + name + "'");
   int64_t batch_rows = -1;
   std::string signature;

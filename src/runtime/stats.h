@@ -4,8 +4,8 @@
 //
 //   StatsRecorder stats(4096);
 //   stats.on_accepted();
-//   stats.on_batch(rows);
-//   stats.on_response(status, queue_us, compute_us);
+//   stats.on_batch(rows, requests);
+//   stats.on_response(status, /*accepted=*/true, response);   // its queue and compute times
 //   ServingStats s = stats.snapshot();          // any thread, while serving
 //
 // Thread-safe: every method takes one short lock. The windows are fixed-size rings allocated once.
@@ -38,7 +38,8 @@ class LatencyWindow {
 
 class StatsRecorder {
  public:
-  explicit StatsRecorder(size_t window) : queue_(window), compute_(window), total_(window) {}
+  // `buckets_us`: the latency histograms' bounds (empty = kDefaultLatencyBucketsUs).
+  explicit StatsRecorder(size_t window, std::vector<double> buckets_us = {});
 
   // A request entered the queue.
   void on_accepted();
@@ -48,20 +49,27 @@ class StatsRecorder {
   void on_busy(int instance, int64_t us);
   // Requests left the queue without running (expired, cancelled).
   void on_dequeued(int requests);
+  // A batch of `rows` rows ran; its compute input, infer and output times.
+  void on_batch_timing(int rows, int64_t input_us, int64_t infer_us, int64_t output_us);
   // A response was delivered. `accepted` says whether the request had entered the queue (refusals
-  // at submit have not); queue/compute times are recorded for successes only.
-  void on_response(const Status& status, bool accepted, int64_t queue_us, int64_t compute_us);
+  // at submit have not); its times (queue_us, compute_us and the compute parts) are recorded for
+  // successes only.
+  void on_response(const Status& status, bool accepted, const InferResponse& timing);
+  // A request was refused at admission (its on_response comes too).
+  void on_admission_refused();
 
   ServingStats snapshot() const;
 
  private:
   mutable std::mutex mu_;
-  uint64_t accepted_ = 0, succeeded_ = 0, failed_ = 0, batches_ = 0;
+  uint64_t accepted_ = 0, succeeded_ = 0, failed_ = 0, batches_ = 0, admission_refused_ = 0;
   int64_t in_flight_ = 0, queued_ = 0;
   std::map<StatusCode, uint64_t> failures_;
   std::map<int, uint64_t> hist_;
+  std::map<int, BatchTiming> batch_timing_;
   std::vector<int64_t> busy_;
-  LatencyWindow queue_, compute_, total_;
+  LatencyWindow queue_, compute_, total_, input_, infer_, output_;
+  LatencyHistogram total_hist_, queue_hist_, input_hist_, infer_hist_, output_hist_;
 };
 
 }  // namespace streamline::runtime

@@ -6,6 +6,7 @@
 //   invalid_argument("unknown model '" + echo(name) + "'");   // "aaaa... (9744 more)"
 //   "shape " + dims_text(dims)                                 // "[1,2,3,... (99997 more)]"
 //   reply(cap_message(status.message()));                      // the last guard, at the boundary
+//   entry.set_reason(valid_utf8(reason));                       // "bad byte \xff" -> "bad byte ?"
 
 #include <cstddef>
 #include <cstdint>
@@ -29,8 +30,12 @@ std::string echo(std::string_view s, size_t limit = kMaxEcho);
 // "[d0,d1,...]" listing at most `limit` dims, then "... (N more)" for the rest.
 std::string dims_text(const std::vector<int64_t>& dims, size_t limit = kMaxEchoDims);
 
-// The whole message capped at kMaxErrorMessage bytes the same way; front ends apply it to every
-// error they send.
+// The whole message capped at kMaxErrorMessage bytes the same way and made valid UTF-8; front
+// ends apply it to every error they send.
 std::string cap_message(std::string_view message);
+
+// `s` with each byte that does not belong to a valid UTF-8 sequence replaced by '?'. JSON and
+// protobuf strings must be UTF-8, and a reason or a name may quote bytes of a file or a request.
+std::string valid_utf8(std::string_view s);
 
 }  // namespace streamline::serve

@@ -1,9 +1,11 @@
 #include "serve/grpc_codec.h"
 
+#include <grpcpp/impl/codegen/proto_utils.h>
 #include <rapidjson/document.h>
 
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "core/layout_convert.h"
@@ -190,24 +192,92 @@ std::string get_string(const rapidjson::Value& o, const char* key) {
                                                      : std::string();
 }
 
+// The shared memory parameters of an input or output; nullopt when they name no region.
+Result<std::optional<ShmRef>> shm_ref(const google::protobuf::Map<std::string, pb::InferParameter>& params,
+                                      const std::string& what) {
+  auto region = params.find("shared_memory_region");
+  if (region == params.end()) return std::optional<ShmRef>();
+  if (region->second.parameter_choice_case() != pb::InferParameter::kStringParam ||
+      region->second.string_param().empty())
+    return invalid_argument(what + "shared_memory_region must be a region name (string_param)");
+  ShmRef r;
+  r.region = region->second.string_param();
+  auto size = params.find("shared_memory_byte_size");
+  if (size == params.end()) return invalid_argument(what + "shared_memory_byte_size is missing");
+  SL_ASSIGN_OR_RETURN(int64_t n, integer_parameter(size->second, "shared_memory_byte_size"));
+  if (n < 0) return invalid_argument(what + "shared_memory_byte_size must be >= 0");
+  r.byte_size = static_cast<uint64_t>(n);
+  if (auto off = params.find("shared_memory_offset"); off != params.end()) {
+    SL_ASSIGN_OR_RETURN(int64_t o, integer_parameter(off->second, "shared_memory_offset"));
+    if (o < 0) return invalid_argument(what + "shared_memory_offset must be >= 0");
+    r.offset = static_cast<uint64_t>(o);
+  }
+  return std::optional<ShmRef>(std::move(r));
+}
+
 }  // namespace
 
-Status decode_infer_request(const pb::ModelInferRequest& in, InferRequest* out) {
+Status parse_message(const grpc::ByteBuffer& bytes, google::protobuf::Message* out) {
+  grpc::ByteBuffer copy(bytes);  // shares the slices; Deserialize consumes its buffer
+  if (!grpc::SerializationTraits<google::protobuf::Message>::Deserialize(&copy, out).ok())
+    return invalid_argument("the request is not a valid " + out->GetDescriptor()->full_name() + " message (" +
+                            std::to_string(bytes.Length()) + " bytes)");
+  return ok_status();
+}
+
+Status decode_infer_request(const pb::ModelInferRequest& in, InferRequest* out, std::vector<ShmInput>* shm_inputs,
+                            std::map<std::string, ShmRef>* shm_outputs, std::map<std::string, int64_t>* class_counts) {
+  // Pass 1: which inputs are in shared memory (raw_input_contents lists only the others).
+  std::vector<std::optional<ShmRef>> refs;
+  int with_data = 0;
+  for (const auto& input : in.inputs()) {
+    SL_ASSIGN_OR_RETURN(std::optional<ShmRef> r, shm_ref(input.parameters(), "input '" + echo(input.name()) + "': "));
+    if (r && !shm_inputs)
+      return invalid_argument("input '" + echo(input.name()) + "': shared memory is not available here");
+    with_data += r ? 0 : 1;
+    refs.push_back(std::move(r));
+  }
   const int raw_count = in.raw_input_contents_size();
-  if (raw_count > 0 && raw_count != in.inputs_size())
+  if (raw_count > 0 && raw_count != with_data)
     return invalid_argument("raw_input_contents has " + std::to_string(raw_count) + " entries for " +
-                            std::to_string(in.inputs_size()) + " inputs");
+                            std::to_string(with_data) + " inputs");
+  int raw_index = 0;
+  std::set<std::string> names;
   for (int i = 0; i < in.inputs_size(); ++i) {
     const auto& input = in.inputs(i);
-    if (out->inputs.count(input.name())) return invalid_argument("input '" + echo(input.name()) + "' is given twice");
+    if (!names.insert(input.name()).second)
+      return invalid_argument("input '" + echo(input.name()) + "' is given twice");
+    if (refs[static_cast<size_t>(i)]) {
+      const DType dtype = dtype_from_kserve(input.datatype());
+      if (dtype == DType::kUndefined || dtype_size(dtype) == 0)
+        return invalid_argument("input '" + echo(input.name()) + "': datatype '" + echo(input.datatype()) +
+                                "' is not supported");
+      if (static_cast<size_t>(input.shape_size()) > kMaxRank)
+        return invalid_argument("input '" + echo(input.name()) + "': rank above " + std::to_string(kMaxRank));
+      shm_inputs->push_back({input.name(), dtype, std::vector<int64_t>(input.shape().begin(), input.shape().end()),
+                             std::move(*refs[static_cast<size_t>(i)])});
+      continue;
+    }
     Tensor t;
-    SL_RETURN_IF_ERROR(decode_input(input, raw_count > 0 ? &in.raw_input_contents(i) : nullptr, &t));
+    SL_RETURN_IF_ERROR(decode_input(input, raw_count > 0 ? &in.raw_input_contents(raw_index++) : nullptr, &t));
     out->inputs.emplace(input.name(), std::move(t));
   }
   std::set<std::string> seen;
   for (const auto& o : in.outputs()) {
     if (!seen.insert(o.name()).second) return invalid_argument("output '" + echo(o.name()) + "' is requested twice");
     out->requested_outputs.push_back(o.name());
+    SL_ASSIGN_OR_RETURN(std::optional<ShmRef> r, shm_ref(o.parameters(), "output '" + echo(o.name()) + "': "));
+    if (r) {
+      if (!shm_outputs) return invalid_argument("output '" + echo(o.name()) + "': shared memory is not available here");
+      shm_outputs->emplace(o.name(), std::move(*r));
+    }
+    if (auto k = o.parameters().find("classification"); k != o.parameters().end()) {
+      SL_ASSIGN_OR_RETURN(int64_t n, integer_parameter(k->second, "classification"));
+      if (n < 1) return invalid_argument("output '" + echo(o.name()) + "': classification must be >= 1");
+      if (!class_counts)
+        return invalid_argument("output '" + echo(o.name()) + "': classification is not available here");
+      (*class_counts)[o.name()] = n;
+    }
   }
   for (const auto& [key, value] : in.parameters()) {
     if (key == "priority") {
@@ -229,9 +299,34 @@ Status decode_infer_request(const pb::ModelInferRequest& in, InferRequest* out) 
   return ok_status();
 }
 
-Status encode_infer_response(const InferResponse& r, const std::vector<std::string>& order,
-                             pb::ModelInferResponse* out) {
+Status encode_infer_response(const InferResponse& r, const std::vector<std::string>& order, pb::ModelInferResponse* out,
+                             const std::map<std::string, ShmRef>* shm_outputs,
+                             const std::map<std::string, ClassifiedOutput>* classified) {
   auto append = [&](const std::string& name, const Tensor& t) -> Status {
+    if (classified) {
+      if (auto it = classified->find(name); it != classified->end()) {
+        auto* o = out->add_outputs();
+        o->set_name(name);
+        o->set_datatype("BYTES");
+        for (int64_t d : it->second.shape) o->add_shape(d);
+        out->add_raw_output_contents(serialize_bytes(it->second.values));
+        return ok_status();
+      }
+    }
+    if (shm_outputs) {
+      if (auto it = shm_outputs->find(name); it != shm_outputs->end()) {
+        auto* o = out->add_outputs();
+        o->set_name(name);
+        o->set_datatype(dtype_to_kserve(t.dtype()));
+        for (int64_t d : t.shape().dims()) o->add_shape(d);
+        (*o->mutable_parameters())["shared_memory_region"].set_string_param(it->second.region);
+        (*o->mutable_parameters())["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(t.nbytes()));
+        if (it->second.offset > 0)
+          (*o->mutable_parameters())["shared_memory_offset"].set_int64_param(static_cast<int64_t>(it->second.offset));
+        out->add_raw_output_contents();  // keeps raw_output_contents in step with outputs
+        return ok_status();
+      }
+    }
     const char* datatype = dtype_to_kserve(t.dtype());
     if (!datatype || !*datatype)
       return internal_error("output '" + name + "' has dtype " + dtype_name(t.dtype()) + ", which KServe cannot name");
@@ -279,7 +374,16 @@ void fill_model_config(const ModelConfig& c, pb::ModelConfig* out) {
     o->set_name(t.name);
     o->set_data_type(data_type(t.dtype));
     for (int64_t d : t.dims) o->add_dims(d);
+    o->set_label_filename(t.label_filename);
   }
+  auto* vp = out->mutable_version_policy();
+  if (c.version_policy == VersionPolicyKind::kAll)
+    vp->mutable_all();
+  else if (c.version_policy == VersionPolicyKind::kSpecific)
+    for (int64_t v : c.specific_versions) vp->mutable_specific()->add_versions(v);
+  else
+    vp->mutable_latest()->set_num_versions(static_cast<uint32_t>(c.latest_versions));
+  out->mutable_model_transaction_policy()->set_decoupled(c.decoupled);
   auto* group = out->add_instance_group();
   group->set_name(c.name);
   group->set_count(c.instance_count);

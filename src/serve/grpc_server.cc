@@ -7,13 +7,18 @@
 #include <chrono>
 #include <climits>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include "core/logging.h"
 #include "grpc_service.grpc.pb.h"
 #include "serve/echo.h"
 #include "serve/grpc_codec.h"
+#include "serve/grpc_infer.h"
+#include "serve/grpc_stream.h"
 #include "serve/task_pool.h"
 
 namespace streamline::serve {
@@ -70,13 +75,65 @@ struct Call {
 // The GRPCInferenceService on gRPC's callback API: a handler decodes, hands the work to the core
 // and returns; ModelInfer finishes from the runtime's response callback, so no gRPC thread waits
 // while a request is queued or running.
-class InferenceService final
-    : public Svc::WithRawCallbackMethod_ServerLive<Svc::WithRawCallbackMethod_ServerReady<
-          Svc::WithRawCallbackMethod_ModelReady<Svc::WithRawCallbackMethod_ServerMetadata<
-              Svc::WithRawCallbackMethod_ModelMetadata<Svc::WithRawCallbackMethod_ModelInfer<
-                  Svc::WithRawCallbackMethod_ModelConfig<Svc::WithRawCallbackMethod_ModelStatistics<
-                      Svc::WithRawCallbackMethod_RepositoryIndex<Svc::WithRawCallbackMethod_RepositoryModelLoad<
-                          Svc::WithRawCallbackMethod_RepositoryModelUnload<Svc::Service>>>>>>>>>>> {
+// LogSettings: the request's settings applied over the current ones, then all of them answered.
+Status apply_log_settings(const pb::LogSettingsRequest& req, pb::LogSettingsResponse* out) {
+  streamline::LogSettings s = log_settings();
+  for (const auto& [key, v] : req.settings()) {
+    using V = pb::LogSettingsRequest::SettingValue;
+    const auto flag = [&](bool* to) -> Status {
+      if (v.parameter_choice_case() != V::kBoolParam) {
+        std::string m = "'";
+        m += echo(key);
+        m += "' must be a bool_param";
+        return invalid_argument(m);
+      }
+      *to = v.bool_param();
+      return ok_status();
+    };
+    if (key == "log_info") {
+      SL_RETURN_IF_ERROR(flag(&s.info));
+    } else if (key == "log_warning") {
+      SL_RETURN_IF_ERROR(flag(&s.warning));
+    } else if (key == "log_error") {
+      SL_RETURN_IF_ERROR(flag(&s.error));
+    } else if (key == "log_verbose_level") {
+      if (v.parameter_choice_case() != V::kUint32Param)
+        return invalid_argument("'log_verbose_level' must be a uint32_param");
+      s.verbose = static_cast<int>(std::min<uint32_t>(v.uint32_param(), 1000000));
+    } else if (key == "log_format" || key == "log_file") {
+      if (v.parameter_choice_case() != V::kStringParam) return invalid_argument("'" + key + "' must be a string_param");
+      (key == "log_format" ? s.format : s.file) = v.string_param();
+    } else {
+      return invalid_argument("unknown log setting '" + echo(key) + "'");
+    }
+  }
+  SL_RETURN_IF_ERROR(set_log_settings(s));
+  const streamline::LogSettings now = log_settings();
+  auto& m = *out->mutable_settings();
+  m["log_file"].set_string_param(now.file);
+  m["log_info"].set_bool_param(now.info);
+  m["log_warning"].set_bool_param(now.warning);
+  m["log_error"].set_bool_param(now.error);
+  m["log_verbose_level"].set_uint32_param(static_cast<uint32_t>(now.verbose));
+  m["log_format"].set_string_param(now.format);
+  return ok_status();
+}
+
+// Every RPC registered raw, innermost first.
+using RawBase = Svc::WithRawCallbackMethod_TraceSetting<Svc::WithRawCallbackMethod_LogSettings<
+    Svc::WithRawCallbackMethod_CudaSharedMemoryUnregister<Svc::WithRawCallbackMethod_CudaSharedMemoryRegister<
+        Svc::WithRawCallbackMethod_CudaSharedMemoryStatus<Svc::WithRawCallbackMethod_SystemSharedMemoryUnregister<
+            Svc::WithRawCallbackMethod_SystemSharedMemoryRegister<
+                Svc::WithRawCallbackMethod_SystemSharedMemoryStatus<Svc::Service>>>>>>>>;
+using RawService =
+    Svc::WithRawCallbackMethod_ServerLive<Svc::WithRawCallbackMethod_ServerReady<Svc::WithRawCallbackMethod_ModelReady<
+        Svc::WithRawCallbackMethod_ServerMetadata<Svc::WithRawCallbackMethod_ModelMetadata<
+            Svc::WithRawCallbackMethod_ModelInfer<Svc::WithRawCallbackMethod_ModelStreamInfer<
+                Svc::WithRawCallbackMethod_ModelConfig<Svc::WithRawCallbackMethod_ModelStatistics<
+                    Svc::WithRawCallbackMethod_RepositoryIndex<Svc::WithRawCallbackMethod_RepositoryModelLoad<
+                        Svc::WithRawCallbackMethod_RepositoryModelUnload<RawBase>>>>>>>>>>>>;
+
+class InferenceService final : public RawService {
  public:
   using Ctx = grpc::CallbackServerContext;
   using Bytes = grpc::ByteBuffer;
@@ -94,7 +151,8 @@ class InferenceService final
     std::lock_guard<std::mutex> lock(mu_);
     holding_ = true;
   }
-  // Answers the held calls and every later one UNAVAILABLE.
+  // Answers the held calls and every later one UNAVAILABLE; open streams end (UNAVAILABLE) once
+  // the requests they have read are answered.
   void release() {
     std::vector<std::function<void()>> held;
     {
@@ -103,6 +161,7 @@ class InferenceService final
       held.swap(held_);
     }
     for (auto& refuse : held) refuse();
+    streams_.close_all();
   }
   void stop_loader() {
     if (loader_) loader_->stop();
@@ -156,7 +215,15 @@ class InferenceService final
   }
 
   grpc::ServerUnaryReactor* ModelInfer(Ctx* ctx, const Bytes* in, Bytes* out) override {
-    return run<pb::ModelInferRequest, pb::ModelInferResponse>(ctx, in, out, [this](auto& c) { infer(c); });
+    return run<pb::ModelInferRequest, pb::ModelInferResponse>(ctx, in, out,
+                                                              [this, ctx](auto& c) { infer(c, traceparent_of(ctx)); });
+  }
+
+  // Requests of one stream run concurrently; each error is a message of the stream, which stays
+  // open (grpc_stream.h).
+  grpc::ServerBidiReactor<Bytes, Bytes>* ModelStreamInfer(Ctx* ctx) override {
+    last_call_ns_.store(steady_ns());
+    return new StreamReactor(core_, streams_, next_id_, traceparent_of(ctx));
   }
 
   grpc::ServerUnaryReactor* ModelConfig(Ctx* ctx, const Bytes* in, Bytes* out) override {
@@ -170,11 +237,7 @@ class InferenceService final
 
   grpc::ServerUnaryReactor* ModelStatistics(Ctx* ctx, const Bytes* in, Bytes* out) override {
     return run<pb::ModelStatisticsRequest, pb::ModelStatisticsResponse>(ctx, in, out, [this](auto& c) {
-      if (!c.request.version().empty()) {
-        auto m = core_.repository().get(c.request.name(), c.request.version());
-        if (!m.ok()) return c.finish(m.status());
-      }
-      auto json = core_.statistics_json(c.request.name());
+      auto json = core_.statistics_json(c.request.name(), c.request.version());
       if (!json.ok()) return c.finish(json.status());
       c.finish(fill_statistics(*json, &c.response));
     });
@@ -182,13 +245,13 @@ class InferenceService final
 
   grpc::ServerUnaryReactor* RepositoryIndex(Ctx* ctx, const Bytes* in, Bytes* out) override {
     return run<pb::RepositoryIndexRequest, pb::RepositoryIndexResponse>(ctx, in, out, [this](auto& c) {
-      for (const auto& e : core_.repository().index()) {
+      for (const auto& e : core_.repository().full_index()) {
         if (c.request.ready() && e.state != ModelState::kReady) continue;
         auto* m = c.response.add_models();
-        m->set_name(e.name);
+        m->set_name(valid_utf8(e.name));
         m->set_version(e.version);
         m->set_state(model_state_name(e.state));
-        m->set_reason(e.reason);
+        m->set_reason(valid_utf8(e.reason));
       }
       c.finish(grpc::Status::OK);
     });
@@ -198,11 +261,19 @@ class InferenceService final
     return run<pb::RepositoryModelLoadRequest, pb::RepositoryModelLoadResponse>(ctx, in, out, [this](auto& c) {
       if (Status s = core_.check_model_control(); !s.ok()) return c.finish(s);
       if (c.request.model_name().empty()) return c.finish(invalid_argument("model_name is empty"));
-      for (const auto& [key, value] : c.request.parameters())
-        if (key == "config" || key.rfind("file:", 0) == 0)
+      LoadOptions options;
+      for (const auto& [key, value] : c.request.parameters()) {
+        if (key == "config") {
+          if (value.parameter_choice_case() != pb::ModelRepositoryParameter::kStringParam)
+            return c.finish(invalid_argument("load parameter 'config' must be a string_param holding the JSON config"));
+          options.config_json = value.string_param();
+        } else if (key.rfind("file:", 0) == 0) {
           return c.finish(
-              unsupported("load parameter '" + echo(key) + "' is not supported; edit the repository instead"));
-      control(c, [this, name = c.request.model_name()] { return core_.load_model(name); });
+              unsupported("load parameter '" + echo(key) +
+                          "': model files cannot be sent with the request here; put them in the repository"));
+        }
+      }
+      control(c, [this, name = c.request.model_name(), options] { return core_.load_model(name, options); });
     });
   }
 
@@ -214,6 +285,94 @@ class InferenceService final
     });
   }
 
+  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::SystemSharedMemoryStatusRequest, pb::SystemSharedMemoryStatusResponse>(
+        ctx, in, out, [this](auto& c) {
+          auto st = core_.shared_memory().system_status(c.request.name());
+          if (!st.ok()) return c.finish(st.status());
+          for (const SystemRegionInfo& r : *st) {
+            auto& m = (*c.response.mutable_regions())[r.name];
+            m.set_name(r.name);
+            m.set_key(r.key);
+            m.set_offset(r.offset);
+            m.set_byte_size(r.byte_size);
+          }
+          c.finish(grpc::Status::OK);
+        });
+  }
+
+  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::SystemSharedMemoryRegisterRequest, pb::SystemSharedMemoryRegisterResponse>(
+        ctx, in, out, [this](auto& c) {
+          const auto& r = c.request;
+          c.finish(core_.shared_memory().register_system(r.name(), r.key(), r.offset(), r.byte_size()));
+        });
+  }
+
+  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::SystemSharedMemoryUnregisterRequest, pb::SystemSharedMemoryUnregisterResponse>(
+        ctx, in, out, [this](auto& c) { c.finish(core_.shared_memory().unregister_system(c.request.name())); });
+  }
+
+  grpc::ServerUnaryReactor* CudaSharedMemoryStatus(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::CudaSharedMemoryStatusRequest, pb::CudaSharedMemoryStatusResponse>(ctx, in, out, [this](auto& c) {
+      auto st = core_.shared_memory().cuda_status(c.request.name());
+      if (!st.ok()) return c.finish(st.status());
+      for (const CudaRegionInfo& r : *st) {
+        auto& m = (*c.response.mutable_regions())[r.name];
+        m.set_name(r.name);
+        m.set_device_id(static_cast<uint64_t>(r.device_id));
+        m.set_byte_size(r.byte_size);
+      }
+      c.finish(grpc::Status::OK);
+    });
+  }
+
+  grpc::ServerUnaryReactor* CudaSharedMemoryRegister(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::CudaSharedMemoryRegisterRequest, pb::CudaSharedMemoryRegisterResponse>(
+        ctx, in, out, [this](auto& c) {
+          const auto& r = c.request;
+          c.finish(core_.shared_memory().register_cuda(r.name(), r.raw_handle(), r.device_id(), r.byte_size()));
+        });
+  }
+
+  grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::CudaSharedMemoryUnregisterRequest, pb::CudaSharedMemoryUnregisterResponse>(
+        ctx, in, out, [this](auto& c) { c.finish(core_.shared_memory().unregister_cuda(c.request.name())); });
+  }
+
+  // Triton's trace settings (trace.h): an empty value list clears a model's setting.
+  grpc::ServerUnaryReactor* TraceSetting(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::TraceSettingRequest, pb::TraceSettingResponse>(ctx, in, out, [this](auto& c) {
+      const std::string& model = c.request.model_name();
+      if (!model.empty()) {
+        bool known = false;
+        for (const RepositoryEntry& e : core_.repository().full_index()) known = known || e.name == model;
+        if (!known) return c.finish(not_found("unknown model '" + echo(model) + "'"));
+      }
+      std::map<std::string, std::optional<std::vector<std::string>>> changes;
+      for (const auto& [key, v] : c.request.settings()) {
+        if (v.value_size() == 0)
+          changes[key] = std::nullopt;
+        else
+          changes[key] = std::vector<std::string>(v.value().begin(), v.value().end());
+      }
+      if (Status s = core_.traces().update(model, changes); !s.ok()) return c.finish(s);
+      for (const auto& [key, values] : core_.traces().settings(model)) {
+        auto& to = (*c.response.mutable_settings())[key];
+        for (const auto& v : values) to.add_value(v);
+      }
+      c.finish(grpc::Status::OK);
+    });
+  }
+
+  // Triton's log settings: log_file, log_info, log_warning, log_error, log_verbose_level,
+  // log_format; the settings given change, the answer holds them all.
+  grpc::ServerUnaryReactor* LogSettings(Ctx* ctx, const Bytes* in, Bytes* out) override {
+    return run<pb::LogSettingsRequest, pb::LogSettingsResponse>(
+        ctx, in, out, [](auto& c) { c.finish(apply_log_settings(c.request, &c.response)); });
+  }
+
  private:
   // Parses the request, then hands the call to `handler` (which finishes it, now or later), holds
   // it (stopping), or refuses it.
@@ -222,11 +381,8 @@ class InferenceService final
     auto* call = new Call<Req, Resp>(ctx, out);
     grpc::ServerUnaryReactor* reactor = call->reactor;
     last_call_ns_.store(steady_ns());
-    grpc::ByteBuffer bytes(*in);  // Deserialize consumes its buffer
-    if (!grpc::SerializationTraits<Req>::Deserialize(&bytes, &call->request).ok()) {
-      call->finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the request is not a valid " +
-                                                                        Req::descriptor()->full_name() + " message (" +
-                                                                        std::to_string(in->Length()) + " bytes)"));
+    if (Status parsed = parse_message(*in, &call->request); !parsed.ok()) {
+      call->finish(parsed);
       return reactor;
     }
     {
@@ -244,34 +400,23 @@ class InferenceService final
     return reactor;
   }
 
-  void infer(Call<pb::ModelInferRequest, pb::ModelInferResponse>& c) {
-    const pb::ModelInferRequest& req = c.request;
-    InferRequest request;
-    request.id = next_id_.fetch_add(1, std::memory_order_relaxed);
-    const Status decoded = decode_infer_request(req, &request);
-    if (!decoded.ok()) return c.finish(decoded);
-    // Outputs go back in the order asked for, else in the model's order; the response names the
-    // version that served it.
-    std::vector<std::string> order = request.requested_outputs;
-    std::string version = req.model_version();
-    {
-      auto m = core_.repository().get(req.model_name(), req.model_version());
-      if (m.ok()) {
-        version = (*m)->version;
-        if (order.empty())
-          for (const auto& d : (*m)->serving->model().outputs()) order.push_back(d.name);
-      }
-    }
-    c.response.set_model_name(req.model_name());
-    c.response.set_model_version(version);
-    c.response.set_id(req.id());
-    // From here the call belongs to the callback, which may run before infer() returns.
+  static std::string traceparent_of(Ctx* ctx) {
+    const auto& md = ctx->client_metadata();
+    auto it = md.find("traceparent");
+    return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
+  }
+
+  void infer(Call<pb::ModelInferRequest, pb::ModelInferResponse>& c, std::string traceparent) {
+    // From here the call belongs to the callback, which may run before grpc_infer() returns.
     auto* call = &c;
-    core_.infer(req.model_name(), req.model_version(), std::move(request),
-                [call, order = std::move(order)](InferResponse r) {
-                  if (!r.status.ok()) return call->finish(r.status);
-                  call->finish(encode_infer_response(r, order, &call->response));
-                });
+    grpc_infer(core_, c.request, next_id_.fetch_add(1, std::memory_order_relaxed),
+               {.streaming = false, .traceparent = std::move(traceparent)},
+               [call](const Status& s, pb::ModelInferResponse r, bool last) {
+                 (void)last;  // unary: exactly one call
+                 if (!s.ok()) return call->finish(s);
+                 call->response = std::move(r);
+                 call->finish(grpc::Status::OK);
+               });
   }
 
   // A load or an unload blocks for as long as the model takes to load or drain, which must not
@@ -289,6 +434,7 @@ class InferenceService final
   std::unique_ptr<TaskPool> loader_;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<int64_t> last_call_ns_{0};
+  StreamRegistry streams_;
   std::mutex mu_;
   bool holding_ = false, released_ = false;
   std::vector<std::function<void()>> held_;

@@ -8,8 +8,10 @@
 //   grpc.stop();
 //
 // RPCs: ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelInfer (inputs as
-// raw_input_contents or typed contents; outputs as raw_output_contents), ModelConfig,
-// ModelStatistics, RepositoryIndex, RepositoryModelLoad, RepositoryModelUnload.
+// raw_input_contents or typed contents; outputs as raw_output_contents), ModelStreamInfer
+// (bidirectional; per-request errors in the stream, decoupled models: grpc_stream.h,
+// grpc_infer.h), ModelConfig, ModelStatistics, RepositoryIndex, RepositoryModelLoad,
+// RepositoryModelUnload.
 // Errors use grpc_status_code() of the Status.
 
 #include <memory>

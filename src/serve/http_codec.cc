@@ -1,7 +1,9 @@
 #include "serve/http_codec.h"
 
 #include <rapidjson/document.h>
+#include <rapidjson/encodedstream.h>
 #include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -10,6 +12,8 @@
 #include <cstring>
 #include <limits>
 
+#include "serve/classification.h"
+#include "serve/echo.h"
 #include "serve/model_config.h"
 
 namespace streamline::serve {
@@ -19,10 +23,12 @@ using rapidjson::Value;
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer, rapidjson::UTF8<>, rapidjson::UTF8<>,
                                      rapidjson::CrtAllocator, rapidjson::kWriteNanAndInfFlag>;
 
-// Iterative parsing keeps deep nesting off the call stack; invalid UTF-8 is refused; numbers are
-// parsed exactly. Trailing bytes after the document are an error (kParseStopWhenDoneFlag is off).
-constexpr unsigned kParseFlags =
-    rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag | rapidjson::kParseFullPrecisionFlag;
+// Iterative parsing keeps deep nesting off the call stack; invalid UTF-8 is refused. Only a bool is
+// read from these documents, so numbers take RapidJSON's plain conversion (its full-precision one
+// misreads a zero significand, see JsonNumber::from_text). Trailing bytes after the document are an
+// error (kParseStopWhenDoneFlag is off, and parse_document checks that a NUL byte did not end the
+// input early).
+constexpr unsigned kParseFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag;
 
 const Value* member(const Value& obj, const char* key) {
   auto it = obj.FindMember(key);
@@ -30,10 +36,16 @@ const Value* member(const Value& obj, const char* key) {
 }
 
 Status parse_document(std::string_view text, rapidjson::Document* doc) {
-  doc->Parse<kParseFlags>(text.data(), text.size());
+  rapidjson::MemoryStream ms(text.data(), text.size());
+  rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> is(ms);
+  doc->ParseStream<kParseFlags>(is);
   if (doc->HasParseError())
     return invalid_argument("malformed JSON at byte " + std::to_string(doc->GetErrorOffset()) + ": " +
                             rapidjson::GetParseError_En(doc->GetParseError()));
+  // RapidJSON takes a NUL byte for the end of its input; what follows one is not a document.
+  if (is.Tell() != text.size())
+    return invalid_argument("malformed JSON at byte " + std::to_string(is.Tell()) + ": " +
+                            rapidjson::GetParseError_En(rapidjson::kParseErrorDocumentRootNotSingular));
   return ok_status();
 }
 
@@ -120,24 +132,41 @@ Result<std::optional<size_t>> parse_header_length(std::string_view value, size_t
 }
 
 Result<EncodedInfer> encode_infer_response(const DecodedInfer& request, const std::string& model,
-                                           const std::string& version, const InferResponse& response) {
+                                           const std::string& version, const InferResponse& response,
+                                           const EncodeOptions& options) {
   // (name, tensor, binary) in response order.
   struct Out {
     const std::string* name;
     const Tensor* tensor;
     bool binary;
+    const ShmRef* shm;
+    const ClassifiedOutput* classes;  // classification: BYTES instead of the tensor
   };
   std::vector<Out> outs;
+  std::vector<ClassifiedOutput> classified;
+  classified.reserve(request.outputs.size());
   if (!request.outputs.empty()) {
     for (const RequestedOutput& o : request.outputs) {
       auto it = response.outputs.find(o.name);
       if (it == response.outputs.end()) return internal_error("the response lacks output '" + o.name + "'");
-      outs.push_back({&it->first, &it->second, o.binary});
+      const ClassifiedOutput* classes = nullptr;
+      if (o.class_count > 0) {
+        const std::vector<std::string>* labels = nullptr;
+        if (options.labels)
+          if (auto l = options.labels->find(o.name); l != options.labels->end()) labels = &l->second;
+        Result<ClassifiedOutput> c = classify(it->second, o.class_count, options.batched, labels);
+        if (!c.ok()) return Status(c.status().code(), "output '" + o.name + "': " + c.status().message());
+        classified.push_back(std::move(*c));
+        classes = &classified.back();
+      }
+      outs.push_back({&it->first, &it->second, o.binary && !o.shm, o.shm ? &*o.shm : nullptr, classes});
     }
   } else {
-    for (const auto& [name, t] : response.outputs) outs.push_back({&name, &t, request.binary_default});
+    for (const auto& [name, t] : response.outputs)
+      outs.push_back({&name, &t, request.binary_default, nullptr, nullptr});
   }
   for (const Out& o : outs) {
+    if (o.classes) continue;
     if (o.tensor->layout() != Layout::kPlain)
       return internal_error("output '" + *o.name + "' is not in the plain layout");
     if (*dtype_to_kserve(o.tensor->dtype()) == '\0' || dtype_size(o.tensor->dtype()) == 0)
@@ -164,12 +193,41 @@ Result<EncodedInfer> encode_infer_response(const DecodedInfer& request, const st
     w.Key("name");
     write_string(w, *o.name);
     w.Key("datatype");
-    w.String(dtype_to_kserve(o.tensor->dtype()));
+    w.String(o.classes ? "BYTES" : dtype_to_kserve(o.tensor->dtype()));
     w.Key("shape");
     w.StartArray();
-    for (int64_t d : o.tensor->shape()) w.Int64(d);
+    if (o.classes)
+      for (int64_t d : o.classes->shape) w.Int64(d);
+    else
+      for (int64_t d : o.tensor->shape()) w.Int64(d);
     w.EndArray();
-    if (o.binary) {
+    if (o.classes) {
+      if (o.binary) {
+        any_binary = true;
+        w.Key("parameters");
+        w.StartObject();
+        w.Key("binary_data_size");
+        w.Uint64(serialize_bytes(o.classes->values).size());
+        w.EndObject();
+      } else {
+        w.Key("data");
+        w.StartArray();
+        for (const std::string& v : o.classes->values) write_string(w, v);
+        w.EndArray();
+      }
+    } else if (o.shm) {
+      w.Key("parameters");
+      w.StartObject();
+      w.Key("shared_memory_region");
+      write_string(w, o.shm->region);
+      w.Key("shared_memory_byte_size");
+      w.Uint64(o.tensor->nbytes());
+      if (o.shm->offset > 0) {
+        w.Key("shared_memory_offset");
+        w.Uint64(o.shm->offset);
+      }
+      w.EndObject();
+    } else if (o.binary) {
       any_binary = true;
       w.Key("parameters");
       w.StartObject();
@@ -191,55 +249,24 @@ Result<EncodedInfer> encode_infer_response(const DecodedInfer& request, const st
     e.header_length = e.body.size();
     size_t total = e.body.size();
     for (const Out& o : outs)
-      if (o.binary) total += o.tensor->nbytes();
+      if (o.binary && !o.classes) total += o.tensor->nbytes();
     e.body.reserve(total);
-    for (const Out& o : outs)
-      if (o.binary) e.body.append(static_cast<const char*>(o.tensor->raw()), o.tensor->nbytes());
+    for (const Out& o : outs) {
+      if (!o.binary) continue;
+      if (o.classes)
+        e.body += serialize_bytes(o.classes->values);
+      else
+        e.body.append(static_cast<const char*>(o.tensor->raw()), o.tensor->nbytes());
+    }
   }
   return e;
 }
 
 namespace {
 
-// Length of the valid UTF-8 sequence at s[i], or 0 when the bytes there are not one.
-size_t utf8_sequence(std::string_view s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  if (c < 0x80) return 1;
-  size_t n = 0;
-  uint32_t cp = 0;
-  if ((c & 0xE0) == 0xC0)
-    n = 2, cp = c & 0x1F;
-  else if ((c & 0xF0) == 0xE0)
-    n = 3, cp = c & 0x0F;
-  else if ((c & 0xF8) == 0xF0)
-    n = 4, cp = c & 0x07;
-  else
-    return 0;
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3F);
-  }
-  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
-}
-
 // Writes `s` as a JSON string, each invalid UTF-8 byte replaced by '?'.
 void write_string(JsonWriter& w, std::string_view s) {
-  std::string clean;
-  clean.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    const size_t n = utf8_sequence(s, i);
-    if (n == 0) {
-      clean += '?';
-      ++i;
-    } else {
-      clean.append(s.substr(i, n));
-      i += n;
-    }
-  }
+  const std::string clean = valid_utf8(s);
   w.String(clean.data(), static_cast<rapidjson::SizeType>(clean.size()));
 }
 

@@ -12,12 +12,14 @@
 // not hold, a truncated binary part all give InvalidArgument naming what is wrong. Never throws.
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/status.h"
+#include "serve/shared_memory.h"
 #include "streamline/serving.h"
 
 namespace streamline::serve {
@@ -26,6 +28,16 @@ namespace streamline::serve {
 struct RequestedOutput {
   std::string name;
   bool binary = false;
+  // parameters.shared_memory_region (and _offset, _byte_size): written there, not in the body.
+  std::optional<ShmRef> shm;
+  // parameters.classification: the top class_count classes as BYTES (classification.h); 0 = off.
+  int64_t class_count = 0;
+};
+
+// What the encoder needs to know of the model for classification outputs.
+struct EncodeOptions {
+  const std::map<std::string, std::vector<std::string>>* labels = nullptr;  // per output
+  bool batched = false;  // max_batch_size > 0: dim 0 of every output is the batch
 };
 
 struct DecodedInfer {
@@ -35,6 +47,8 @@ struct DecodedInfer {
   std::vector<RequestedOutput> outputs;
   // parameters.binary_data_output: outputs not listed (or listed without binary_data) come back raw.
   bool binary_default = false;
+  // Inputs whose data is in a shared memory region (read with SharedMemoryRegistry::read_inputs).
+  std::vector<ShmInput> shm_inputs;
 };
 
 // Parses the Inference-Header-Content-Length value: nullopt when `value` is empty (the whole body
@@ -57,9 +71,12 @@ struct EncodedInfer {
 };
 
 // Encodes a successful response: {"model_name", "model_version", "id"?, "outputs": [...]}. Outputs
-// come in the request's order when it listed them, else by name.
+// come in the request's order when it listed them, else by name. An output requested into shared
+// memory has been written there already: it carries only its parameters (region and byte size).
+// Outputs with class_count come as BYTES (JSON strings, or length-prefixed in binary).
 [[nodiscard]] Result<EncodedInfer> encode_infer_response(const DecodedInfer& request, const std::string& model,
-                                                         const std::string& version, const InferResponse& response);
+                                                         const std::string& version, const InferResponse& response,
+                                                         const EncodeOptions& options = {});
 
 // {"error": "<message>"} with the message escaped (and made valid UTF-8).
 std::string error_json(std::string_view message);

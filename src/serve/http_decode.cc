@@ -29,10 +29,12 @@ namespace {
 using rapidjson::Value;
 using Stream = rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream>;
 
-// Iterative parsing keeps deep nesting off the call stack; invalid UTF-8 is refused; numbers are
-// parsed exactly. Trailing bytes after the document are an error (kParseStopWhenDoneFlag is off).
+// Iterative parsing keeps deep nesting off the call stack; invalid UTF-8 is refused; numbers come
+// as text and are converted exactly by JsonNumber::from_text (RapidJSON's own conversion misreads
+// some). Trailing bytes after the document are an error (kParseStopWhenDoneFlag is off, and
+// read_request checks that a NUL byte did not end the input early).
 constexpr unsigned kParseFlags =
-    rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag | rapidjson::kParseFullPrecisionFlag;
+    rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag | rapidjson::kParseNumbersAsStringsFlag;
 constexpr size_t kMaxRank = 32;
 constexpr int64_t kMaxElements = int64_t{1} << 40;
 // Values of the skeleton (everything but input data) beyond which a request is refused.
@@ -57,6 +59,11 @@ bool as_count(const Value& v, int64_t* out) {
 Status malformed(const rapidjson::Reader& reader) {
   return invalid_argument("malformed JSON at byte " + std::to_string(reader.GetErrorOffset()) + ": " +
                           rapidjson::GetParseError_En(reader.GetParseErrorCode()));
+}
+
+Status trailing_bytes(size_t offset) {
+  return invalid_argument("malformed JSON at byte " + std::to_string(offset) + ": " +
+                          rapidjson::GetParseError_En(rapidjson::kParseErrorDocumentRootNotSingular));
 }
 
 // The dtype and dims an input object declares, as far as they were seen before its "data".
@@ -98,11 +105,9 @@ struct SinkHandler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, SinkHandler
   explicit SinkHandler(DataSink& s) : sink(s) {}
   bool Null() { return sink.scalar(JsonNumber::other()); }
   bool Bool(bool b) { return sink.scalar(JsonNumber::boolean(b)); }
-  bool Int(int i) { return sink.scalar(JsonNumber::signed_int(i)); }
-  bool Uint(unsigned u) { return sink.scalar(JsonNumber::signed_int(u)); }
-  bool Int64(int64_t i) { return sink.scalar(JsonNumber::signed_int(i)); }
-  bool Uint64(uint64_t u) { return sink.scalar(JsonNumber::unsigned_int(u)); }
-  bool Double(double d) { return sink.scalar(JsonNumber::real(d)); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
+    return sink.scalar(JsonNumber::from_text(std::string_view(s, n)));
+  }
   bool String(const char*, rapidjson::SizeType, bool) { return sink.scalar(JsonNumber::other()); }
   bool StartObject() { return sink.start_object(); }
   bool Key(const char*, rapidjson::SizeType, bool) { return true; }  // inside an object: not counted
@@ -129,27 +134,19 @@ class RequestHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Re
   bool Bool(bool b) {
     return scalar(JsonNumber::boolean(b), [&] { return doc_.Bool(b); });
   }
-  bool Int(int i) {
-    return scalar(JsonNumber::signed_int(i), [&] { return doc_.Int(i); });
-  }
-  bool Uint(unsigned u) {
-    return scalar(JsonNumber::signed_int(u), [&] { return doc_.Uint(u); });
-  }
-  bool Int64(int64_t i) {
-    return scalar(JsonNumber::signed_int(i), [&] { return doc_.Int64(i); });
-  }
-  bool Uint64(uint64_t u) {
-    return scalar(JsonNumber::unsigned_int(u), [&] { return doc_.Uint64(u); });
-  }
-  bool Double(double d) {
-    return scalar(JsonNumber::real(d), [&] { return doc_.Double(d); });
+  bool RawNumber(const char* s, rapidjson::SizeType size, bool) {
+    const JsonNumber n = JsonNumber::from_text(std::string_view(s, size));
+    return scalar(n, [&] {
+      if (n.kind == JsonNumber::kSigned) return doc_.Int64(n.i);
+      if (n.kind == JsonNumber::kUnsigned) return doc_.Uint64(n.u);
+      return doc_.Double(n.d);
+    });
   }
   bool String(const char* s, rapidjson::SizeType n, bool copy) {
     const std::string_view text(s, n);
     return scalar(
         JsonNumber::other(), [&] { return doc_.String(s, n, copy); }, &text);
   }
-  bool RawNumber(const char*, rapidjson::SizeType, bool) { return false; }  // not asked for
 
   bool StartObject() { return open(true); }
   bool StartArray() { return open(false); }
@@ -406,6 +403,8 @@ Status read_request(std::string_view text, rapidjson::Document* doc, std::vector
   doc->Populate(generate);
   if (!handler.status().ok()) return handler.status();
   if (!parsed) return malformed(reader);
+  // RapidJSON takes a NUL byte for the end of its input; what follows one is not a document.
+  if (is.Tell() != text.size()) return trailing_bytes(is.Tell());
   *data = std::move(handler.inputs_data());
   return ok_status();
 }
@@ -428,9 +427,31 @@ Status decode_deferred(std::string_view text, DType dtype, const std::vector<int
   return sink.finish();
 }
 
-// One entry of "inputs". Binary inputs consume `binary` from `*offset` on.
+// parameters.shared_memory_region, _offset and _byte_size of an input or output; nullopt when
+// the parameters name no region.
+Result<std::optional<ShmRef>> shm_ref(const Value& params, const std::string& what) {
+  const Value* region = member(params, "shared_memory_region");
+  if (!region) return std::optional<ShmRef>();
+  if (!region->IsString() || region->GetStringLength() == 0)
+    return invalid_argument(what + ": shared_memory_region must be a region name");
+  ShmRef r;
+  r.region = str(*region);
+  int64_t x = 0;
+  const Value* size = member(params, "shared_memory_byte_size");
+  if (!size || !as_count(*size, &x))
+    return invalid_argument(what + ": shared_memory_byte_size must be a non-negative integer");
+  r.byte_size = static_cast<uint64_t>(x);
+  if (const Value* off = member(params, "shared_memory_offset")) {
+    if (!as_count(*off, &x)) return invalid_argument(what + ": shared_memory_offset must be a non-negative integer");
+    r.offset = static_cast<uint64_t>(x);
+  }
+  return std::optional<ShmRef>(std::move(r));
+}
+
+// One entry of "inputs". Binary inputs consume `binary` from `*offset` on; shared memory inputs
+// are listed in `shm` (read later from their region).
 Status decode_input(const Value& v, size_t i, InputData& data, std::string_view binary, size_t* offset,
-                    std::set<std::string>* seen, InferRequest* request) {
+                    std::set<std::string>* seen, InferRequest* request, std::vector<ShmInput>* shm) {
   std::string what = "inputs[" + std::to_string(i) + "]";
   if (!v.IsObject()) return invalid_argument(what + " must be an object");
   const Value* name = member(v, "name");
@@ -463,8 +484,13 @@ Status decode_input(const Value& v, size_t i, InputData& data, std::string_view 
   int64_t binary_size = -1;
   if (const Value* params = member(v, "parameters")) {
     if (!params->IsObject()) return invalid_argument(what + ": \"parameters\" must be an object");
-    if (member(*params, "shared_memory_region"))
-      return invalid_argument(what + ": shared memory inputs are not supported");
+    SL_ASSIGN_OR_RETURN(std::optional<ShmRef> ref, shm_ref(*params, what));
+    if (ref) {
+      if (member(v, "data") || member(*params, "binary_data_size"))
+        return invalid_argument(what + " has shared_memory_region and data of its own");
+      shm->push_back({str(*name), dtype, dims, std::move(*ref)});
+      return ok_status();
+    }
     if (const Value* b = member(*params, "binary_data_size"))
       if (!as_count(*b, &binary_size))
         return invalid_argument(what + ": binary_data_size must be a non-negative integer");
@@ -533,15 +559,18 @@ Status decode_outputs(const Value& outputs, DecodedInfer* d) {
     const Value* name = member(o, "name");
     if (!name || !name->IsString() || name->GetStringLength() == 0)
       return invalid_argument(where + " needs a \"name\" string");
-    RequestedOutput r{str(*name), d->binary_default};
+    RequestedOutput r;
+    r.name = str(*name);
+    r.binary = d->binary_default;
     const std::string named = "output '" + echo(r.name) + "'";
     if (!seen.insert(r.name).second) return invalid_argument(named + " is requested twice");
     if (const Value* params = member(o, "parameters")) {
       if (!params->IsObject()) return invalid_argument(named + ": \"parameters\" must be an object");
-      if (member(*params, "classification"))
-        return invalid_argument(named + ": the classification extension is not supported");
-      if (member(*params, "shared_memory_region"))
-        return invalid_argument(named + ": shared memory outputs are not supported");
+      if (const Value* k = member(*params, "classification")) {
+        if (!as_count(*k, &r.class_count) || r.class_count < 1)
+          return invalid_argument(named + ": classification must be an integer >= 1");
+      }
+      SL_ASSIGN_OR_RETURN(r.shm, shm_ref(*params, named));
       if (const Value* b = member(*params, "binary_data")) {
         if (!b->IsBool()) return invalid_argument(named + ": binary_data must be true or false");
         r.binary = b->GetBool();
@@ -578,7 +607,7 @@ Result<DecodedInfer> decode_infer_request(std::string_view body, std::optional<s
   std::set<std::string> seen;
   data.resize(inputs->Size());
   for (rapidjson::SizeType i = 0; i < inputs->Size(); ++i)
-    SL_RETURN_IF_ERROR(decode_input((*inputs)[i], i, data[i], binary, &offset, &seen, &d.request));
+    SL_RETURN_IF_ERROR(decode_input((*inputs)[i], i, data[i], binary, &offset, &seen, &d.request, &d.shm_inputs));
   if (offset != binary.size())
     return invalid_argument("the body holds " + std::to_string(binary.size()) +
                             " bytes after the JSON header but the inputs' binary_data_size add up to " +

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 
+#include "serve/dashboard.h"
 #include "serve/echo.h"
 #include "serve/http_codec.h"
+#include "serve/http_extensions.h"
 #include "serve/http_session.h"
 #include "serve/json_util.h"
 #include "serve/model_config.h"
@@ -36,64 +38,14 @@ std::string repository_index_json(const std::vector<RepositoryEntry>& entries, b
   return out.str();
 }
 
-// Decodes %XX escapes of a path segment; false on a malformed escape.
-bool percent_decode(std::string_view in, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      *out += in[i];
-      continue;
-    }
-    if (i + 2 >= in.size()) return false;
-    auto hex = [](char c) -> int {
-      if (c >= '0' && c <= '9') return c - '0';
-      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-      return -1;
-    };
-    const int hi = hex(in[i + 1]), lo = hex(in[i + 2]);
-    if (hi < 0 || lo < 0) return false;
-    *out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return true;
-}
-
 }  // namespace
-
-Response make_response(unsigned status, std::string body, const char* content_type) {
-  Response res;
-  res.result(status);
-  res.set(http::field::server, "streamline");
-  if (*content_type != '\0') res.set(http::field::content_type, content_type);
-  res.body() = std::move(body);
-  return res;
-}
-
-Response error_response(unsigned status, std::string_view message) {
-  return make_response(status, error_json(cap_message(message)), kJson);
-}
-
-Response status_response(const Status& s) {
-  return error_response(static_cast<unsigned>(http_status(s)), s.message());
-}
 
 std::optional<Response> HttpSession::route(Request& req) {
   std::string_view target(req.target().data(), req.target().size());
   target = target.substr(0, target.find('?'));
-  if (target.empty() || target[0] != '/') return error_response(400, "the request target must be a path");
-  std::vector<std::string> seg;
-  for (size_t pos = 1; pos <= target.size();) {
-    size_t end = std::min(target.find('/', pos), target.size());
-    std::string s;
-    if (!percent_decode(target.substr(pos, end - pos), &s))
-      return error_response(400, "malformed %-escape in the path");
-    seg.push_back(std::move(s));
-    pos = end + 1;
-  }
-  if (!seg.empty() && seg.back().empty() && seg.size() > 1) seg.pop_back();  // a trailing slash
-  for (const std::string& s : seg)
-    if (s.empty()) return error_response(404, "no such route");
+  Result<std::vector<std::string>> parsed = split_target(target);
+  if (!parsed.ok()) return status_response(parsed.status());
+  const std::vector<std::string>& seg = *parsed;
 
   const http::verb method = req.method();
   const bool get = method == http::verb::get, post = method == http::verb::post;
@@ -103,6 +55,15 @@ std::optional<Response> HttpSession::route(Request& req) {
   if (seg.size() == 1 && seg[0] == "metrics") {
     if (!get) return method_not_allowed("GET");
     return make_response(200, core.metrics_text(), kMetricsType);
+  }
+  if (!state_.options.metrics_only && !seg.empty() && seg[0] == "dashboard") {
+    if (!get) return method_not_allowed("GET");
+    if (seg.size() == 2 && seg[1] == "trace.json") return make_response(200, core.traces().last_trace_json(), kJson);
+    const EmbeddedFile* f = dashboard_file(target);
+    if (!f) return error_response(404, no_route);
+    Response res = make_response(200, std::string(reinterpret_cast<const char*>(f->data), f->size), f->content_type);
+    res.set(http::field::cache_control, "no-cache");
+    return res;
   }
   if (state_.options.metrics_only || seg.empty() || seg[0] != "v2") return error_response(404, no_route);
   if (seg.size() == 1) {
@@ -114,17 +75,23 @@ std::optional<Response> HttpSession::route(Request& req) {
     const bool ok = seg[2] == "live" ? core.live() : core.ready();
     return make_response(ok ? 200 : 503, "", "");
   }
+  if (ExtensionReply x = route_extension(core, get, post, seg, req.body()); x.matched) {
+    const char* type = x.body.empty() ? "" : kJson;
+    Response res = make_response(static_cast<unsigned>(x.http_status), std::move(x.body), type);
+    if (*x.allow) res.set(http::field::allow, x.allow);
+    return res;
+  }
   if (seg[1] == "models" && seg.size() >= 3) return route_model(req, seg);
   if (seg[1] == "repository") {
     if (seg.size() == 3 && seg[2] == "index") {
       if (!post) return method_not_allowed("POST");
       Result<bool> ready_only = parse_bool_member(req.body(), "ready");
       if (!ready_only.ok()) return status_response(ready_only.status());
-      return make_response(200, repository_index_json(core.repository().index(), *ready_only), kJson);
+      return make_response(200, repository_index_json(core.repository().full_index(), *ready_only), kJson);
     }
     if (seg.size() == 5 && seg[2] == "models" && (seg[4] == "load" || seg[4] == "unload")) {
       if (!post) return method_not_allowed("POST");
-      return model_control(seg[3], seg[4] == "load");
+      return model_control(seg[3], seg[4] == "load", req.body());
     }
   }
   return error_response(404, no_route);
@@ -162,11 +129,7 @@ std::optional<Response> HttpSession::route_model(Request& req, const std::vector
   if (action != "ready" && action != "config" && action != "stats") return error_response(404, "no such route");
   if (!get) return method_not_allowed("GET");
   if (action == "stats") {
-    if (!version.empty()) {
-      auto m = core.repository().get(model, version);
-      if (!m.ok()) return status_response(m.status());
-    }
-    Result<std::string> stats = core.statistics_json(model);
+    Result<std::string> stats = core.statistics_json(model, version);
     if (!stats.ok()) return status_response(stats.status());
     return make_response(200, std::move(*stats), kJson);
   }

@@ -13,7 +13,13 @@
 //                                              (Inference-Header-Content-Length)
 //   POST /v2/repository/index, /v2/repository/models/<m>/load, .../unload
 //                                              (400 unless ServerOptions::allow_model_control)
+//   GET|POST /v2/systemsharedmemory/..., /v2/cudasharedmemory/..., /v2/trace/setting,
+//        /v2/models/<m>/trace/setting, /v2/logging  (http_extensions.h)
+//   GET  /dashboard, /dashboard/<file>, /dashboard/trace.json   the live dashboard (dashboard.h) and
+//                                              the most recent trace
 //   GET  /metrics                               (alone on the metrics port: HttpOptions::metrics_only)
+// Bodies may come gzip or deflate (Content-Encoding); responses are compressed when the request's
+// Accept-Encoding allows (http_compression.h).
 // Errors: {"error": "..."} with http_status() of the Status, the message capped (echo.h).
 // While the core drains, every response carries "Connection: close" once the connection has no
 // further request waiting, so clients stop reusing it; see stop() for the end of the drain.

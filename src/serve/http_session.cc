@@ -8,14 +8,17 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <chrono>
-#include <set>
 
 #include "serve/echo.h"
 #include "serve/http_codec.h"
+#include "serve/http_compression.h"
+#include "serve/http_extensions.h"
 
 namespace streamline::serve::http_detail {
 namespace {
 
+// Response bodies up to this size go uncompressed whatever the client accepts.
+constexpr size_t kMinCompressBytes = 256;
 // How long a connection that is closing reads (and drops) what the client still sends.
 constexpr auto kLinger = std::chrono::seconds(2);
 // How long a stopping server waits for the rest of a request that has begun to arrive.
@@ -32,7 +35,11 @@ struct InferContext {
   std::shared_ptr<HttpState> state;
   std::shared_ptr<HttpSession> session;
   std::string model, version;
-  DecodedInfer decoded;  // its request has been moved into the runtime
+  DecodedInfer decoded;                // its request has been moved into the runtime
+  std::shared_ptr<ActiveTrace> trace;  // set when this request is traced
+  // Classification outputs: the model's labels and whether its outputs have a batch dimension.
+  std::shared_ptr<const LabelMap> labels;
+  bool batched = false;
 
   void reply(Response res) {
     asio::post(session->executor(), [s = session, res = std::move(res)]() mutable { s->send(std::move(res)); });
@@ -40,19 +47,37 @@ struct InferContext {
 
   // On a runtime thread: encode, then hand the response to the connection's strand.
   void done(InferResponse r) {
-    if (!r.status.ok()) return reply(status_response(r.status));
+    if (!trace) return answer(r);
+    Response res = encode(r);
+    state->core.traces().finish(*trace, r, version);
+    res.set("traceparent", trace->traceparent());
+    reply(std::move(res));
+  }
+
+  void answer(const InferResponse& r) { reply(encode(r)); }
+
+  Response encode(const InferResponse& r) {
+    if (!r.status.ok()) return status_response(r.status);
+    // Outputs asked for into shared memory are written there; the body only names them.
+    for (const RequestedOutput& o : decoded.outputs) {
+      if (!o.shm) continue;
+      auto it = r.outputs.find(o.name);
+      if (it == r.outputs.end()) continue;  // encode names the missing output
+      if (Status s = state->core.shared_memory().write_output(o.name, it->second, *o.shm); !s.ok())
+        return status_response(s);
+    }
     // From the index, not get(): a LoadedModel reference dropped last on this (instance) thread
     // would join the thread from itself.
     std::string served = version;
     if (served.empty())
       for (const RepositoryEntry& e : state->core.repository().index())
         if (e.name == model) served = e.version;
-    Result<EncodedInfer> e = encode_infer_response(decoded, model, served, r);
-    if (!e.ok()) return reply(status_response(e.status()));
+    Result<EncodedInfer> e = encode_infer_response(decoded, model, served, r, {labels.get(), batched});
+    if (!e.ok()) return status_response(e.status());
     const bool binary = e->header_length.has_value();
     Response res = make_response(200, std::move(e->body), binary ? "application/octet-stream" : kJson);
     if (binary) res.set("Inference-Header-Content-Length", std::to_string(*e->header_length));
-    reply(std::move(res));
+    return res;
   }
 };
 
@@ -64,8 +89,24 @@ void decode_and_submit(const std::shared_ptr<InferContext>& ctx, Request& req, s
   req.body().shrink_to_fit();
   if (!decoded.ok()) return ctx->reply(status_response(decoded.status()));
   ctx->decoded = std::move(*decoded);
+  if (Status s = ctx->state->core.shared_memory().read_inputs(ctx->decoded.shm_inputs, &ctx->decoded.request); !s.ok())
+    return ctx->reply(status_response(s));
+  if (std::any_of(ctx->decoded.outputs.begin(), ctx->decoded.outputs.end(),
+                  [](const RequestedOutput& o) { return o.class_count > 0; })) {
+    // Taken here, off the instance threads, where a LoadedModel reference may be dropped.
+    auto m = ctx->state->core.repository().get(ctx->model, ctx->version);
+    if (m.ok()) {
+      ctx->labels = (*m)->labels;
+      ctx->batched = (*m)->config.max_batch_size > 0;
+    }
+  }
   InferRequest request = std::move(ctx->decoded.request);
   request.id = ctx->state->next_request_id.fetch_add(1);
+  if (ctx->trace) {
+    request.trace = true;
+    ctx->trace->note_inputs(request.inputs);
+    ctx->trace->note_submit(request.id);
+  }
   ctx->state->core.infer(ctx->model, ctx->version, std::move(request),
                          [ctx](InferResponse r) { ctx->done(std::move(r)); });
 }
@@ -110,47 +151,34 @@ void HttpSession::start() {
   });
 }
 
-uint64_t HttpSession::json_limit() const {
-  return static_cast<uint64_t>(std::max<int64_t>(0, state_.options.max_json_bytes));
+RequestLimits HttpSession::limits() const {
+  return {.body = state_.core.options().max_request_bytes, .json = state_.options.max_json_bytes};
 }
 
 void HttpSession::read() {
   if (close_after_ || finishing_) return finish();
   if (state_.stopping() && !more_pending()) return finish();
-  parser_.emplace();
-  parser_->header_limit(kHeaderLimit);
-  body_limit_ = static_cast<uint64_t>(std::max<int64_t>(0, state_.core.options().max_request_bytes));
-  parser_->body_limit(body_limit_);
+  reader_.emplace(limits());
   if (state_.stopping())
     stream_.expires_after(kStopReadTimeout);
   else
     stream_.expires_after(std::chrono::seconds(state_.options.idle_timeout_s));
   reading_ = true;
-  http::async_read_header(stream_, buffer_, *parser_,
+  http::async_read_header(stream_, buffer_, reader_->parser(),
                           [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
 }
 
 void HttpSession::on_header(beast::error_code ec) {
   if (ec) return on_read(ec);
-  const auto& header = parser_->get();
-  // Without the binary extension the whole body is JSON: the JSON limit applies, before the body
-  // is read when its length is declared.
-  if (header.count("Inference-Header-Content-Length") == 0 && json_limit() < body_limit_) {
-    body_limit_ = json_limit();
-    const auto length = parser_->content_length();
-    if (length && *length > body_limit_) {
-      reading_ = false;
-      keep_alive_ = false;
-      version_ = header.version();
-      return send(error_response(413, "JSON request body of " + std::to_string(*length) +
-                                          " bytes is larger than the JSON limit of " + std::to_string(body_limit_) +
-                                          " bytes (--max-json-body-mb); send large tensors with the binary "
-                                          "tensor extension"));
-    }
-    parser_->body_limit(body_limit_);  // a chunked body: counted as it arrives
+  const auto& header = reader_->parser().get();
+  if (std::optional<Response> refusal = reader_->check_header()) {
+    reading_ = false;
+    keep_alive_ = false;
+    version_ = header.version();
+    return send(std::move(*refusal));
   }
   // A client that sent "Expect: 100-continue" waits for our go-ahead before it sends the body.
-  if (parser_->is_done() || !beast::iequals(header[http::field::expect], "100-continue")) return read_body();
+  if (reader_->parser().is_done() || !beast::iequals(header[http::field::expect], "100-continue")) return read_body();
   go_ahead_.emplace(http::status::continue_, header.version());
   http::async_write(stream_, *go_ahead_, [self = shared_from_this()](beast::error_code e, size_t) {
     self->go_ahead_.reset();
@@ -160,7 +188,7 @@ void HttpSession::on_header(beast::error_code ec) {
 }
 
 void HttpSession::read_body() {
-  http::async_read(stream_, buffer_, *parser_,
+  http::async_read(stream_, buffer_, reader_->parser(),
                    [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
 }
 
@@ -169,26 +197,22 @@ void HttpSession::on_read(beast::error_code ec) {
   if (ec) {
     // release() cancelled the wait for a next request: answer anything that arrived meanwhile.
     if (ec == asio::error::operation_aborted && state_.stopping()) return more_pending() ? read() : finish();
-    const auto& http_category = http::make_error_code(http::error::end_of_stream).category();
-    if (ec == http::error::end_of_stream || ec.category() != http_category) return close();
+    std::optional<Response> answer = reader_->refusal_for(ec);
+    if (!answer) return close();
     // Malformed or oversized: answer, then close (the rest of the stream cannot be trusted).
     keep_alive_ = false;
-    version_ = parser_->is_header_done() ? parser_->get().version() : 11;
-    if (ec == http::error::body_limit)
-      return send(error_response(413, "request body larger than " + std::to_string(body_limit_) + " bytes"));
-    if (ec == http::error::header_limit) return send(error_response(431, "request headers too large"));
-    if (ec == http::error::buffer_overflow)
-      return send(error_response(
-          431, parser_->is_header_done()
-                   ? "request trailers (or a chunk-size line) larger than " + std::to_string(kHeaderLimit) + " bytes"
-                   : "request headers too large"));
-    return send(error_response(400, "malformed HTTP request: " + ec.message()));
+    version_ = reader_->parser().is_header_done() ? reader_->parser().get().version() : 11;
+    return send(std::move(*answer));
   }
   state_.touch();
-  Request req = parser_->release();
-  parser_.reset();
+  Request req = reader_->parser().release();
+  reader_.reset();
   keep_alive_ = req.keep_alive();
   version_ = req.version();
+  {
+    auto accept = req[http::field::accept_encoding];
+    accept_ = pick_encoding(std::string_view(accept.data(), accept.size()));
+  }
   if (std::optional<Response> res = route(req)) send(std::move(*res));
 }
 
@@ -204,6 +228,11 @@ void HttpSession::send(Response res) {
     return;
   }
   res.version(version_);
+  // Accept-Encoding of the request answered: the body goes compressed (tiny bodies gain nothing).
+  if (accept_ && res.body().size() > kMinCompressBytes && res[http::field::content_encoding].empty()) {
+    res.body() = compress_body(res.body(), *accept_);
+    res.set(http::field::content_encoding, body_encoding_name(*accept_));
+  }
   bool keep = keep_alive_ && !close_after_ && !over_cap_;
   // Draining or stopping: the connection ends after the last request it has received.
   if (keep && (state_.stopping() || state_.core.draining()) && !more_pending()) keep = false;
@@ -231,7 +260,7 @@ void HttpSession::release() {
     return send(std::move(res));
   }
   // Waiting for a next request that has not begun to arrive: stop waiting (on_read closes).
-  if (reading_ && parser_ && !parser_->got_some() && !more_pending()) {
+  if (reading_ && reader_ && !reader_->parser().got_some() && !more_pending()) {
     beast::error_code ignored;
     stream_.socket().cancel(ignored);
   }
@@ -262,37 +291,39 @@ void HttpSession::close() {
 }
 
 std::optional<Response> HttpSession::infer(Request& req, const std::string& model, const std::string& version) {
-  auto encoding = req[http::field::content_encoding];
-  if (!encoding.empty() && encoding != "identity")
-    return error_response(
-        400, "Content-Encoding '" + echo(std::string_view(encoding.data(), encoding.size())) + "' is not supported");
-  // One Inference-Header-Content-Length: repeated with different values, which one is meant?
-  std::set<std::string> lengths;
-  for (auto [it, end] = req.equal_range("Inference-Header-Content-Length"); it != end; ++it)
-    lengths.emplace(it->value().data(), it->value().size());
-  if (lengths.size() > 1)
-    return error_response(400, "Inference-Header-Content-Length is given " + std::to_string(lengths.size()) +
-                                   " times with different values");
-  const std::string header = lengths.empty() ? std::string() : *lengths.begin();
-  Result<std::optional<size_t>> header_length = parse_header_length(header, req.body().size());
-  if (!header_length.ok()) return status_response(header_length.status());
-  if (header_length->has_value() && **header_length > json_limit())
-    return error_response(413, "the JSON header of " + std::to_string(**header_length) +
-                                   " bytes is larger than the JSON limit of " + std::to_string(json_limit()) +
-                                   " bytes (--max-json-body-mb)");
+  if (Status s = state_.core.check_single_response(model, version); !s.ok()) return status_response(s);
+  auto encoding_text = req[http::field::content_encoding];
+  Result<std::optional<BodyEncoding>> encoding =
+      parse_content_encoding(std::string_view(encoding_text.data(), encoding_text.size()));
+  if (!encoding.ok()) return status_response(encoding.status());
+  if (*encoding) {
+    // Inference-Header-Content-Length and every limit apply to the decompressed body.
+    const uint64_t limit = static_cast<uint64_t>(std::max<int64_t>(0, state_.core.options().max_request_bytes));
+    Result<std::string> plain = decompress_body(req.body(), **encoding, limit);
+    if (!plain.ok()) return status_response(plain.status());
+    req.body() = std::move(*plain);
+    req.erase(http::field::content_encoding);
+  }
+  InferFraming framing = infer_framing(req, state_.options.max_json_bytes);
+  if (framing.refusal) return std::move(*framing.refusal);
+  const std::optional<size_t> header_length = framing.header_length;
 
   auto ctx = std::make_shared<InferContext>();
   ctx->state = state_.shared_from_this();
   ctx->session = shared_from_this();
   ctx->model = model;
   ctx->version = version;
+  {
+    auto tp = req["traceparent"];
+    ctx->trace = state_.core.traces().start(model, std::string(tp.data(), tp.size()));
+  }
   stream_.expires_never();  // no I/O until the response
   if (req.body().size() <= state_.options.inline_decode_bytes) {
-    decode_and_submit(ctx, req, *header_length);
+    decode_and_submit(ctx, req, header_length);
     return std::nullopt;
   }
   auto body = std::make_shared<Request>(std::move(req));
-  const std::optional<size_t> hl = *header_length;
+  const std::optional<size_t> hl = header_length;
   const bool queued = state_.decode_pool->try_post([ctx, body, hl] {
     if (ctx->state->options.before_decode) ctx->state->options.before_decode();
     decode_and_submit(ctx, *body, hl);
@@ -305,13 +336,19 @@ std::optional<Response> HttpSession::infer(Request& req, const std::string& mode
   return std::nullopt;
 }
 
-std::optional<Response> HttpSession::model_control(const std::string& model, bool load) {
+std::optional<Response> HttpSession::model_control(const std::string& model, bool load, const std::string& body) {
   if (Status s = state_.core.check_model_control(); !s.ok()) return status_response(s);
+  LoadOptions options;
+  if (load) {
+    Result<LoadOptions> parsed = parse_load_request(body);
+    if (!parsed.ok()) return status_response(parsed.status());
+    options = std::move(*parsed);
+  }
   // Loading takes long: the loader thread keeps the I/O threads free, one operation at a time.
   auto state = state_.shared_from_this();
   auto self = shared_from_this();
-  const bool queued = state_.control_pool->try_post([state, self, model, load] {
-    Status s = load ? state->core.load_model(model) : state->core.unload_model(model);
+  const bool queued = state_.control_pool->try_post([state, self, model, load, options] {
+    Status s = load ? state->core.load_model(model, options) : state->core.unload_model(model);
     Response res = s.ok() ? make_response(200, "", "") : status_response(s);
     asio::post(self->executor(), [self, res = std::move(res)]() mutable { self->send(std::move(res)); });
   });

@@ -22,23 +22,16 @@
 #include <string_view>
 #include <vector>
 
+#include "serve/http_compression.h"
+#include "serve/http_request.h"
 #include "serve/http_server.h"
 #include "serve/server_core.h"
 #include "serve/task_pool.h"
 
 namespace streamline::serve::http_detail {
 
-namespace beast = boost::beast;
-namespace http = beast::http;
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
-using Request = http::request<http::string_body>;
-using Response = http::response<http::string_body>;
-
-// Request line and headers together. Also the most bytes read ahead of the parser, which bounds
-// chunk-size lines and trailers (Beast bounds neither, and throws on a field over 64 KB).
-constexpr uint32_t kHeaderLimit = 64 * 1024;
-constexpr const char* kJson = "application/json";
 
 // kServing: normal. kHolding: responses wait (stop() phase 1). kStopping: the listener is closed,
 // connections answer what they have received and close.
@@ -106,15 +99,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::optional<Response> route(Request& req);
   std::optional<Response> route_model(Request& req, const std::vector<std::string>& seg);
   std::optional<Response> infer(Request& req, const std::string& model, const std::string& version);
-  std::optional<Response> model_control(const std::string& model, bool load);
-  // The JSON limit as the body limit for a request without the binary extension.
-  uint64_t json_limit() const;
+  std::optional<Response> model_control(const std::string& model, bool load, const std::string& body);
+  // The limits of the request about to be read.
+  RequestLimits limits() const;
 
   beast::tcp_stream stream_;
   HttpState& state_;
   beast::flat_buffer buffer_{kHeaderLimit};
-  std::optional<http::request_parser<http::string_body>> parser_;
-  uint64_t body_limit_ = 0;                                   // of the request being read
+  std::optional<RequestReader> reader_;                       // the request being read
   std::optional<Response> response_;                          // being written
   std::optional<Response> held_;                              // waiting for release()
   std::shared_ptr<HttpSession> held_self_;                    // keeps the session while held_
@@ -127,11 +119,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool close_after_ = false;
   bool finishing_ = false;
   unsigned version_ = 11;
+  std::optional<BodyEncoding> accept_;  // the request's Accept-Encoding, for its response
 };
-
-// Responses with the Server header; error bodies are {"error": "..."} with the message capped.
-Response make_response(unsigned status, std::string body, const char* content_type);
-Response error_response(unsigned status, std::string_view message);
-Response status_response(const Status& s);
 
 }  // namespace streamline::serve::http_detail

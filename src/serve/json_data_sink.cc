@@ -1,5 +1,8 @@
 #include "serve/json_data_sink.h"
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <type_traits>
 
 #include "serve/model_config.h"
@@ -87,7 +90,64 @@ PutFn put_for(DType t) {
   }
 }
 
+// A real that std::from_chars found out of range: infinite when its decimal exponent is above
+// zero, else zero (from_chars reports both only at the ends of double's range, so the digits
+// before the point and the exponent tell which).
+double out_of_range_real(std::string_view text) {
+  const bool minus = text.front() == '-';
+  size_t i = minus ? 1 : 0;
+  int64_t exponent = 0;
+  bool nonzero = false;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    nonzero = nonzero || text[i] != '0';
+    if (nonzero) ++exponent;
+  }
+  if (i < text.size() && text[i] == '.')
+    for (++i; i < text.size() && text[i] >= '0' && text[i] <= '9' && !nonzero; ++i) {
+      nonzero = text[i] != '0';
+      if (!nonzero) --exponent;
+    }
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    const bool negative = i < text.size() && text[i] == '-';
+    if (i < text.size() && (text[i] == '-' || text[i] == '+')) ++i;
+    int64_t e = 0;
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i)
+      e = std::min<int64_t>(e * 10 + (text[i] - '0'), 1 << 30);
+    exponent += negative ? -e : e;
+  }
+  const double magnitude = exponent > 0 ? HUGE_VAL : 0.0;
+  return minus ? -magnitude : magnitude;
+}
+
 }  // namespace
+
+// RapidJSON 1.1 converts reals itself, and its exact (full-precision) conversion reads a zero
+// significand with a large exponent ("0e51", "0.0e100") as an arbitrary value (it normalises a
+// zero DiyFp), and its faster one is not exact. So the readers take numbers as
+// text and convert them here: integers as RapidJSON would, reals with std::from_chars (exact).
+JsonNumber JsonNumber::from_text(std::string_view text) {
+  const char* const begin = text.data();
+  const char* const end = begin + text.size();
+  if (text.empty()) return other();
+  if (text.find_first_of(".eE") == std::string_view::npos) {
+    if (text.front() == '-') {
+      int64_t v = 0;
+      auto [p, ec] = std::from_chars(begin, end, v);
+      if (ec == std::errc() && p == end) return signed_int(v);
+    } else {
+      uint64_t v = 0;
+      auto [p, ec] = std::from_chars(begin, end, v);
+      if (ec == std::errc() && p == end) return unsigned_int(v);
+    }
+  }
+  double d = 0;
+  auto [p, ec] = std::from_chars(begin, end, d);
+  if (ec == std::errc::result_out_of_range) return real(out_of_range_real(text));
+  if (ec != std::errc() || p != end) return other();
+  return real(d);
+}
 
 DataSink::DataSink(Tensor* tensor, DType dtype, std::vector<int64_t> dims)
     : base_(tensor ? tensor->raw() : nullptr), dtype_(dtype), dims_(std::move(dims)), put_(put_for(dtype)) {

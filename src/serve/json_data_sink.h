@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -43,6 +44,11 @@ struct JsonNumber {
   static JsonNumber real(double v) { return {kDouble, 0, 0, v, false}; }
   static JsonNumber boolean(bool v) { return {kBool, 0, 0, 0, v}; }
   static JsonNumber other() { return {}; }  // a string or null: never a valid element
+  // The number `text` stands for, the text being a JSON number as RapidJSON hands it over with
+  // kParseNumbersAsStringsFlag (its grammar checked, its exponent within RapidJSON's bounds):
+  // an integer within int64 or uint64 as such, anything else the nearest double (infinite past
+  // the largest, zero below the smallest).
+  static JsonNumber from_text(std::string_view text);
 };
 
 class DataSink {

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "serve/echo.h"
+
 namespace streamline::serve {
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
@@ -25,11 +27,14 @@ struct JsonOut {
   std::string str() const { return std::string(buf.GetString(), buf.GetSize()); }
 };
 
+// Strings are written as valid UTF-8 (valid_utf8): names and reasons may quote any bytes.
 inline void json_string(JsonWriter& w, const std::string& s) {
-  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  const std::string clean = valid_utf8(s);
+  w.String(clean.data(), static_cast<rapidjson::SizeType>(clean.size()));
 }
 inline void json_key(JsonWriter& w, const std::string& k) {
-  w.Key(k.data(), static_cast<rapidjson::SizeType>(k.size()));
+  const std::string clean = valid_utf8(k);
+  w.Key(clean.data(), static_cast<rapidjson::SizeType>(clean.size()));
 }
 inline void json_key_string(JsonWriter& w, const std::string& k, const std::string& v) {
   json_key(w, k);

@@ -1,22 +1,25 @@
 // config.pbtxt: protobuf text format into our proto (model_config.proto), then checked and turned
-// into ModelConfig; model_config_json writes it back with Triton's field names.
+// into ModelConfig (model_config_use.cc completes it against a model and writes it back).
 
 #include "serve/model_config.h"
 
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <set>
+#include <type_traits>
 
 #include "core/logging.h"
 #include "model_config.pb.h"
-#include "serve/json_util.h"
+#include "serve/config_params.h"
 
 namespace streamline::serve {
 namespace {
@@ -122,20 +125,6 @@ class Checker {
   const std::string& where_;
 };
 
-std::optional<int64_t> parse_int(const std::string& s) {
-  int64_t v = 0;
-  const char* end = s.data() + s.size();
-  auto [p, ec] = std::from_chars(s.data(), end, v);
-  if (ec != std::errc() || p != end || s.empty()) return std::nullopt;
-  return v;
-}
-
-std::optional<bool> parse_bool(const std::string& s) {
-  if (s == "true" || s == "1" || s == "on" || s == "yes") return true;
-  if (s == "false" || s == "0" || s == "off" || s == "no") return false;
-  return std::nullopt;
-}
-
 // The parameters streamline reads, each with its accepted range.
 struct IntParam {
   const char* key;
@@ -143,7 +132,7 @@ struct IntParam {
 };
 constexpr IntParam kIntParams[] = {
     {"streams", 1, 64}, {"threads", 0, 1024}, {"threads_per_stream", 0, 1024}, {"split_convs", 0, 64}};
-constexpr const char* kBoolParams[] = {"pin", "warmup", "elastic_threads", "cuda_graphs", "winograd"};
+constexpr const char* kBoolParams[] = {"pin", "warmup", "elastic_threads", "cuda_graphs", "winograd", "admission"};
 
 Status check_parameters(const std::map<std::string, std::string>& params, const std::string& where) {
   for (const auto& [key, value] : params) {
@@ -152,7 +141,7 @@ Status check_parameters(const std::map<std::string, std::string>& params, const 
     for (const auto& p : kIntParams) {
       if (key != p.key) continue;
       known = true;
-      const auto v = parse_int(value);
+      const auto v = parse_config_int(value);
       if (!v || *v < p.lo || *v > p.hi)
         return invalid_argument(at + "expected an integer in [" + std::to_string(p.lo) + ", " + std::to_string(p.hi) +
                                 "], got '" + value + "'");
@@ -160,7 +149,12 @@ Status check_parameters(const std::map<std::string, std::string>& params, const 
     for (const char* b : kBoolParams) {
       if (key != b) continue;
       known = true;
-      if (!parse_bool(value)) return invalid_argument(at + "expected true or false, got '" + value + "'");
+      if (!parse_config_bool(value)) return invalid_argument(at + "expected true or false, got '" + value + "'");
+    }
+    if (key == kLatencySloParam) {
+      known = true;
+      if (!parse_config_ms(value))
+        return invalid_argument(at + "expected milliseconds above 0 and at most 3600000, got '" + value + "'");
     }
     if (key == "precision") {
       known = true;
@@ -174,19 +168,6 @@ Status check_parameters(const std::map<std::string, std::string>& params, const 
     }
   }
   return ok_status();
-}
-
-int int_param(const ModelConfig& c, const char* key, int fallback) {
-  auto it = c.parameters.find(key);
-  if (it == c.parameters.end()) return fallback;
-  const auto v = parse_int(it->second);
-  return v ? static_cast<int>(std::clamp<int64_t>(*v, 0, 1 << 20)) : fallback;
-}
-
-bool bool_param(const ModelConfig& c, const char* key, bool fallback) {
-  auto it = c.parameters.find(key);
-  if (it == c.parameters.end()) return fallback;
-  return parse_bool(it->second).value_or(fallback);
 }
 
 template <typename ProtoTensor>
@@ -213,6 +194,7 @@ Status read_tensors(const pb::RepeatedPtrField<ProtoTensor>& in, const char* fie
             std::string(field) + " '" + t.name() + "': dims entries must be -1 or >= 1, got " + std::to_string(v));
       tc.dims.push_back(v);
     }
+    if constexpr (std::is_same_v<ProtoTensor, pc::ModelOutput>) tc.label_filename = t.label_filename();
     out->push_back(std::move(tc));
   }
   return ok_status();
@@ -350,6 +332,27 @@ Result<std::string> colon_before_lists(const std::string& text, const std::strin
 
 }  // namespace
 
+std::optional<int64_t> parse_config_int(const std::string& s) {
+  int64_t v = 0;
+  const char* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, v);
+  if (ec != std::errc() || p != end || s.empty()) return std::nullopt;
+  return v;
+}
+
+std::optional<double> parse_config_ms(const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || !(v > 0) || v > kMaxConfigMs) return std::nullopt;
+  return v;
+}
+
+std::optional<bool> parse_config_bool(const std::string& s) {
+  if (s == "true" || s == "1" || s == "on" || s == "yes") return true;
+  if (s == "false" || s == "0" || s == "off" || s == "no") return false;
+  return std::nullopt;
+}
+
 DType dtype_from_kserve(const std::string& name) {
   for (const auto& n : kTypes)
     if (name == n.kserve) return n.dtype;
@@ -374,22 +377,11 @@ const char* dtype_to_config(DType t) {
   return "TYPE_INVALID";
 }
 
-Result<ModelConfig> parse_model_config(const std::string& text, const std::string& where) {
-  pc::ModelConfig p;
-  Collector errors(where);
-  Tree tree;
-  if (text.size() > kMaxConfigBytes)
-    return invalid_argument(where + ": " + std::to_string(text.size()) + " bytes; at most " +
-                            std::to_string(kMaxConfigBytes >> 20) + " MiB are read");
-  SL_ASSIGN_OR_RETURN(const std::string prepared, colon_before_lists(text, where));
-  pb::TextFormat::Parser parser;
-  parser.RecordErrorsTo(&errors);
-  parser.AllowUnknownField(true);
-  parser.WriteLocationsTo(&tree);
-  parser.SetRecursionLimit(kMaxConfigNesting);
-  if (!parser.ParseFromString(prepared, &p))
-    return invalid_argument(errors.first().empty() ? where + ": not a valid config" : errors.first());
+namespace {
 
+// The checks and the conversion shared by config.pbtxt and a JSON configuration; `tree` locates
+// fields in the text (null: errors name fields without a line).
+Result<ModelConfig> config_from_proto(const pc::ModelConfig& p, const Tree* tree, const std::string& where) {
   const Checker check(where);
   const pb::Descriptor* root = pc::ModelConfig::descriptor();
   ModelConfig c;
@@ -398,22 +390,22 @@ Result<ModelConfig> parse_model_config(const std::string& text, const std::strin
   c.backend = p.backend();
   // Pass 1: what runs the model.
   if (!c.platform.empty() && c.platform != "onnxruntime_onnx" && c.platform != "streamline_onnx")
-    return check.unsupported_value(&tree, root, "platform", -1,
+    return check.unsupported_value(tree, root, "platform", -1,
                                    "platform '" + c.platform +
                                        "' is not served here; streamline serves ONNX models "
                                        "(platform \"onnxruntime_onnx\")");
   if (!c.backend.empty() && c.backend != "streamline" && c.backend != "onnxruntime")
     return check.unsupported_value(
-        &tree, root, "backend", -1,
+        tree, root, "backend", -1,
         "backend '" + c.backend + "' is not served here (use \"streamline\" or \"onnxruntime\")");
   if (p.max_batch_size() < 0)
-    return check.invalid(&tree, root, "max_batch_size", -1,
+    return check.invalid(tree, root, "max_batch_size", -1,
                          "max_batch_size must be >= 0, got " + std::to_string(p.max_batch_size()));
   c.max_batch_size = p.max_batch_size();
 
   // Pass 2: tensors.
-  SL_RETURN_IF_ERROR(read_tensors(p.input(), "input", &tree, check, &c.inputs));
-  SL_RETURN_IF_ERROR(read_tensors(p.output(), "output", &tree, check, &c.outputs));
+  SL_RETURN_IF_ERROR(read_tensors(p.input(), "input", tree, check, &c.inputs));
+  SL_RETURN_IF_ERROR(read_tensors(p.output(), "output", tree, check, &c.outputs));
 
   // Pass 3: instances.
   if (p.instance_group_size() > 0) {
@@ -421,7 +413,7 @@ Result<ModelConfig> parse_model_config(const std::string& text, const std::strin
     int64_t total = 0;
     for (int i = 0; i < p.instance_group_size(); ++i) {
       const pc::ModelInstanceGroup& g = p.instance_group(i);
-      const Tree* sub = Checker::nested(&tree, root, "instance_group", i);
+      const Tree* sub = Checker::nested(tree, root, "instance_group", i);
       const pb::Descriptor* d = pc::ModelInstanceGroup::descriptor();
       if (g.has_count() && g.count() < 1)
         return check.invalid(sub, d, "count", -1,
@@ -440,7 +432,7 @@ Result<ModelConfig> parse_model_config(const std::string& text, const std::strin
       if (i == 0) c.instance_kind = pc::ModelInstanceGroup::Kind_Name(g.kind());
     }
     if (total > 1024)
-      return check.invalid(&tree, root, "instance_group", 0,
+      return check.invalid(tree, root, "instance_group", 0,
                            "instance_group counts add up to " + std::to_string(total) + "; at most 1024");
     c.instance_count = static_cast<int>(total);
   }
@@ -448,210 +440,68 @@ Result<ModelConfig> parse_model_config(const std::string& text, const std::strin
   // Pass 4: batching. Without dynamic_batching each request runs as it comes.
   c.dynamic_batching = p.has_dynamic_batching();
   if (c.dynamic_batching)
-    SL_RETURN_IF_ERROR(read_dynamic_batching(p.dynamic_batching(), c.max_batch_size, &tree, check, &c.batching));
+    SL_RETURN_IF_ERROR(read_dynamic_batching(p.dynamic_batching(), c.max_batch_size, tree, check, &c.batching));
 
-  // Pass 5: our own options.
+  // Pass 5: versions and the transaction policy.
+  if (p.has_version_policy()) {
+    const pc::ModelVersionPolicy& v = p.version_policy();
+    const Tree* sub = Checker::nested(tree, root, "version_policy", -1);
+    const pb::Descriptor* d = pc::ModelVersionPolicy::descriptor();
+    if (v.has_all()) {
+      c.version_policy = VersionPolicyKind::kAll;
+    } else if (v.has_specific()) {
+      c.version_policy = VersionPolicyKind::kSpecific;
+      for (int64_t n : v.specific().versions()) {
+        if (n < 0) return check.invalid(sub, d, "specific", -1, "specific versions must be >= 0");
+        c.specific_versions.push_back(n);
+      }
+      if (c.specific_versions.empty())
+        return check.invalid(sub, d, "specific", -1, "version_policy specific lists no versions");
+    } else if (v.has_latest()) {
+      if (v.latest().num_versions() < 1 || v.latest().num_versions() > 1024)
+        return check.invalid(sub, d, "latest", -1, "latest num_versions must be in [1, 1024]");
+      c.latest_versions = static_cast<int>(v.latest().num_versions());
+    }
+  }
+  c.decoupled = p.model_transaction_policy().decoupled();
+
+  // Pass 6: our own options.
   for (const auto& [key, value] : p.parameters()) c.parameters[key] = value.string_value();
   SL_RETURN_IF_ERROR(check_parameters(c.parameters, where));
   return c;
 }
 
-ModelConfig derive_model_config(const std::string& name, const Model& model) {
-  ModelConfig c;
-  c.name = name;
-  c.platform = "onnxruntime_onnx";
-  c.backend = "streamline";
-  bool batchable = !model.inputs().empty();
-  for (const auto& in : model.inputs())
-    if (in.dims.empty() || in.dims[0] >= 0) batchable = false;
-  c.max_batch_size = batchable ? 8 : 0;
-  auto strip = [&](const TensorDesc& d) {
-    TensorConfig t;
-    t.name = d.name;
-    t.dtype = d.dtype;
-    t.dims = d.dims;
-    if (batchable && !t.dims.empty()) t.dims.erase(t.dims.begin());
-    return t;
-  };
-  for (const auto& d : model.inputs()) c.inputs.push_back(strip(d));
-  for (const auto& d : model.outputs()) c.outputs.push_back(strip(d));
-  return c;
+}  // namespace
+
+Result<ModelConfig> parse_model_config(const std::string& text, const std::string& where) {
+  pc::ModelConfig p;
+  Collector errors(where);
+  Tree tree;
+  if (text.size() > kMaxConfigBytes)
+    return invalid_argument(where + ": " + std::to_string(text.size()) + " bytes; at most " +
+                            std::to_string(kMaxConfigBytes >> 20) + " MiB are read");
+  SL_ASSIGN_OR_RETURN(const std::string prepared, colon_before_lists(text, where));
+  pb::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  parser.AllowUnknownField(true);
+  parser.WriteLocationsTo(&tree);
+  parser.SetRecursionLimit(kMaxConfigNesting);
+  if (!parser.ParseFromString(prepared, &p))
+    return invalid_argument(errors.first().empty() ? where + ": not a valid config" : errors.first());
+
+  return config_from_proto(p, &tree, where);
 }
 
-Status complete_config(ModelConfig& config, const Model& model) {
-  const bool batch = config.max_batch_size > 0;
-  auto complete = [&](std::vector<TensorConfig>& cfg, const std::vector<TensorDesc>& descs,
-                      const std::string& kind) -> Status {
-    for (TensorConfig& t : cfg) {
-      const std::string what = kind + " '" + t.name + "'";
-      auto d = std::find_if(descs.begin(), descs.end(), [&](const TensorDesc& x) { return x.name == t.name; });
-      if (d == descs.end()) {
-        std::string names;
-        for (const auto& x : descs) names += (names.empty() ? "" : ", ") + x.name;
-        return invalid_argument(what + ": the model has no " + kind + " of that name (it has: " + names + ")");
-      }
-      if (t.dtype == DType::kUndefined) {
-        t.dtype = d->dtype;
-      } else if (t.dtype != d->dtype) {
-        return invalid_argument(what + ": the config says " + dtype_to_config(t.dtype) + ", the model has " +
-                                dtype_to_config(d->dtype));
-      }
-      if (d->dims.empty()) continue;  // rank unknown to the model: the config's dims stand
-      std::vector<int64_t> dims = d->dims;
-      if (batch) {
-        if (kind == "input" && dims[0] >= 0)
-          return invalid_argument(what + ": max_batch_size is " + std::to_string(config.max_batch_size) +
-                                  " but the model's first dimension is " + std::to_string(dims[0]) +
-                                  ", not variable; set max_batch_size: 0");
-        dims.erase(dims.begin());
-      }
-      if (t.dims.empty() && !dims.empty()) {
-        t.dims = dims;
-        continue;
-      }
-      bool same = t.dims.size() == dims.size();
-      for (size_t i = 0; same && i < dims.size(); ++i) same = t.dims[i] == -1 || dims[i] == -1 || t.dims[i] == dims[i];
-      if (!same) {
-        auto str = [](const std::vector<int64_t>& v) {
-          std::string s = "[";
-          for (size_t i = 0; i < v.size(); ++i) {
-            if (i) s += ',';
-            s += std::to_string(v[i]);
-          }
-          return s + "]";
-        };
-        return invalid_argument(what + ": the config's dims " + str(t.dims) + " do not fit the model's " + str(dims) +
-                                (batch ? " (without the batch dimension)" : ""));
-      }
-    }
-    for (const auto& d : descs) {
-      if (std::any_of(cfg.begin(), cfg.end(), [&](const TensorConfig& t) { return t.name == d.name; })) continue;
-      TensorConfig t;
-      t.name = d.name;
-      t.dtype = d.dtype;
-      t.dims = d.dims;
-      if (batch && !t.dims.empty()) {
-        if (kind == "input" && t.dims[0] >= 0)
-          return invalid_argument(kind + " '" + d.name + "': max_batch_size is " +
-                                  std::to_string(config.max_batch_size) + " but the model's first dimension is " +
-                                  std::to_string(t.dims[0]) + ", not variable; set max_batch_size: 0");
-        t.dims.erase(t.dims.begin());
-      }
-      cfg.push_back(std::move(t));
-    }
-    return ok_status();
-  };
-  SL_RETURN_IF_ERROR(complete(config.inputs, model.inputs(), "input"));
-  return complete(config.outputs, model.outputs(), "output");
-}
-
-ServingOptions serving_options(const ModelConfig& config) {
-  ServingOptions so;
-  so.instances = std::max(1, config.instance_count);
-  so.batching = config.batching;
-  so.batching.max_batch_size = config.dynamic_batching ? std::max(1, config.max_batch_size) : 1;
-  so.threads_per_instance = int_param(config, "threads", 0);
-  so.pin = bool_param(config, "pin", false);
-  so.warmup = bool_param(config, "warmup", true);
-  return so;
-}
-
-ModelOptions model_options(const ModelConfig& config) {
-  ModelOptions mo;
-  mo.num_streams = std::max(1, int_param(config, "streams", 1));
-  mo.num_threads = int_param(config, "threads", 0);
-  mo.threads_per_stream = int_param(config, "threads_per_stream", 0);
-  mo.pin_threads = bool_param(config, "pin", false);
-  mo.elastic_threads = bool_param(config, "elastic_threads", false);
-  mo.split_convs = int_param(config, "split_convs", 0);
-  if (config.instance_kind == "KIND_GPU") {
-    // One GPU listed: every instance there; none: instances spread over all GPUs. Several listed:
-    // the first (instances of one model share one weights copy per GPU they run on).
-    mo.device = config.gpus.empty() ? "cuda" : "cuda:" + std::to_string(config.gpus.front());
-  }
-  auto it = config.parameters.find("precision");
-  if (it != config.parameters.end()) {
-    auto p = runtime::parse_precision(it->second);
-    if (p.ok()) mo.precision = *p;
-  }
-  mo.cuda_graphs = bool_param(config, "cuda_graphs", true);
-  mo.winograd = bool_param(config, "winograd", true);
-  return mo;
-}
-
-std::string model_config_json(const ModelConfig& c) {
-  JsonOut out;
-  JsonWriter& w = out.w;
-  auto tensors = [&](const char* key, const std::vector<TensorConfig>& ts) {
-    json_key(w, key);
-    w.StartArray();
-    for (const auto& t : ts) {
-      w.StartObject();
-      json_key_string(w, "name", t.name);
-      json_key_string(w, "data_type", dtype_to_config(t.dtype));
-      json_key(w, "dims");
-      json_int_array(w, t.dims);
-      w.EndObject();
-    }
-    w.EndArray();
-  };
-  w.StartObject();
-  json_key_string(w, "name", c.name);
-  json_key_string(w, "platform", c.platform);
-  json_key_string(w, "backend", c.backend);
-  json_key(w, "version_policy");
-  w.StartObject();
-  json_key(w, "latest");
-  w.StartObject();
-  json_key_int(w, "num_versions", 1);
-  w.EndObject();
-  w.EndObject();
-  json_key_int(w, "max_batch_size", c.max_batch_size);
-  tensors("input", c.inputs);
-  tensors("output", c.outputs);
-  json_key(w, "instance_group");
-  w.StartArray();
-  w.StartObject();
-  json_key_string(w, "name", c.name + "_0");
-  json_key_string(w, "kind", c.instance_kind);
-  json_key_int(w, "count", c.instance_count);
-  w.EndObject();
-  w.EndArray();
-  if (c.dynamic_batching) {
-    const BatchPolicy& b = c.batching;
-    const bool priorities = b.priority_levels > 1;
-    json_key(w, "dynamic_batching");
-    w.StartObject();
-    json_key(w, "preferred_batch_size");
-    w.StartArray();
-    for (int s : b.preferred_batch_sizes) w.Int(s);
-    w.EndArray();
-    json_key_int(w, "max_queue_delay_microseconds", b.max_queue_delay_us);
-    json_key(w, "preserve_ordering");
-    w.Bool(b.preserve_ordering);
-    json_key_int(w, "priority_levels", priorities ? b.priority_levels : 0);
-    json_key_int(w, "default_priority_level", priorities ? b.default_priority + 1 : 0);
-    json_key(w, "default_queue_policy");
-    w.StartObject();
-    json_key_string(w, "timeout_action", b.queue.timeout_action == TimeoutAction::kDelay ? "DELAY" : "REJECT");
-    json_key_int(w, "default_timeout_microseconds", b.queue.default_timeout_us);
-    json_key(w, "allow_timeout_override");
-    w.Bool(b.queue.allow_timeout_override);
-    json_key_int(w, "max_queue_size", b.queue.max_queue_size);
-    w.EndObject();
-    w.EndObject();
-  }
-  json_key(w, "parameters");
-  w.StartObject();
-  for (const auto& [k, v] : c.parameters) {
-    json_key(w, k);
-    w.StartObject();
-    json_key_string(w, "string_value", v);
-    w.EndObject();
-  }
-  w.EndObject();
-  w.EndObject();
-  return out.str();
+Result<ModelConfig> parse_model_config_json(const std::string& json, const std::string& where) {
+  if (json.size() > kMaxConfigBytes)
+    return invalid_argument(where + ": " + std::to_string(json.size()) + " bytes; at most " +
+                            std::to_string(kMaxConfigBytes >> 20) + " MiB are read");
+  pc::ModelConfig p;
+  pb::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  const auto status = pb::util::JsonStringToMessage(json, &p, options);
+  if (!status.ok()) return invalid_argument(where + ": not a model configuration: " + std::string(status.message()));
+  return config_from_proto(p, nullptr, where);
 }
 
 }  // namespace streamline::serve

@@ -7,12 +7,13 @@
 //   ServingOptions so = serving_options(c);                   // what the runtime needs
 //   std::string json = model_config_json(c);                  // GET .../config
 //
-// Fields read: name, platform, backend, max_batch_size, input/output (name, data_type, dims,
-// reshape ignored), instance_group (count, kind), dynamic_batching (preferred_batch_size,
-// max_queue_delay_microseconds, priority_levels, default_priority_level, default_queue_policy,
-// preserve_ordering), parameters { key: "streams" value: { string_value: "2" } } for our own
+// Fields read: name, platform, backend, version_policy, max_batch_size, input/output (name,
+// data_type, dims, label_filename; reshape ignored), model_transaction_policy, instance_group (count, kind),
+// dynamic_batching (preferred_batch_size, max_queue_delay_microseconds, priority_levels, default_priority_level,
+// default_queue_policy, preserve_ordering), parameters { key: "streams" value: { string_value: "2" } } for our own
 // options (streams, threads, threads_per_stream, elastic_threads, split_convs, winograd,
-// cuda_graphs, precision, pin, warmup). Unknown fields are ignored, with a warning.
+// cuda_graphs, precision, pin, warmup, admission) and latency_slo_ms (the latency objective that
+// admission refuses requests against). Unknown fields are ignored, with a warning.
 
 #include <cstddef>
 #include <cstdint>
@@ -32,7 +33,12 @@ struct TensorConfig {
   DType dtype = DType::kUndefined;
   // Without the batch dimension when max_batch_size > 0 (Triton's convention); -1 = any.
   std::vector<int64_t> dims;
+  // Outputs: a file of class labels, one a line, in the model folder (classification's labels).
+  std::string label_filename;
 };
+
+// Which version folders a model serves (Triton's version_policy).
+enum class VersionPolicyKind { kLatest, kAll, kSpecific };
 
 struct ModelConfig {
   std::string name;
@@ -51,6 +57,14 @@ struct ModelConfig {
   // the file's priority_levels/default_priority_level are Triton's 1-based ones.
   BatchPolicy batching;
   std::map<std::string, std::string> parameters;
+  // version_policy: the latest `latest_versions` version folders (default 1), all of them, or the
+  // listed ones.
+  VersionPolicyKind version_policy = VersionPolicyKind::kLatest;
+  int latest_versions = 1;
+  std::vector<int64_t> specific_versions;
+  // model_transaction_policy { decoupled: true }: a request may get several responses, one per row
+  // of its outputs' first dimension; only ModelStreamInfer serves such a model.
+  bool decoupled = false;
 };
 
 // Largest config.pbtxt accepted (bytes).
@@ -66,6 +80,9 @@ inline constexpr int kMaxConfigNesting = 64;
 // few logged). Text over kMaxConfigBytes or nested deeper than kMaxConfigNesting is refused
 // before parsing.
 [[nodiscard]] Result<ModelConfig> parse_model_config(const std::string& text, const std::string& where);
+// The same from the JSON form of a configuration (Triton's load override: the "config" parameter
+// of a load request), with the same checks; unknown fields are ignored.
+[[nodiscard]] Result<ModelConfig> parse_model_config_json(const std::string& json, const std::string& where);
 // A configuration derived from the model alone: its inputs and outputs; max_batch_size 8 with
 // dynamic batching off when every input's first dimension is symbolic, else 0.
 ModelConfig derive_model_config(const std::string& name, const Model& model);

@@ -4,7 +4,7 @@
 //   models/
 //     resnet50/config.pbtxt            (optional: derived from the model when missing)
 //     resnet50/1/model.onnx
-//     resnet50/2/model.onnx            (the highest version is served)
+//     resnet50/2/model.onnx            (version_policy picks the versions: the latest by default)
 //
 //   Repository repo("models", {});
 //   repo.load_all();                         // each model loads or fails on its own
@@ -30,25 +30,43 @@ namespace streamline::serve {
 enum class ModelState { kLoading, kReady, kUnavailable, kUnloading };
 const char* model_state_name(ModelState s);  // "LOADING", "READY", "UNAVAILABLE", "UNLOADING"
 
+// Per output name: its class labels (label_filename), for the classification extension.
+using LabelMap = std::map<std::string, std::vector<std::string>>;
+
 struct LoadedModel {
   ModelConfig config;
-  std::string version;                    // the folder name, e.g. "1"
-  std::string path;                       // the .onnx file
-  std::unique_ptr<ServingModel> serving;  // never null in a LoadedModel handed out
+  std::shared_ptr<const LabelMap> labels;  // never null; empty when no output has a label file
+  std::string version;                     // the folder name, e.g. "1"
+  std::string path;                        // the .onnx file
+  std::unique_ptr<ServingModel> serving;   // never null in a LoadedModel handed out
 };
 
 struct RepositoryEntry {
   std::string name;
   std::string version;  // "" when no version folder was found
   ModelState state = ModelState::kUnavailable;
-  std::string reason;   // why it is unavailable; "" when ready
+  std::string reason;  // why it is unavailable; "" when ready
+};
+
+// How one load goes.
+struct LoadOptions {
+  // A model configuration in JSON (Triton's load "config" parameter) used instead of the
+  // folder's config.pbtxt for this load; "" = the folder's own.
+  std::string config_json;
 };
 
 struct RepositoryOptions {
   // Defaults applied to every model unless its config says otherwise.
   int default_instances = 1;
   int default_threads = 0;  // intra-op threads per instance; 0 = cores / instances
+  // Bounds of every model's latency histograms (ServingOptions::latency_buckets_us); empty =
+  // kDefaultLatencyBucketsUs. Read at each load.
+  std::vector<double> latency_buckets_us;
 };
+
+// Adds `from`'s counters, sums and histograms to `into` (a model's counters over its reloads).
+// Percentiles, in-flight and queued counts are `from`'s, the live ones.
+void accumulate_stats(ServingStats& into, const ServingStats& from);
 
 class Repository {
  public:
@@ -59,29 +77,45 @@ class Repository {
   // its reason; the others still load. Returns an error only when the root cannot be read.
   [[nodiscard]] Status load_all();
   // Loads (or reloads, replacing the served one once the new one is ready) one model by folder name.
-  [[nodiscard]] Status load(const std::string& name);
+  [[nodiscard]] Status load(const std::string& name, const LoadOptions& options = {});
   // Stops serving: new requests get NotFound/Unavailable, queued ones are drained.
   [[nodiscard]] Status unload(const std::string& name);
 
   // NotFound when unknown; Unavailable when known but not ready (with the reason). `version` ""
-  // = the served version; another version -> NotFound unless it is the served one.
+  // = the highest served version; another version -> NotFound unless it is served.
   [[nodiscard]] Result<std::shared_ptr<LoadedModel>> get(const std::string& name,
                                                          const std::string& version = "") const;
-  // Every model folder seen (loaded or not), sorted by name.
+  // Every served version of a model, lowest first (empty when it is not served).
+  std::vector<std::shared_ptr<LoadedModel>> versions(const std::string& name) const;
+  // Every model folder whose load was tried (loaded or not), sorted by name; a model serving
+  // several versions has an entry per version.
   std::vector<RepositoryEntry> index() const;
-  // Models that are ready, sorted by name.
+  // Triton's repository index: index() plus every model folder of the repository not tried yet
+  // (explicit model control: not loaded), UNAVAILABLE with the reason "not loaded"; sorted by name.
+  std::vector<RepositoryEntry> full_index() const;
+  // Every served version of every model, sorted by name and version.
   std::vector<std::shared_ptr<LoadedModel>> ready_models() const;
+  // The counters of this model version since the server started: those of every earlier load of
+  // the same name and version (reloads, unload and load again) plus `m`'s own. Monotonic.
+  ServingStats cumulative_stats(const LoadedModel& m) const;
   const std::string& root() const { return root_; }
 
  private:
-  [[nodiscard]] Result<std::shared_ptr<LoadedModel>> load_model(const std::string& name,
-                                                                std::string* version) const;
+  // Every version the model's version_policy serves, highest first; *version = the highest.
+  [[nodiscard]] Result<std::vector<std::shared_ptr<LoadedModel>>> load_model(const std::string& name,
+                                                                             const LoadOptions& options,
+                                                                             std::string* version) const;
+  using Versions = std::map<int64_t, std::shared_ptr<LoadedModel>>;  // by version number
   std::string root_;
   RepositoryOptions options_;
-  mutable std::mutex mu_;       // guards entries_ and models_; never held while loading or draining
-  std::mutex lifecycle_mu_;     // one load/unload at a time
+  mutable std::mutex mu_;    // guards entries_ and models_; never held while loading or draining
+  std::mutex lifecycle_mu_;  // one load/unload at a time
   std::map<std::string, RepositoryEntry> entries_;
-  std::map<std::string, std::shared_ptr<LoadedModel>> models_;
+  std::map<std::string, Versions> models_;
+  // Final counters of loads that were replaced or unloaded, by (name, version).
+  std::map<std::pair<std::string, std::string>, ServingStats> retired_;
+  // Drains `m` and keeps its final counters in retired_.
+  void retire(const std::shared_ptr<LoadedModel>& m);
 };
 
 }  // namespace streamline::serve

@@ -27,7 +27,8 @@ std::string shape_string(const std::vector<int64_t>& dims, bool batch) {
 Status check_against_config(const ModelConfig& c, const InferRequest& r) {
   const bool batch = c.max_batch_size > 0;
   for (const auto& [name, t] : r.inputs) {
-    auto it = std::find_if(c.inputs.begin(), c.inputs.end(), [&](const TensorConfig& x) { return x.name == name; });
+    auto it =
+        std::find_if(c.inputs.begin(), c.inputs.end(), [&name = name](const TensorConfig& x) { return x.name == name; });
     if (it == c.inputs.end()) continue;  // the runtime names unknown inputs
     const Shape& s = t.shape();
     const std::string where = "input '" + name + "': ";
@@ -134,7 +135,9 @@ std::string ServerCore::server_metadata_json() const {
   json_key_string(out.w, "version", SL_VERSION_STRING);
   json_key(out.w, "extensions");
   out.w.StartArray();
-  for (const char* e : {"binary_tensor_data", "model_repository", "statistics", "model_configuration"}) out.w.String(e);
+  for (const char* e : {"binary_tensor_data", "model_repository", "statistics", "model_configuration",
+                        "system_shared_memory", "cuda_shared_memory", "logging", "trace", "classification"})
+    out.w.String(e);
   out.w.EndArray();
   out.w.EndObject();
   return out.str();
@@ -145,7 +148,8 @@ Result<ModelMetadata> ServerCore::model_metadata(const std::string& model, const
   const bool batch = m->config.max_batch_size > 0;
   ModelMetadata md;
   md.name = model;
-  md.versions = {m->version};
+  for (const auto& v : repo_.versions(model)) md.versions.push_back(v->version);
+  if (md.versions.empty()) md.versions = {m->version};
   md.platform = "streamline_onnx";
   auto add = [batch](const std::vector<TensorConfig>& from, std::vector<TensorMetadata>* to) {
     for (const auto& t : from) {
@@ -191,13 +195,17 @@ std::string ServerCore::model_metadata_json(const ModelMetadata& m) {
   return out.str();
 }
 
-Result<std::string> ServerCore::statistics_json(const std::string& model) const {
+Result<std::string> ServerCore::statistics_json(const std::string& model, const std::string& version) const {
   std::vector<std::shared_ptr<LoadedModel>> models;
   if (model.empty()) {
     models = repo_.ready_models();
+  } else if (!version.empty()) {
+    SL_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> m, repo_.get(model, version));
+    models.push_back(std::move(m));
   } else {
     SL_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> m, repo_.get(model));
-    models.push_back(std::move(m));
+    models = repo_.versions(model);
+    if (models.empty()) models.push_back(std::move(m));
   }
   JsonOut out;
   JsonWriter& w = out.w;
@@ -205,7 +213,7 @@ Result<std::string> ServerCore::statistics_json(const std::string& model) const 
   json_key(w, "model_stats");
   w.StartArray();
   for (const auto& m : models) {
-    const ServingStats s = m->serving->stats();
+    const ServingStats s = repo_.cumulative_stats(*m);
     const std::string& name = m->config.name;
     uint64_t front = 0, last = 0;
     {
@@ -229,21 +237,21 @@ Result<std::string> ServerCore::statistics_json(const std::string& model) const 
     duration(w, "success", s.succeeded, s.total.sum_us);
     duration(w, "fail", s.failed + front, 0);
     duration(w, "queue", s.queue.count, s.queue.sum_us);
-    duration(w, "compute_input", s.succeeded, 0);
-    duration(w, "compute_infer", s.compute.count, s.compute.sum_us);
-    duration(w, "compute_output", s.succeeded, 0);
+    duration(w, "compute_input", s.compute_input.count, s.compute_input.sum_us);
+    duration(w, "compute_infer", s.compute_infer.count, s.compute_infer.sum_us);
+    duration(w, "compute_output", s.compute_output.count, s.compute_output.sum_us);
     duration(w, "cache_hit", 0, 0);
     duration(w, "cache_miss", 0, 0);
     w.EndObject();
-    // Per batch size: executions only; the runtime keeps compute time per request, not per size.
+    // Per batch size: its executions and the time they took.
     json_key(w, "batch_stats");
     w.StartArray();
-    for (const auto& [b, n] : s.batch_size_hist) {
+    for (const auto& [b, t] : s.batch_timing) {
       w.StartObject();
       json_key_int(w, "batch_size", b);
-      duration(w, "compute_input", n, 0);
-      duration(w, "compute_infer", n, 0);
-      duration(w, "compute_output", n, 0);
+      duration(w, "compute_input", t.runs, t.input_us);
+      duration(w, "compute_infer", t.runs, t.infer_us);
+      duration(w, "compute_output", t.runs, t.output_us);
       w.EndObject();
     }
     w.EndArray();
@@ -303,6 +311,15 @@ void ServerCore::infer(const std::string& model, const std::string& version, Inf
   });
 }
 
+Status ServerCore::check_single_response(const std::string& model, const std::string& version) const {
+  auto m = repo_.get(model, version);
+  if (m.ok() && (*m)->config.decoupled)
+    return unsupported("model '" + model +
+                       "' is decoupled (model_transaction_policy): its responses need a stream; use gRPC "
+                       "ModelStreamInfer");
+  return ok_status();
+}
+
 // The refusal begins with Triton's words for it, which clients and scripts look for.
 Status ServerCore::check_model_control() const {
   if (!options_.allow_model_control)
@@ -312,9 +329,9 @@ Status ServerCore::check_model_control() const {
   return ok_status();
 }
 
-Status ServerCore::load_model(const std::string& model) {
+Status ServerCore::load_model(const std::string& model, const LoadOptions& options) {
   SL_RETURN_IF_ERROR(check_model_control());
-  return repo_.load(model);
+  return repo_.load(model, options);
 }
 
 Status ServerCore::unload_model(const std::string& model) {

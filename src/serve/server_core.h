@@ -25,6 +25,8 @@
 
 #include "core/status.h"
 #include "serve/repository.h"
+#include "serve/shared_memory.h"
+#include "serve/trace.h"
 #include "streamline/serving.h"
 
 namespace streamline::serve {
@@ -36,6 +38,9 @@ struct ServerOptions {
   // Model control mode "explicit": load_model/unload_model change what is served. Otherwise
   // (mode "none") both are refused with Unsupported, for every front end alike.
   bool allow_model_control = false;
+  // Export Triton's metric families (nv_inference_request_success, ..._duration_us,
+  // nv_inference_first_response_histogram_ms, ...) beside streamline's own.
+  bool triton_metric_names = true;
 };
 
 struct TensorMetadata {
@@ -68,11 +73,17 @@ class ServerCore {
   bool draining() const { return draining_.load(); }
   const ServerOptions& options() const { return options_; }
   const Repository& repository() const { return repo_; }
+  // The shared memory regions clients registered (both front ends see the same ones).
+  SharedMemoryRegistry& shared_memory() { return shm_; }
+  const SharedMemoryRegistry& shared_memory() const { return shm_; }
+  // Trace settings and traces (both front ends sample through it).
+  TraceManager& traces() { return traces_; }
+  const TraceManager& traces() const { return traces_; }
 
   // Triton's repository extension (load, unload by model name). Unsupported "explicit model load
   // / unload is not allowed ..." unless options().allow_model_control; else as Repository::load
   // and unload. Blocks while the model loads or drains: call it off the I/O threads.
-  [[nodiscard]] Status load_model(const std::string& model);
+  [[nodiscard]] Status load_model(const std::string& model, const LoadOptions& options = {});
   [[nodiscard]] Status unload_model(const std::string& model);
   // What load_model and unload_model would refuse with now, without doing anything: lets a front
   // end answer a refused call at once instead of queueing it behind a load.
@@ -84,8 +95,9 @@ class ServerCore {
   static std::string model_metadata_json(const ModelMetadata& m);
   // Triton's statistics extension: {"model_stats":[{name, version, last_inference,
   // inference_count, execution_count, inference_stats:{success:{count,ns}, fail, queue,
-  // compute_infer}, batch_stats:[...]}]}. model "" = every ready model.
-  [[nodiscard]] Result<std::string> statistics_json(const std::string& model) const;
+  // compute_infer}, batch_stats:[...]}]}. model "" = every ready model; version "" = every served
+  // version of it.
+  [[nodiscard]] Result<std::string> statistics_json(const std::string& model, const std::string& version = "") const;
   // Prometheus text format (version 0.0.4): per-model counters and summaries, batch-size
   // histogram, pending requests, per-instance busy time, process CPU seconds and resident memory.
   std::string metrics_text() const;
@@ -98,6 +110,10 @@ class ServerCore {
   // request.priority is 0-based (0 = highest, -1 = default): a KServe/Triton request priority p
   // maps to p - 1, and p = 0 (default) to -1.
   void infer(const std::string& model, const std::string& version, InferRequest request, InferCallback done);
+  // Unsupported when the model is decoupled (one request, several responses): only a stream
+  // (gRPC ModelStreamInfer) can carry its answers. Ok otherwise, also for unknown models (infer
+  // names those).
+  [[nodiscard]] Status check_single_response(const std::string& model, const std::string& version) const;
 
   // Refuses new requests from now on; waits until every accepted request is answered or the
   // timeout passes (at most a year: longer ones, up to milliseconds::max(), wait a year). Returns
@@ -108,6 +124,8 @@ class ServerCore {
  private:
   Repository& repo_;
   ServerOptions options_;
+  SharedMemoryRegistry shm_;
+  TraceManager traces_;
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};
   mutable std::mutex mu_;

@@ -6,7 +6,9 @@
 
 Fails (exit 1) when a case listed in the baseline no longer passes (each one is printed with the
 runner's detail) or when any case crashed. Cases that pass but are not in the baseline are listed
-as a hint to refresh it; `--update` rewrites the baseline with the new passing list.
+as a hint to refresh it; `--update` rewrites the baseline with the new passing list. `--peer FILE`
+(the cases another runtime passes) adds how many of those pass here and which of them fail with a
+wrong answer here.
 """
 
 import argparse
@@ -33,6 +35,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("--update", action="store_true", help="rewrite the baseline with the passing list")
+    ap.add_argument("--peer", help="file of case names a peer runtime passes, for comparison")
     args = ap.parse_args()
 
     os.makedirs(args.out, exist_ok=True)
@@ -59,6 +62,13 @@ def main():
     baseline = read_names(args.baseline)
     print(f"{args.suite}: {len(cases)} cases, {result['passed']} passed, {result['failed']} failed, "
           f"{result['unsupported']} unsupported, {result['crashed']} crashed in {elapsed:.1f}s")
+
+    if args.peer:
+        peer = set(read_names(args.peer))
+        both = passing & peer
+        wrong = sorted(n for n in peer if cases.get(n, {}).get("status") == "failed")
+        print(f"peer ({os.path.basename(args.peer)}): {len(both)} of its {len(peer)} passing cases pass here; "
+              f"{len(wrong)} of them fail here with a wrong answer{': ' + ', '.join(wrong) if wrong else ''}")
 
     if args.update:
         with open(args.baseline, "w", encoding="utf-8") as f:

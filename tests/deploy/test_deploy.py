@@ -407,7 +407,7 @@ def test_dockerfile_builds_what_the_checkout_has(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "--target streamline" in cmake
     cache = (tree / "build" / "CMakeCache.txt").read_text()
-    for option in ("SL_BUILD_TESTS:BOOL=OFF", "SL_NATIVE:BOOL=OFF"):
+    for option in ("SL_BUILD_TESTS:BOOL=OFF", "SL_BUILD_PYTHON:BOOL=OFF", "SL_NATIVE:BOOL=OFF"):
         assert option in cache, option
 
 

@@ -2,9 +2,10 @@
 // name the node and stop every stream, input checks, safe-mode canaries, and device-timed steps in
 // traces.
 
+#include "exec/executor.h"
+
 #include <gtest/gtest.h>
 
-#include "exec/executor.h"
 #include "exec/trace.h"
 #include "plan/stream_test_graphs.h"
 
@@ -102,6 +103,49 @@ TEST(Streams, ElasticThreadsGiveALoneStreamEveryThread) {
   testing::thread_notes().seen.clear();
   ASSERT_TRUE(run(*p->plan).ok());
   for (const auto& [name, threads] : testing::thread_notes().seen) EXPECT_EQ(threads, 1) << name;
+}
+
+// Steps below the planner's serial size run on one thread whatever the run's count; larger ones,
+// and every step with serial_bytes = 0, get the run's count; the outputs do not change.
+TEST(Streams, SmallStepsRunSerial) {
+  Graph g;
+  g.opsets[""] = 13;
+  ValueId x = g.add_value("x", DType::kFloat32, graph::DimList{1, kN});
+  g.add_input(x);
+  ValueId a = g.add_value("a"), b = g.add_value("b");
+  g.add_node("NoteTwice", "first", {x}, {a});
+  g.add_node("NoteTwice", "second", {a}, {b});
+  g.add_output(b);
+  const size_t step_bytes = 2 * kN * sizeof(float);  // input and output
+  struct Case {
+    size_t serial_bytes;
+    int threads;
+    int want;  // threads each step runs on
+  };
+  const Case cases[] = {{step_bytes + 1, 3, 1}, {step_bytes, 3, 3}, {0, 3, 3}, {step_bytes + 1, 1, 1}};
+  std::optional<std::vector<float>> ref;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("serial_bytes " + std::to_string(c.serial_bytes) + ", threads " + std::to_string(c.threads));
+    plan::PlannerOptions po;
+    po.serial_bytes = c.serial_bytes;
+    po.num_threads = c.threads;
+    auto p = make(g, 1, po);
+    ASSERT_TRUE(p->plan);
+    for (const plan::Step& st : p->plan->steps) EXPECT_EQ(st.threads, c.want == 1 && c.threads > 1 ? 1 : 0);
+    testing::thread_notes().seen.clear();
+    exec::ExecutionContext ctx;
+    Tensor in = Tensor::empty(DType::kFloat32, Shape{1, kN});
+    for (int64_t i = 0; i < kN; ++i) in.data<float>()[i] = static_cast<float>(i % 97);
+    std::vector<Tensor> outs;
+    exec::RunOptions ro;
+    ro.num_threads = c.threads;
+    ASSERT_TRUE(exec::run_plan(*p->plan, ctx, {&in, 1}, &outs, ro).ok());
+    const std::vector<float> got(outs[0].data<float>(), outs[0].data<float>() + kN);
+    if (!ref) ref = got;
+    EXPECT_EQ(got, *ref);
+    ASSERT_EQ(testing::thread_notes().seen.size(), 2u);
+    for (const auto& [name, threads] : testing::thread_notes().seen) EXPECT_EQ(threads, c.want) << name;
+  }
 }
 
 TEST(Streams, ErrorOnOneStreamStopsTheRunWithoutHanging) {

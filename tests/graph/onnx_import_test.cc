@@ -345,6 +345,43 @@ TEST(OnnxImport, InitializerOfEachDTypeFromRawAndTypedFields) {
   }
 }
 
+// int4 packs two values to a byte (low nibble first), int2 four; in memory each takes a byte.
+// float8 takes a byte in TensorProto too, one per int32 in int32_data.
+TEST(OnnxImport, PackedSmallTypes) {
+  TensorProto i4;
+  i4.set_name("q");
+  i4.set_data_type(22);  // INT4
+  i4.add_dims(3);
+  i4.set_raw_data(std::string("\x8f\x07", 2));  // -1, -8, 7 (the last nibble is padding)
+  Result<Tensor> a = import_initializer(i4);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(a->dtype(), DType::kInt4);
+  EXPECT_EQ(a->nbytes(), 3u);
+  EXPECT_EQ((std::vector<double>{element_as_double(*a, 0), element_as_double(*a, 1), element_as_double(*a, 2)}),
+            (std::vector<double>{-1, -8, 7}));
+  i4.set_raw_data(std::string("\x8f", 1));
+  EXPECT_TRUE(has_error(import_initializer(i4).status(), StatusCode::kInvalidArgument, {"raw_data", "needs 2"}));
+  TensorProto u2;
+  u2.set_name("u");
+  u2.set_data_type(25);  // UINT2
+  u2.add_dims(5);
+  u2.add_int32_data(0b11100100);  // 0, 1, 2, 3
+  u2.add_int32_data(0b00000010);  // 2
+  Result<Tensor> b = import_initializer(u2);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(element_as_double(*b, i), i < 4 ? i : 2) << i;
+  TensorProto f8;
+  f8.set_name("f");
+  f8.set_data_type(17);  // FLOAT8E4M3FN
+  f8.add_dims(2);
+  f8.add_int32_data(0x38);  // 1.0
+  f8.add_int32_data(0xC0);  // -2.0
+  Result<Tensor> c = import_initializer(f8);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(element_as_double(*c, 0), 1.0);
+  EXPECT_EQ(element_as_double(*c, 1), -2.0);
+}
+
 TEST(OnnxImport, TensorDataErrorsNameTheTensor) {
   TensorProto short_raw = testing::raw_tensor<float>("W", TensorProto::FLOAT, {2, 3}, {1, 2, 3, 4, 5});
   EXPECT_TRUE(has_error(import_initializer(short_raw).status(), StatusCode::kInvalidArgument,
@@ -519,8 +556,8 @@ TEST(OnnxImport, TwoProducersOfOneValue) {
 
 TEST(OnnxImport, OpsetRange) {
   // Below opset 7 a model is accepted and upgraded to opset 7 (legacy_opset_test.cc) unless
-  // min_opset refuses it.
-  for (int64_t opset : {6, 18}) {
+  // min_opset refuses it; opsets up to 26 load by default, later ones only when max_opset allows.
+  for (int64_t opset : {6, 27}) {
     OnnxModel m(opset);
     m.input("x", TensorProto::FLOAT, {"2"});
     m.node("Relu", "r", {"x"}, {"y"});
@@ -531,11 +568,25 @@ TEST(OnnxImport, OpsetRange) {
                           {"opset " + std::to_string(opset)}));
     ImportOptions wide;
     wide.min_opset = 1;
-    wide.max_opset = 18;
+    wide.max_opset = 27;
     Result<Graph> r = import_onnx_bytes(m.bytes(), "", wide);
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     EXPECT_EQ(r->node(0).opset, std::max<int64_t>(opset, 7));
   }
+  for (int64_t opset : {18, 23, 26}) {
+    OnnxModel m(opset);
+    m.input("x", TensorProto::FLOAT, {"2"});
+    m.node("Relu", "r", {"x"}, {"y"});
+    m.output("y", TensorProto::FLOAT, {"2"});
+    Result<Graph> r = import_onnx_bytes(m.bytes(), "");
+    ASSERT_TRUE(r.ok()) << "opset " << opset << ": " << r.status().to_string();
+    EXPECT_EQ(r->node(0).opset, opset);
+  }
+  OnnxModel newer(27);
+  newer.input("x", TensorProto::FLOAT, {"2"});
+  newer.node("Relu", "r", {"x"}, {"y"});
+  newer.output("y", TensorProto::FLOAT, {"2"});
+  EXPECT_TRUE(has_error(import_onnx_bytes(newer.bytes(), ""), StatusCode::kUnsupported, {"opset 27", "1..26"}));
 }
 
 TEST(OnnxImport, DomainsAndOpsets) {
@@ -687,6 +738,33 @@ TEST(OnnxImport, AttributeKinds) {
   testing::add_attr(n, "sparse", onnx::AttributeProto::SPARSE_TENSOR);
   EXPECT_TRUE(has_error(import_onnx_bytes(m.bytes(), ""), StatusCode::kUnsupported,
                         {"attribute 'sparse' of node com.example.Gadget 'g'"}));
+}
+
+// An attribute of a default-domain op whose type is not the one ONNX's schema gives it used to be
+// read as that type's zero (Gemm's transB as a string: no transpose), silently computing something
+// else than the model says.
+TEST(OnnxImport, AttributeOfTheWrongTypeForItsSchemaIsAnError) {
+  OnnxModel m(13);
+  m.input("a", TensorProto::FLOAT, {"2", "3"});
+  m.initializer(testing::float_tensor("b", {4, 3}, std::vector<float>(12, 1.f)));
+  auto* gemm = m.node("Gemm", "gemm", {"a", "b"}, {"y"});
+  testing::attr_string(gemm, "transB", "1");
+  m.output("y", TensorProto::FLOAT, {"2", "4"});
+  EXPECT_TRUE(has_error(import_onnx_bytes(m.bytes(), ""), StatusCode::kInvalidArgument,
+                        {"attribute 'transB' of node Gemm 'gemm'", "must be INT", "STRING"}));
+  // Deduced from the field that is set, for attributes without a type: the same check.
+  gemm->mutable_attribute(0)->Clear();
+  gemm->mutable_attribute(0)->set_name("alpha");
+  gemm->mutable_attribute(0)->add_ints(2);
+  EXPECT_TRUE(has_error(import_onnx_bytes(m.bytes(), ""), StatusCode::kInvalidArgument,
+                        {"attribute 'alpha' of node Gemm 'gemm'", "must be FLOAT", "INTS"}));
+  // The right type imports; an attribute the schema does not list is left to the kernel.
+  gemm->clear_attribute();
+  testing::attr_int(gemm, "transB", 1);
+  testing::attr_string(gemm, "unlisted", "x");
+  Result<Graph> r = import_onnx_bytes(m.bytes(), "");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->node(0).attr_int("transB", 0), 1);
 }
 
 // then: Relu(x), else: Neg(x) or, with `nested`, an inner If whose branches use x from two levels up.

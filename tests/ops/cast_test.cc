@@ -1,4 +1,5 @@
-// Cast and CastLike: every supported pair against the reference, plus hand-checked rounding rules.
+// Cast and CastLike: every supported pair against the reference, plus hand-checked rounding rules and
+// the small (float8, float4, int4, int2) types.
 
 #include <cstring>
 
@@ -171,6 +172,44 @@ TEST(Cast, ChannelsLastPassesThroughAndBadTargetsFail) {
   auto none = run_op(cpu_registry(), {"Cast", 13}, {x});
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);
+}
+
+// The small types of opsets 19-25 through Cast's attributes: saturate (19) on float8, round_mode
+// (24) on E8M0, and int4 reached by CastLike; values per core/small_types.h.
+TEST(Cast, SmallTypesFollowSaturateAndRoundMode) {
+  const Tensor x = Tensor::from_vector<float>(Shape{4}, {0.3f, 1e6f, -INFINITY, 9.5f});
+  const auto cast = [&](DType to, std::map<std::string, graph::Attribute> extra, int opset = 25) {
+    extra["to"] = attr_i(static_cast<int64_t>(to));
+    auto r = run_op(cpu_registry(), {"Cast", opset, extra}, {x});
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    std::vector<double> v;
+    if (r.ok())
+      for (int64_t i = 0; i < 4; ++i) v.push_back(element_as_double((*r)[0], i));
+    return v;
+  };
+  const std::vector<double> sat = cast(DType::kFloat8E4M3FN, {});
+  EXPECT_EQ(sat, (std::vector<double>{0.3125, 448, -448, 10}));  // 9.5: a tie, even wins
+  const std::vector<double> raw = cast(DType::kFloat8E4M3FN, {{"saturate", attr_i(0)}});
+  EXPECT_TRUE(std::isnan(raw[1]) && std::isnan(raw[2]));
+  const std::vector<double> e5 = cast(DType::kFloat8E5M2, {{"saturate", attr_i(0)}});
+  EXPECT_EQ(e5[1], INFINITY);
+  EXPECT_EQ(cast(DType::kFloat8E8M0, {{"round_mode", attr_s("down")}})[3], 8);
+  EXPECT_EQ(cast(DType::kFloat8E8M0, {})[3], 16);
+  EXPECT_EQ(cast(DType::kFloat4E2M1, {})[1], 6);
+  auto bad = run_op(
+      cpu_registry(),
+      {"Cast", 25, {{"to", attr_i(static_cast<int64_t>(DType::kFloat8E8M0))}, {"round_mode", attr_s("odd")}}}, {x});
+  EXPECT_FALSE(bad.ok());
+  // CastLike takes int4 from its second input; back to float32 the values come out truncated and wrapped.
+  const Tensor like = Tensor::empty(DType::kInt4, Shape{1});
+  auto q = run_op(cpu_registry(), {"CastLike", 21}, {x, like});
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  ASSERT_EQ((*q)[0].dtype(), DType::kInt4);
+  EXPECT_EQ(element_as_double((*q)[0], 3), -7);  // 9 wraps in 4 bits
+  auto back = run_op(cpu_registry(), {"Cast", 21, {{"to", attr_i(static_cast<int64_t>(DType::kFloat32))}}}, {(*q)[0]});
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ((*back)[0].data<float>()[0], 0.f);
+  EXPECT_EQ((*back)[0].data<float>()[3], -7.f);
 }
 
 }  // namespace

@@ -46,15 +46,16 @@ TEST(ConvOp, RandomShapesMatchReference) {
   }
 }
 
-// nChw8c: dense, depthwise and first-layer (C < 8) convolutions in the blocked layout, with bias,
-// fused activation and residual, against the reference.
+// nChw8c and nChw16c: dense, depthwise and first-layer (C < 8) convolutions in the blocked layout,
+// with bias, fused activation and residual, against the reference.
 TEST(ConvOp, BlockedLayoutMatchesReference) {
   std::mt19937 rng(4321);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  for (int iter = 0; iter < 24; ++iter) {
+  for (int iter = 0; iter < 48; ++iter) {
+    const int block = iter < 24 ? 8 : 16;
     const int kind = iter % 3;  // 0 dense, 1 depthwise, 2 first layer
-    const int64_t c = kind == 2 ? pick(1, 7) : 8 * pick(1, 3);
-    const int64_t m = kind == 1 ? c : 8 * pick(1, 3);
+    const int64_t c = kind == 2 ? pick(1, 7) : block * pick(1, 3);
+    const int64_t m = kind == 1 ? c : block * pick(1, 3);
     const int64_t gr = kind == 1 ? c : 1;
     const int64_t k = pick(1, 3), s = pick(1, 2), h = pick(5, 11), w = pick(5, 11), n = pick(1, 2);
     const int64_t p = pick(0, k - 1);
@@ -68,17 +69,19 @@ TEST(ConvOp, BlockedLayoutMatchesReference) {
         {"group", one_int(gr)}, {"strides", ints({s, s})}, {"pads", ints({p, p, p, p})}, {"activation", str("Relu")}};
     RunOpts o;
     o.blocked = true;
+    o.block = block;
     o.threads = 1 + iter % 2;
-    SCOPED_TRACE("iter " + std::to_string(iter) + " kind " + std::to_string(kind));
+    SCOPED_TRACE("iter " + std::to_string(iter) + " kind " + std::to_string(kind) + " block " + std::to_string(block));
     compare("FusedConv", "streamline", in, attrs, o);
   }
 }
 
-// The layouts a convolution asks for: nChw8c for whole blocks, plain for a first layer, channels-last
-// otherwise (grouped, odd channels, or when nChw8c is not allowed).
+// The layouts a convolution asks for: blocked for whole blocks, plain for a first layer,
+// channels-last otherwise (grouped, odd channels, or when blocked layouts are off). With 16-channel
+// blocks, groups of exactly 16 channels stay blocked too.
 TEST(ConvOp, PreferredLayouts) {
   std::mt19937 rng(4322);
-  auto layout_for = [&](int64_t c, int64_t m, int64_t group, bool allow) {
+  auto layout_for = [&](int64_t c, int64_t m, int64_t group, int block, Layout given = Layout::kPlain) {
     Tensor x = random_tensor({1, c, 6, 6}, rng);
     Tensor w = random_tensor({m, c / group, 3, 3}, rng);
     auto n = make_node("Conv", "", {x, w}, {{"group", one_int(group)}});
@@ -91,16 +94,29 @@ TEST(ConvOp, PreferredLayouts) {
     std::vector<TensorInfo> infos(2);
     infos[0].dtype = infos[1].dtype = DType::kFloat32;
     infos[0].shape = x.shape();
+    infos[0].layout = given;
     infos[1].shape = w.shape();
     infos[1].value = &w;
-    return (*k)->preferred_layout(infos, allow);
+    return (*k)->preferred_layout(infos, block);
   };
-  EXPECT_EQ(layout_for(16, 32, 1, true), Layout::kBlocked8);
-  EXPECT_EQ(layout_for(16, 16, 16, true), Layout::kBlocked8);     // depthwise
-  EXPECT_EQ(layout_for(3, 64, 1, true), Layout::kPlain);          // first layer
-  EXPECT_EQ(layout_for(16, 16, 2, true), Layout::kChannelsLast);  // grouped
-  EXPECT_EQ(layout_for(12, 16, 1, true), Layout::kChannelsLast);  // partial block
-  EXPECT_EQ(layout_for(16, 32, 1, false), Layout::kChannelsLast);
+  EXPECT_EQ(layout_for(16, 32, 1, 8), Layout::kBlocked8);
+  EXPECT_EQ(layout_for(16, 16, 16, 8), Layout::kBlocked8);     // depthwise
+  EXPECT_EQ(layout_for(3, 64, 1, 8), Layout::kPlain);          // first layer
+  EXPECT_EQ(layout_for(16, 16, 2, 8), Layout::kChannelsLast);  // grouped
+  EXPECT_EQ(layout_for(12, 16, 1, 8), Layout::kChannelsLast);  // partial block
+  EXPECT_EQ(layout_for(16, 32, 1, 0), Layout::kChannelsLast);
+  EXPECT_EQ(layout_for(16, 32, 1, 16), Layout::kBlocked16);
+  EXPECT_EQ(layout_for(32, 32, 32, 16), Layout::kBlocked16);    // depthwise
+  EXPECT_EQ(layout_for(3, 32, 1, 16), Layout::kPlain);          // first layer
+  EXPECT_EQ(layout_for(3, 24, 1, 16), Layout::kChannelsLast);   // a first layer without whole blocks
+  EXPECT_EQ(layout_for(24, 32, 1, 16), Layout::kChannelsLast);  // partial block
+  EXPECT_EQ(layout_for(64, 64, 4, 16), Layout::kBlocked16);     // groups of 16
+  EXPECT_EQ(layout_for(64, 64, 8, 16), Layout::kChannelsLast);  // groups of 8
+  // With 16-channel blocks an input that arrives channels-last stays so; with 8 it does not.
+  EXPECT_EQ(layout_for(32, 32, 1, 16, Layout::kChannelsLast), Layout::kChannelsLast);
+  EXPECT_EQ(layout_for(32, 32, 32, 16, Layout::kChannelsLast), Layout::kChannelsLast);
+  EXPECT_EQ(layout_for(32, 32, 1, 16, Layout::kBlocked16), Layout::kBlocked16);
+  EXPECT_EQ(layout_for(32, 32, 1, 8, Layout::kChannelsLast), Layout::kBlocked8);
 }
 
 TEST(ConvOp, AutoPadModes) {
@@ -360,6 +376,59 @@ TEST(ConvTransposeOp, ShapeFollowsSpec) {
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   // out = s * (in - 1) + output_padding + k - pads: 3*2+1+3-2 = 8, 2*2+1+3-0 = 8.
   EXPECT_EQ((*y)[0].shape(), (Shape{1, 5, 8, 8}));
+}
+
+}  // namespace
+}  // namespace streamline::ops
+
+namespace streamline::ops {
+namespace {
+
+using namespace test_util;
+
+// 1-D convolutions written as 2-D ([N, C, L, 1], Kx1 filters) run with their long axis as the width
+// (ConvAlgorithm::kLongAxis, and whatever kMeasure picks): same results as the reference in every
+// layout, with padding, strides, dilations, groups, a residual and a fused activation.
+TEST(ConvOp, WidthOneConvolutionsAlongTheLongAxis) {
+  std::mt19937 rng(4400);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int iter = 0; iter < 24; ++iter) {
+    const int64_t c = 16 * pick(1, 2), m = 16 * pick(1, 3), l = pick(9, 40), k = pick(1, 5);
+    const int64_t s = pick(1, 2), d = iter % 5 == 0 ? 2 : 1, p = pick(0, k - 1), group = iter % 4 == 3 ? c : 1;
+    const int64_t mm = group > 1 ? c : m;
+    const int64_t out = (l + 2 * p - d * (k - 1) - 1) / s + 1;
+    std::vector<Tensor> in{random_tensor({1 + iter % 2, c, l, 1}, rng), random_tensor({mm, c / group, k, 1}, rng),
+                           random_tensor({mm}, rng)};
+    if (iter % 3 == 1) in.push_back(random_tensor({1 + iter % 2, mm, out, 1}, rng));
+    std::map<std::string, graph::Attribute> attrs{{"strides", ints({s, 1})},
+                                                  {"dilations", ints({d, 1})},
+                                                  {"pads", ints({p, 0, p, 0})},
+                                                  {"group", one_int(group)},
+                                                  {"activation", str("Relu")}};
+    for (int lay = 0; lay < 3; ++lay)
+      for (ConvAlgorithm algo : {ConvAlgorithm::kLongAxis, ConvAlgorithm::kMeasure}) {
+        RunOpts o;
+        o.blocked = lay == 1;
+        o.block = 16;
+        o.channels_last = lay == 2;
+        o.threads = 1 + iter % 2;
+        SCOPED_TRACE("iter " + std::to_string(iter) + " layout " + std::to_string(lay) + " algo " +
+                     std::to_string(static_cast<int>(algo)));
+        auto n = make_node("FusedConv", "streamline", in, attrs);
+        EvalOptions eo;
+        eo.num_threads = o.threads;
+        eo.input_layout = lay == 1 ? Layout::kBlocked16 : lay == 2 ? Layout::kChannelsLast : Layout::kPlain;
+        eo.kernel_options.block = 16;
+        eo.kernel_options.conv_algorithm = algo;
+        eo.constant_mask.assign(in.size(), false);
+        eo.constant_mask[1] = eo.constant_mask[2] = true;
+        auto got = evaluate_node(cpu_reg(), n->g, n->node(), in, eo);
+        ASSERT_TRUE(got.ok()) << got.status().to_string();
+        auto want = evaluate_node(ref_reg(), n->g, n->node(), in);
+        ASSERT_TRUE(want.ok()) << want.status().to_string();
+        expect_close((*got)[0], (*want)[0]);
+      }
+  }
 }
 
 }  // namespace

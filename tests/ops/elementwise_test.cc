@@ -176,6 +176,41 @@ TEST(Elementwise, BinaryChannelsLastAndRowBroadcasts) {
   }
 }
 
+// Blocked outputs (nChw8c, nChw16c) walked with broadcast operands: per-channel ([1,C,1,1] as an
+// activation, which arrives blocked, or [C,1,1] plain), per-pixel, per-row, scalar and full
+// operands, in both orders, for arithmetic, comparisons and Where.
+TEST(Elementwise, BlockedLayoutsWithBroadcasts) {
+  std::mt19937 rng(78);
+  const Shape x{2, 32, 5, 3};
+  const Shape partners[] = {{2, 32, 5, 3}, {1, 32, 1, 1}, {32, 1, 1}, {1, 1, 5, 3},
+                            {2, 1, 5, 1},  {3},           {},         {2, 32, 1, 1}};
+  for (Layout layout : {Layout::kBlocked8, Layout::kBlocked16}) {
+    for (const Shape& other : partners) {
+      for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "PRelu", "Less"}) {
+        const bool prelu = std::string(op) == "PRelu";
+        if (prelu && (other.rank() == 4 && other[0] == 2 && other[2] == 1)) continue;  // slope must not grow x
+        Tensor a = random_tensor(DType::kFloat32, x, rng);
+        Tensor b = random_tensor(DType::kFloat32, other, rng);
+        for (int threads : {1, 2}) {
+          EvalOptions opt;
+          opt.input_layout = layout;
+          opt.num_threads = threads;
+          EXPECT_TRUE(match_reference({op}, {a, b}, {}, opt)) << op << " " << other.to_string();
+          if (!prelu) {
+            EXPECT_TRUE(match_reference({op}, {b, a}, {}, opt)) << op << " " << other.to_string();
+          }
+        }
+      }
+      Tensor cond = random_tensor(DType::kBool, other, rng);
+      Tensor a = random_tensor(DType::kFloat32, x, rng);
+      Tensor b = random_tensor(DType::kFloat32, other, rng);
+      EvalOptions opt;
+      opt.input_layout = layout;
+      EXPECT_TRUE(match_reference({"Where", 16}, {cond, a, b}, {}, opt)) << other.to_string();
+    }
+  }
+}
+
 TEST(Elementwise, LargeTensorsSplitAcrossThreads) {
   std::mt19937 rng(5);
   const Shape big{2, 64, 33, 33};
@@ -457,10 +492,28 @@ TEST(Elementwise, LayoutContract) {
   std::vector<TensorInfo> mixed = {info(s, Layout::kChannelsLast), info(s, Layout::kPlain)};
   std::vector<TensorInfo> scalar = {info(s, Layout::kChannelsLast), info(Shape{}, Layout::kPlain)};
   std::vector<TensorInfo> chan = {info(s, Layout::kChannelsLast), info(Shape{1, 8, 1, 1}, Layout::kChannelsLast)};
+  const Shape s16{1, 16, 4, 4};
+  std::vector<TensorInfo> blocked_chan = {info(s16, Layout::kBlocked16), info(Shape{1, 16, 1, 1}, Layout::kPlain)};
+  std::vector<TensorInfo> blocked_rows = {info(s16, Layout::kBlocked16), info(Shape{1, 1, 4, 1}, Layout::kPlain)};
+  std::vector<TensorInfo> two_blocks = {info(s16, Layout::kBlocked16), info(s16, Layout::kBlocked8)};
+  std::vector<TensorInfo> blocked_bcast = {info(s16, Layout::kChannelsLast),
+                                           info(Shape{1, 16, 4, 1}, Layout::kBlocked8)};
+  // Every layout pair the broadcasting walk maps onto the output is accepted: the same layout, a
+  // plain operand walked through its strides, scalars, per-channel and per-pixel operands against
+  // channels-last and blocked outputs. Blocked operands of another block, or broadcast blocked
+  // operands under a non-blocked output, are not.
   EXPECT_TRUE(k->accepts(same));
-  EXPECT_FALSE(k->accepts(mixed));
+  EXPECT_TRUE(k->accepts(mixed));
   EXPECT_TRUE(k->accepts(scalar));
-  EXPECT_FALSE(k->accepts(chan));
+  EXPECT_TRUE(k->accepts(chan));
+  EXPECT_TRUE(k->accepts(blocked_chan));
+  EXPECT_TRUE(k->accepts(blocked_rows));
+  EXPECT_FALSE(k->accepts(two_blocks));
+  EXPECT_FALSE(k->accepts(blocked_bcast));
+  auto rb = k->reshape(blocked_chan);
+  ASSERT_TRUE(rb.ok());
+  EXPECT_EQ(rb->outputs[0].layout, Layout::kBlocked16);
+  EXPECT_EQ(rb->inplace, std::vector<int>{0});
   auto rr = k->reshape(same);
   ASSERT_TRUE(rr.ok());
   EXPECT_EQ(rr->outputs[0].layout, Layout::kChannelsLast);

@@ -48,6 +48,9 @@ class NodeCase {
   NodeCase& floats(const std::string& k, std::vector<float> v) {
     return set(k, graph::Attribute::Kind::kFloats, [&](auto& a) { a.floats = v; });
   }
+  NodeCase& tensor(const std::string& k, const Tensor& v) {
+    return set(k, graph::Attribute::Kind::kTensor, [&](auto& a) { a.t = v; });
+  }
   NodeCase& strings(const std::string& k, std::vector<std::string> v) {
     return set(k, graph::Attribute::Kind::kStrings, [&](auto& a) { a.strings = v; });
   }

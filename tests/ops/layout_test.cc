@@ -94,6 +94,33 @@ TEST(LayoutConvertOp, BlockedRoundTrips) {
   }
 }
 
+// nChw16c: element (n, c, h, w) at ((n * C/16 + c/16) * H * W + h * W + w) * 16 + c % 16; it
+// converts to and from every other layout, nChw8c included, without loss.
+TEST(LayoutConvertOp, Blocked16RoundTrips) {
+  std::mt19937 rng(80);
+  for (int threads : {1, 2}) {
+    Tensor x = random_tensor({2, 32, 5, 3}, rng);
+    auto b = convert(x, "nChw16c", threads);
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    EXPECT_EQ(b->layout(), Layout::kBlocked16);
+    const int64_t n = 1, c = 27, h = 4, w = 2, C = 32, H = 5, W = 3;
+    EXPECT_EQ(b->data<float>()[((n * (C / 16) + c / 16) * H * W + h * W + w) * 16 + c % 16],
+              x.data<float>()[((n * C + c) * H + h) * W + w]);
+    for (const char* via : {"channels_last", "nChw8c", "plain"}) {
+      auto mid = convert(*b, via, threads);
+      ASSERT_TRUE(mid.ok()) << mid.status().to_string();
+      auto b2 = convert(*mid, "nChw16c", threads);
+      ASSERT_TRUE(b2.ok()) << b2.status().to_string();
+      auto back = convert(*b2, "plain", threads);
+      ASSERT_TRUE(back.ok()) << back.status().to_string();
+      for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(back->data<float>()[i], x.data<float>()[i]) << via;
+    }
+  }
+  auto r = convert(random_tensor({1, 24, 2, 2}, rng), "nChw16c", 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("divisible by 16"), std::string::npos) << r.status().message();
+}
+
 TEST(LayoutConvertOp, BlockedNeedsWholeBlocks) {
   std::mt19937 rng(83);
   auto r = convert(random_tensor({1, 12, 2, 2}, rng), "nChw8c", 1);

@@ -1,4 +1,4 @@
-// CumSum, TopK, Det, Shrink, ReverseSequence and MaxUnpool: the CPU kernels against the reference
+// CumSum, CumProd, TopK, Det, Shrink, ReverseSequence and MaxUnpool: the CPU kernels against the reference
 // on random shapes (fixed seed), plus corner cases by hand.
 
 #include "ops/extra_test_util.h"
@@ -24,6 +24,38 @@ TEST(MiscOps, CumSumMatchesReference) {
     Tensor ax = iter % 2 ? Tensor::scalar<int64_t>(axis) : Tensor::scalar<int32_t>(static_cast<int32_t>(axis));
     expect_cpu_matches_reference(nc, {x, ax}, 1e-5, "CumSum " + s.to_string());
   }
+}
+
+// CumProd (opset 26) is CumSum's kernel with products: checked against CumSum of logarithms on
+// positive inputs, and by hand for exclusive/reverse and integer wrap-around.
+TEST(MiscOps, CumProd) {
+  std::mt19937 rng(903);
+  for (int iter = 0; iter < 8; ++iter) {
+    const Shape s = random_shape(rng, 1, 3, 5);
+    const int64_t rank = static_cast<int64_t>(s.rank());
+    const Tensor ax = Tensor::scalar<int64_t>(std::uniform_int_distribution<int64_t>(-rank, rank - 1)(rng));
+    Tensor x = uniform_f32(s, rng, 0.5f, 2.f), logs = Tensor::empty(DType::kFloat32, s);
+    for (int64_t i = 0; i < x.numel(); ++i) logs.data<float>()[i] = std::log(x.data<float>()[i]);
+    NodeCase prod("CumProd", 26, 2), sum("CumSum", 14, 2);
+    prod.i("exclusive", iter % 2).i("reverse", (iter / 2) % 2);
+    sum.i("exclusive", iter % 2).i("reverse", (iter / 2) % 2);
+    auto p = prod.run(cpu_reg(), {x, ax});
+    auto q = sum.run(cpu_reg(), {logs, ax});
+    ASSERT_TRUE(p.ok() && q.ok()) << p.status().to_string();
+    for (int64_t i = 0; i < x.numel(); ++i)
+      EXPECT_NEAR(std::log((*p)[0].data<float>()[i]), (*q)[0].data<float>()[i], 1e-5) << iter;
+  }
+  const Tensor v = Tensor::from_vector<int32_t>(Shape{4}, {2, 3, 4, 5});
+  NodeCase excl("CumProd", 26, 2);
+  excl.i("exclusive", 1).i("reverse", 1);
+  auto e = excl.run(cpu_reg(), {v, Tensor::scalar<int32_t>(0)});
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  EXPECT_EQ((std::vector<int32_t>((*e)[0].data<int32_t>(), (*e)[0].data<int32_t>() + 4)),
+            (std::vector<int32_t>{60, 20, 5, 1}));
+  const Tensor big = Tensor::from_vector<int32_t>(Shape{2}, {65536, 65536});
+  auto w = NodeCase("CumProd", 26, 2).run(cpu_reg(), {big, Tensor::scalar<int64_t>(0)});
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ((*w)[0].data<int32_t>()[1], 0);  // 2^32 wraps
 }
 
 TEST(MiscOps, TopKMatchesReferenceWithConstantK) {

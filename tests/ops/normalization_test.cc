@@ -1,5 +1,6 @@
-// BatchNormalization, InstanceNormalization, LRN, LayerNormalization and MeanVarianceNormalization
-// against the reference kernels, plus the unsupported training forms.
+// BatchNormalization (inference and training mode), InstanceNormalization, LRN, LayerNormalization,
+// MeanVarianceNormalization, GroupNormalization and LpNormalization, against the reference kernels
+// or values computed here.
 
 #include "ops/math_test_util.h"
 
@@ -26,12 +27,36 @@ TEST(Normalization, BatchNormMatchesReference) {
   }
 }
 
-TEST(Normalization, BatchNormTrainingFormsAreUnsupported) {
+// training_mode = 1 (opset 14+) normalises with the batch's statistics and returns the updated
+// running mean and variance; before opset 14 the extra outputs stay unsupported.
+TEST(Normalization, BatchNormTrainingMode) {
   std::mt19937 rng(1);
   auto ins = batch_norm_inputs(rng, Shape{2, 3, 4, 4});
-  auto training = run_op(cpu_registry(), {"BatchNormalization", 15, {{"training_mode", attr_i(1)}}}, ins);
-  ASSERT_FALSE(training.ok());
-  EXPECT_EQ(training.status().code(), StatusCode::kUnsupported);
+  const float momentum = 0.8f, eps = 1e-3f;
+  auto training = run_op(cpu_registry(),
+                         {"BatchNormalization",
+                          15,
+                          {{"training_mode", attr_i(1)}, {"momentum", attr_f(momentum)}, {"epsilon", attr_f(eps)}},
+                          3},
+                         ins);
+  ASSERT_TRUE(training.ok()) << training.status().to_string();
+  ASSERT_EQ(training->size(), 3u);
+  const Tensor& x = ins[0];
+  for (int64_t c = 0; c < 3; ++c) {
+    double sum = 0, sq = 0;
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t i = 0; i < 16; ++i) sum += x.data<float>()[(n * 3 + c) * 16 + i];
+    const double mean = sum / 32;
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t i = 0; i < 16; ++i) sq += std::pow(x.data<float>()[(n * 3 + c) * 16 + i] - mean, 2);
+    const double var = sq / 32;
+    EXPECT_NEAR((*training)[1].data<float>()[c], ins[3].data<float>()[c] * momentum + mean * (1 - momentum), 1e-5);
+    EXPECT_NEAR((*training)[2].data<float>()[c], ins[4].data<float>()[c] * momentum + var * (1 - momentum), 1e-5);
+    const int64_t e = (1 * 3 + c) * 16 + 5;
+    const double want =
+        (x.data<float>()[e] - mean) / std::sqrt(var + eps) * ins[1].data<float>()[c] + ins[2].data<float>()[c];
+    EXPECT_NEAR((*training)[0].data<float>()[e], want, 1e-5);
+  }
   auto extra = run_op(cpu_registry(), {"BatchNormalization", 9, {}, 5}, ins);
   ASSERT_FALSE(extra.ok());
   EXPECT_EQ(extra.status().code(), StatusCode::kUnsupported);
@@ -39,6 +64,52 @@ TEST(Normalization, BatchNormTrainingFormsAreUnsupported) {
   auto wrong = run_op(cpu_registry(), {"BatchNormalization", 15}, ins);
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument);
+}
+
+// GroupNormalization's scale and bias: one per group at opset 18, one per channel at 21.
+TEST(Normalization, GroupNormPerGroupThenPerChannel) {
+  std::mt19937 rng(2);
+  const Tensor x = random_tensor(DType::kFloat32, Shape{2, 4, 3, 5}, rng);
+  const int64_t groups = 2;
+  for (int opset : {18, 21}) {
+    const int64_t params = opset >= 21 ? 4 : groups;
+    const Tensor scale = random_tensor(DType::kFloat32, Shape{params}, rng, 0.5, 2);
+    const Tensor bias = random_tensor(DType::kFloat32, Shape{params}, rng);
+    auto y = run_op(cpu_registry(), {"GroupNormalization", opset, {{"num_groups", attr_i(groups)}}}, {x, scale, bias});
+    ASSERT_TRUE(y.ok()) << opset << ": " << y.status().to_string();
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t g = 0; g < groups; ++g) {
+        const float* blk = x.data<float>() + (n * 4 + g * 2) * 15;
+        double mean = 0, var = 0;
+        for (int i = 0; i < 30; ++i) mean += blk[i];
+        mean /= 30;
+        for (int i = 0; i < 30; ++i) var += (blk[i] - mean) * (blk[i] - mean);
+        var /= 30;
+        for (int i = 0; i < 30; ++i) {
+          const int64_t p = opset >= 21 ? g * 2 + i / 15 : g;
+          const double want = (blk[i] - mean) / std::sqrt(var + 1e-5) * scale.data<float>()[p] + bias.data<float>()[p];
+          EXPECT_NEAR((*y)[0].data<float>()[(n * 4 + g * 2) * 15 + i], want, 1e-5) << opset;
+        }
+      }
+    // The other opset's parameter shape is refused.
+    const Tensor other = random_tensor(DType::kFloat32, Shape{opset >= 21 ? groups : 4}, rng);
+    EXPECT_FALSE(
+        run_op(cpu_registry(), {"GroupNormalization", opset, {{"num_groups", attr_i(groups)}}}, {x, other, other})
+            .ok());
+  }
+}
+
+TEST(Normalization, LpNormalizationWithZeroRows) {
+  const Tensor x = Tensor::from_vector<float>(Shape{2, 3}, {3, 0, -4, 0, 0, 0});
+  auto l2 = run_op(cpu_registry(), {"LpNormalization", 1, {{"axis", attr_i(1)}}}, {x});
+  auto l1 = run_op(cpu_registry(), {"LpNormalization", 1, {{"axis", attr_i(-1)}, {"p", attr_i(1)}}}, {x});
+  ASSERT_TRUE(l2.ok() && l1.ok());
+  const std::vector<float> want2{0.6f, 0, -0.8f, 0, 0, 0}, want1{3.f / 7, 0, -4.f / 7, 0, 0, 0};
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_NEAR((*l2)[0].data<float>()[i], want2[static_cast<size_t>(i)], 1e-6);
+    EXPECT_NEAR((*l1)[0].data<float>()[i], want1[static_cast<size_t>(i)], 1e-6);
+  }
+  EXPECT_FALSE(run_op(cpu_registry(), {"LpNormalization", 1, {{"p", attr_i(3)}}}, {x}).ok());
 }
 
 TEST(Normalization, InstanceNormMatchesReference) {

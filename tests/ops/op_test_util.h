@@ -120,7 +120,8 @@ inline void expect_close(const Tensor& got, const Tensor& want, double rel = 1e-
 
 struct RunOpts {
   bool channels_last = false;
-  bool blocked = false;  // hand rank-4 activations over in nChw8c where the kernel prefers it
+  bool blocked = false;  // hand rank-4 activations over in a blocked layout where the kernel prefers it
+  int block = 8;         // its channels per block: 8 (nChw8c) or 16 (nChw16c)
   bool const_weights = true;
   int threads = 1;
   bool symbolic_x = false;
@@ -135,7 +136,8 @@ inline void compare(const std::string& op, const std::string& domain, const std:
   auto n = make_node(op, domain, inputs, std::move(attrs), o.symbolic_x, o.unknown_x);
   EvalOptions eo;
   eo.num_threads = o.threads;
-  eo.input_layout = o.blocked ? Layout::kBlocked8 : o.channels_last ? Layout::kChannelsLast : Layout::kPlain;
+  eo.input_layout = o.blocked ? blocked_layout(o.block) : o.channels_last ? Layout::kChannelsLast : Layout::kPlain;
+  eo.kernel_options.block = o.block;
   eo.constant_mask.assign(inputs.size(), false);
   if (inputs.size() > 1) eo.constant_mask[1] = o.const_weights;
   if (inputs.size() > 2) eo.constant_mask[2] = true;

@@ -31,9 +31,9 @@ TEST(PoolOp, RandomShapesMatchReference) {
   }
 }
 
-// Max and average pools in nChw8c (channels multiples of 8) against the reference. 2-D MaxPool
-// with whole blocks of 8 channels (nChw8c or channels-last) runs streamline's own loop, so ceil
-// mode, dilations, asymmetric pads and both layouts are covered here.
+// Max and average pools in nChw8c and nChw16c against the reference. 2-D MaxPool with whole
+// groups of 8 channels (nChw8c, nChw16c or channels-last) runs streamline's own loop, so ceil
+// mode, dilations, asymmetric pads and every layout are covered here.
 TEST(PoolOp, BlockedLayoutMatchesReference) {
   std::mt19937 rng(57);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
@@ -46,14 +46,20 @@ TEST(PoolOp, BlockedLayoutMatchesReference) {
                                                   {"ceil_mode", one_int(iter % 3 == 0)}};
     if (is_max && iter % 4 == 2) attrs["dilations"] = iter % 8 == 2 ? ints({2, 1}) : ints({1, 2});
     Tensor x = random_tensor({pick(1, 2), 8 * pick(1, 3), pick(5, 11), pick(5, 11)}, rng);
+    // The same sizes with 16 or 32 channels for nChw16c (its own generator: the shapes of the
+    // other iterations stay as they were).
+    std::mt19937 rng16(static_cast<unsigned>(iter));
+    Tensor x16 = random_tensor({x.shape()[0], 16 * (1 + iter % 2), x.shape()[2], x.shape()[3]}, rng16);
     SCOPED_TRACE("iter " + std::to_string(iter));
-    for (bool blocked : {true, false}) {
+    for (int block : {8, 16, 0}) {
       RunOpts o;
-      o.blocked = blocked;
-      o.channels_last = !blocked;
+      o.blocked = block > 0;
+      o.block = block > 0 ? block : 8;
+      o.channels_last = block == 0;
       o.threads = 1 + iter % 2;
-      compare(is_max ? "MaxPool" : "AveragePool", "", {x}, attrs, o);
-      compare(is_max ? "GlobalMaxPool" : "GlobalAveragePool", "", {x}, {}, o);
+      const Tensor& in = block == 16 ? x16 : x;
+      compare(is_max ? "MaxPool" : "AveragePool", "", {in}, attrs, o);
+      compare(is_max ? "GlobalMaxPool" : "GlobalAveragePool", "", {in}, {}, o);
     }
   }
 }
@@ -158,13 +164,18 @@ TEST(PoolOp, BadAttributesAreErrors) {
   EXPECT_EQ(status_of("AveragePool", {{"kernel_shape", ints({7, 7})}}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(status_of("MaxPool", {{"kernel_shape", ints({2, 2})}, {"strides", ints({0, 1})}}).code(),
             StatusCode::kInvalidArgument);
-  // The optional Indices output is reported as unsupported.
+  // The optional Indices output comes from the direct loops (pool_direct_test.cc), with the
+  // same values as the oneDNN kernel.
   auto n = make_node("MaxPool", "", {x}, {{"kernel_shape", ints({2, 2})}});
   graph::Node node = n->node();
   node.outputs.push_back(n->g.add_value("indices"));
-  auto r = evaluate_node(cpu_reg(), n->g, node, std::vector<Tensor>{x});
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
+  auto with_indices = evaluate_node(cpu_reg(), n->g, node, std::vector<Tensor>{x});
+  auto plain = evaluate_node(cpu_reg(), n->g, n->node(), std::vector<Tensor>{x});
+  ASSERT_TRUE(with_indices.ok() && plain.ok()) << with_indices.status().to_string();
+  ASSERT_EQ(with_indices->size(), 2u);
+  EXPECT_EQ((*with_indices)[1].dtype(), DType::kInt64);
+  for (int64_t i = 0; i < (*plain)[0].numel(); ++i)
+    EXPECT_EQ((*with_indices)[0].data<float>()[i], (*plain)[0].data<float>()[i]);
 }
 
 }  // namespace

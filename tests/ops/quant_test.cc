@@ -47,6 +47,46 @@ TEST(Quant, QuantizeRoundsHalfToEvenAndSaturates) {
   EXPECT_EQ(values<uint8_t>((*out)[0]), (std::vector<uint8_t>{0, 2, 2, 255, 0}));
 }
 
+// Opset 21: blocks of block_size along axis share a scale and zero point; 16-bit outputs; the
+// output type from output_dtype when there is no zero point; DequantizeLinear gives the scale's
+// dtype (float16 here).
+TEST(Quant, BlockedSixteenBitAndOutputDtype) {
+  // x [2, 5], blocks of 2 along axis 1: 3 blocks per row.
+  Tensor x = Tensor::from_vector<float>(Shape{2, 5}, {1, 2, 3, 4, 5, -1, -2, -3, -4, -5});
+  Tensor scale = Tensor::from_vector<float>(Shape{2, 3}, {1, 0.5f, 0.25f, 2, 4, 8});
+  Tensor zp = Tensor::from_vector<int16_t>(Shape{2, 3}, {0, 10, -10, 0, 100, 1000});
+  NodeCase q("QuantizeLinear", 21, 3);
+  q.i("axis", 1).i("block_size", 2);
+  auto y = q.run(cpu_reg(), {x, scale, zp});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  ASSERT_EQ((*y)[0].dtype(), DType::kInt16);
+  // Row 0: 1/1, 2/1, 3/0.5+10, 4/0.5+10, 5/0.25-10; row 1: -0.5 -> 0 (half to even), -1, -0.75 -> -1 (+100), ...
+  EXPECT_EQ(values<int16_t>((*y)[0]), (std::vector<int16_t>{1, 2, 16, 18, 10, 0, -1, 99, 99, 999}));
+  NodeCase dq("DequantizeLinear", 21, 3);
+  dq.i("axis", 1).i("block_size", 2);
+  auto back = dq.run(cpu_reg(), {(*y)[0], scale, zp});
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(values<float>((*back)[0]), (std::vector<float>{1, 2, 3, 4, 5, 0, -2, -4, -4, -8}));
+  // A scale of the wrong blocked shape is an error.
+  EXPECT_FALSE(q.run(cpu_reg(), {x, Tensor::from_vector<float>(Shape{2, 2}, {1, 1, 1, 1}), zp}).ok());
+  // No zero point: output_dtype picks uint16.
+  NodeCase q16("QuantizeLinear", 21, 2);
+  q16.i("output_dtype", static_cast<int64_t>(DType::kUInt16));
+  auto u = q16.run(cpu_reg(), {Tensor::from_vector<float>(Shape{2}, {70000.f, 12.4f}), Tensor::scalar<float>(1.f)});
+  ASSERT_TRUE(u.ok()) << u.status().to_string();
+  ASSERT_EQ((*u)[0].dtype(), DType::kUInt16);
+  EXPECT_EQ(values<uint16_t>((*u)[0]), (std::vector<uint16_t>{65535, 12}));
+  // float16 scale: float16 output.
+  Tensor hs = Tensor::from_vector<uint16_t>(Shape{}, {float_to_half(0.5f)});
+  Tensor half_scale = Tensor::empty(DType::kFloat16, Shape{});
+  std::memcpy(half_scale.raw(), hs.raw(), 2);
+  auto h =
+      NodeCase("DequantizeLinear", 21, 2).run(cpu_reg(), {Tensor::from_vector<int8_t>(Shape{2}, {3, -4}), half_scale});
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  ASSERT_EQ((*h)[0].dtype(), DType::kFloat16);
+  EXPECT_EQ(half_to_float((*h)[0].data<uint16_t>()[1]), -2.f);
+}
+
 TEST(Quant, DynamicQuantizeMatchesReference) {
   std::mt19937 rng(602);
   for (int iter = 0; iter < 8; ++iter) {

@@ -78,6 +78,51 @@ TEST(Reduce, ReduceSumAxesInputAndNoop) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
 
+// From opset 18 every Reduce* takes axes as input 1 (an attribute before); the same kernel serves
+// both forms, chosen by the node's opset.
+TEST(Reduce, Opset18AxesInput) {
+  std::mt19937 rng(18);
+  EvalOptions opt;
+  opt.constant_mask = {false, true};
+  for (const char* op : {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                         "ReduceLogSumExp", "ReduceSumSquare"}) {
+    Tensor x = random_tensor(DType::kFloat32, Shape{3, 4, 5}, rng, 0.5, 1.5);
+    const Tensor axes = Tensor::from_vector<int64_t>(Shape{2}, {0, -1});
+    EXPECT_TRUE(match_reference({op, 18}, {x, axes}, {1e-5, 1e-5}, opt)) << op;
+    auto got = run_op(cpu_registry(), {op, 18, {{"keepdims", attr_i(0)}}}, {x, axes}, opt);
+    auto want = run_op(cpu_registry(), {op, 13, {{"keepdims", attr_i(0)}, {"axes", attr_ints({0, 2})}}}, {x});
+    ASSERT_TRUE(got.ok() && want.ok()) << op << ": " << got.status().to_string();
+    EXPECT_EQ((*got)[0].shape(), (Shape{4}));
+    EXPECT_TRUE(tensors_near((*got)[0], (*want)[0], 0, 0)) << op;
+    auto noop = run_op(cpu_registry(), {op, 18, {{"noop_with_empty_axes", attr_i(1)}}},
+                       {x, Tensor::empty(DType::kInt64, Shape{0})}, opt);
+    ASSERT_TRUE(noop.ok()) << op << ": " << noop.status().to_string();
+    EXPECT_EQ((*noop)[0].shape(), x.shape());
+  }
+}
+
+// ReduceMax/ReduceMin on bool (opset 20: any / all) and on 8-bit integers.
+TEST(Reduce, MaxMinOfBoolAndBytes) {
+  EvalOptions opt;
+  opt.constant_mask = {false, true};
+  const Tensor b = Tensor::from_vector<bool>(Shape{2, 3}, {true, false, false, true, true, true});
+  const Tensor axis1 = Tensor::from_vector<int64_t>(Shape{1}, {1});
+  auto any = run_op(cpu_registry(), {"ReduceMax", 20, {{"keepdims", attr_i(0)}}}, {b, axis1}, opt);
+  auto all = run_op(cpu_registry(), {"ReduceMin", 20, {{"keepdims", attr_i(0)}}}, {b, axis1}, opt);
+  ASSERT_TRUE(any.ok() && all.ok()) << any.status().to_string() << all.status().to_string();
+  ASSERT_EQ((*any)[0].dtype(), DType::kBool);
+  EXPECT_EQ((std::vector<uint8_t>{(*any)[0].data<uint8_t>()[0], (*any)[0].data<uint8_t>()[1]}),
+            (std::vector<uint8_t>{1, 1}));
+  EXPECT_EQ((std::vector<uint8_t>{(*all)[0].data<uint8_t>()[0], (*all)[0].data<uint8_t>()[1]}),
+            (std::vector<uint8_t>{0, 1}));
+  const Tensor i8 = Tensor::from_vector<int8_t>(Shape{4}, {-5, 7, -128, 3});
+  auto mx = run_op(cpu_registry(), {"ReduceMax", 13, {{"keepdims", attr_i(0)}}}, {i8});
+  auto mn = run_op(cpu_registry(), {"ReduceMin", 13, {{"keepdims", attr_i(0)}}}, {i8});
+  ASSERT_TRUE(mx.ok() && mn.ok());
+  EXPECT_EQ((*mx)[0].data<int8_t>()[0], 7);
+  EXPECT_EQ((*mn)[0].data<int8_t>()[0], -128);
+}
+
 TEST(Reduce, LargeReductionsAcrossThreads) {
   std::mt19937 rng(8);
   Tensor x = random_tensor(DType::kFloat32, Shape{4, 64, 16, 16}, rng);

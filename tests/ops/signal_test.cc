@@ -1,5 +1,6 @@
-// DFT and TfIdfVectorizer: the CPU kernels against the reference on random inputs (fixed seed), and
-// a TfIdfVectorizer case from the spec's examples by hand.
+// DFT and TfIdfVectorizer: the CPU kernels against the reference on random inputs (fixed seed), the
+// DFT-20 axis input and IRFFT against DFT-17 and the forward transform, and a TfIdfVectorizer case
+// from the spec's examples by hand.
 
 #include "ops/cpu/extra_common.h"
 #include "ops/extra_test_util.h"
@@ -21,8 +22,47 @@ TEST(Signal, DftMatchesReference) {
     const std::vector<Tensor> in = with_len ? std::vector<Tensor>{x, len} : std::vector<Tensor>{x};
     const std::vector<bool> constant = with_len ? std::vector<bool>{false, true} : std::vector<bool>{false};
     NodeCase nc("DFT", 17, in.size());
-    nc.i("axis", axis).i("inverse", iter % 2).i("onesided", onesided ? 1 : 0);
+    // onesided with inverse is IRFFT (Dft20AxisInputAndIrfft), which the reference does not model.
+    nc.i("axis", axis).i("inverse", onesided ? 0 : iter % 2).i("onesided", onesided ? 1 : 0);
     expect_cpu_matches_reference(nc, in, 1e-5, "DFT " + s.to_string(), 1, constant);
+  }
+}
+
+// DFT-20 reads its axis from input 2 (default -2, the last signal axis) and gives the same result
+// as DFT-17's attribute; IRFFT (onesided inverse) of an RFFT returns the real signal.
+TEST(Signal, Dft20AxisInputAndIrfft) {
+  std::mt19937 rng(1103);
+  const Tensor x = uniform_f32(Shape{2, 6, 5, 1}, rng);
+  for (int64_t axis : {1, 2, -2, -3}) {
+    NodeCase old("DFT", 17, 1), now("DFT", 20, 3, 1, {true, false, true});
+    old.i("axis", axis);
+    auto a = old.run(cpu_reg(), {x});
+    auto b = now.run(cpu_reg(), {x, Tensor(), Tensor::scalar<int64_t>(axis)}, 1, {false, false, true});
+    ASSERT_TRUE(a.ok() && b.ok()) << axis << ": " << a.status().to_string() << " " << b.status().to_string();
+    EXPECT_TRUE(close_tensor((*b)[0], (*a)[0], 1e-6)) << axis;
+  }
+  // No axis input: -2, here axis 2.
+  NodeCase def("DFT", 20, 1), last("DFT", 17, 1);
+  last.i("axis", 2);
+  auto d = def.run(cpu_reg(), {x});
+  auto l = last.run(cpu_reg(), {x});
+  ASSERT_TRUE(d.ok() && l.ok());
+  EXPECT_TRUE(close_tensor((*d)[0], (*l)[0], 1e-6));
+  // The complex dimension is no signal axis.
+  EXPECT_FALSE(NodeCase("DFT", 20, 3, 1, {true, false, true})
+                   .run(cpu_reg(), {x, Tensor(), Tensor::scalar<int64_t>(-1)}, 1, {false, false, true})
+                   .ok());
+  for (int64_t n : {6, 7}) {
+    const Tensor sig = uniform_f32(Shape{1, n, 1}, rng);
+    NodeCase rfft("DFT", 20, 1), irfft("DFT", 20, 2);
+    rfft.i("onesided", 1);
+    irfft.i("onesided", 1).i("inverse", 1);
+    auto spec = rfft.run(cpu_reg(), {sig});
+    ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+    ASSERT_EQ((*spec)[0].shape(), (Shape{1, n / 2 + 1, 2}));
+    auto back = irfft.run(cpu_reg(), {(*spec)[0], Tensor::scalar<int64_t>(n)}, 1, {false, true});
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_TRUE(close_tensor((*back)[0], sig, 1e-5)) << n;
   }
 }
 

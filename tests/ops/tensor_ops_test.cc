@@ -90,6 +90,17 @@ TEST(TensorOp, ConcatBlockedEqualsPlain) {
   auto blocked = n.run(cpu_reg(), ins, o);
   ASSERT_TRUE(blocked.ok()) << blocked.status().to_string();
   EXPECT_TRUE(same_tensor((*blocked)[0], (*plain)[0]));
+  const std::vector<Tensor> ins16 = {random_tensor(DType::kFloat32, Shape{2, 16, 4, 5}, rng),
+                                     random_tensor(DType::kFloat32, Shape{2, 48, 4, 5}, rng)};
+  OneNode n16("Concat", 13, 2);
+  n16.i("axis", 1);
+  auto plain16 = n16.cpu(ins16);
+  ASSERT_TRUE(plain16.ok()) << plain16.status().to_string();
+  o.input_layout = Layout::kBlocked16;
+  o.constant_mask = {false, false};
+  auto blocked16 = n16.run(cpu_reg(), ins16, o);
+  ASSERT_TRUE(blocked16.ok()) << blocked16.status().to_string();
+  EXPECT_TRUE(same_tensor((*blocked16)[0], (*plain16)[0]));
 }
 
 TEST(TensorOp, ConcatAcceptsOnlyUniformLayouts) {
@@ -336,6 +347,59 @@ TEST(TensorOp, SplitForms) {
             StatusCode::kInvalidArgument);
 }
 
+// Split along the channels keeps a channels-last or blocked input's layout (parts of whole blocks),
+// with the plain result; other splits of such inputs are left to plain.
+TEST(TensorOp, SplitChannelsInTheInputLayoutEqualsPlain) {
+  std::mt19937 rng(104);
+  const Tensor x = random_tensor(DType::kFloat32, Shape{2, 64, 5, 3}, rng);
+  struct Case {
+    Layout layout;
+    std::vector<int64_t> split;
+  };
+  const Case cases[] = {{Layout::kChannelsLast, {5, 27, 32}},
+                        {Layout::kBlocked8, {8, 40, 16}},
+                        {Layout::kBlocked16, {32, 32}},
+                        {Layout::kBlocked16, {16, 0, 48}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(layout_name(c.layout)) + " into " + std::to_string(c.split.size()));
+    OneNode n("Split", 13, 2, c.split.size());
+    n.i("axis", 1);
+    const std::vector<Tensor> ins{x, i64(c.split)};
+    auto plain = n.cpu(ins);
+    ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+    EvalOptions o;
+    o.input_layout = c.layout;
+    o.constant_mask = {false, true};
+    auto got = n.run(cpu_reg(), ins, o);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    ASSERT_EQ(got->size(), c.split.size());
+    for (size_t i = 0; i < c.split.size(); ++i) EXPECT_TRUE(same_tensor((*got)[i], (*plain)[i])) << "part " << i;
+    auto k = n.kernel(ins);
+    ASSERT_TRUE(k.ok());
+    EXPECT_EQ((*k)->layout_support(), LayoutSupport::kAny);
+    TensorInfo xi = info_of(x, false);
+    xi.layout = c.layout;
+    auto rr = (*k)->reshape(std::vector<TensorInfo>{xi, info_of(ins[1], true)});
+    ASSERT_TRUE(rr.ok()) << rr.status().to_string();
+    EXPECT_EQ(rr->outputs[0].layout, c.layout);
+  }
+  // Parts that are not whole blocks, or a split off the channels, need the plain layout.
+  TensorInfo b16 = info_of(x, false);
+  b16.layout = Layout::kBlocked16;
+  OneNode odd("Split", 13, 2, 2);
+  odd.i("axis", 1);
+  const Tensor odd_split = i64({8, 56});
+  auto ko = odd.kernel({x, odd_split});
+  ASSERT_TRUE(ko.ok());
+  EXPECT_FALSE((*ko)->accepts(std::vector<TensorInfo>{b16, info_of(odd_split, true)}));
+  EXPECT_TRUE((*ko)->accepts(std::vector<TensorInfo>{info_of(x, false), info_of(odd_split, true)}));
+  OneNode rows("Split", 13, 1, 5);
+  rows.i("axis", 2);
+  auto kr = rows.kernel({x});
+  ASSERT_TRUE(kr.ok());
+  EXPECT_FALSE((*kr)->accepts(std::vector<TensorInfo>{b16}));
+}
+
 TEST(TensorOp, DepthToSpaceAndBack) {
   // The ONNX DCR example: [1,8,2,3] blocksize 2.
   const Tensor x = iota_f32({1, 8, 2, 3});
@@ -473,6 +537,61 @@ TEST(TensorOp, ResizeMatchesReference) {
   }
 }
 
+// Nearest resizing of the spatial axes runs in a channels-last or blocked input's own layout, with
+// the plain result; linear modes, and resizes of N or C, are left to plain.
+TEST(TensorOp, ResizeNearestInTheInputLayoutEqualsPlain) {
+  std::mt19937 rng(110);
+  const char* coords[] = {"asymmetric", "half_pixel", "align_corners"};
+  const std::vector<float> scales[] = {{1, 1, 2, 2}, {1, 1, 0.5f, 1.5f}, {1, 1, 3, 1}};
+  int checked = 0;
+  for (Layout layout : {Layout::kChannelsLast, Layout::kBlocked8, Layout::kBlocked16}) {
+    for (int k = 0; k < 3; ++k) {
+      const Shape s{2, 32, 5 + k, 4};
+      OneNode n("Resize", 13, 3, 1, {true, false, true});
+      n.s("mode", "nearest").s("coordinate_transformation_mode", coords[k]).s("nearest_mode", "floor");
+      const std::vector<Tensor> ins{random_tensor(DType::kFloat32, s, rng), Tensor(),
+                                    Tensor::from_vector<float>(Shape{4}, scales[k])};
+      auto plain = n.cpu(ins);
+      ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+      for (int threads : {1, 3}) {
+        EvalOptions o;
+        o.input_layout = layout;
+        o.constant_mask = {false, true, true};
+        o.num_threads = threads;
+        auto got = n.run(cpu_reg(), ins, o);
+        ASSERT_TRUE(got.ok()) << got.status().to_string();
+        EXPECT_TRUE(same_tensor((*got)[0], (*plain)[0])) << layout_name(layout) << " " << coords[k];
+        ++checked;
+      }
+      auto kernel = n.kernel(ins);
+      ASSERT_TRUE(kernel.ok());
+      TensorInfo x = info_of(ins[0], false);
+      x.layout = layout;
+      const std::vector<TensorInfo> infos{x, TensorInfo{}, info_of(ins[2], true)};
+      EXPECT_TRUE((*kernel)->accepts(infos));
+      auto rr = (*kernel)->reshape(infos);
+      ASSERT_TRUE(rr.ok()) << rr.status().to_string();
+      EXPECT_EQ(rr->outputs[0].layout, layout);
+    }
+  }
+  EXPECT_EQ(checked, 18);
+  const Tensor x4 = Tensor::empty(DType::kFloat32, Shape{1, 32, 4, 4});
+  TensorInfo b16 = info_of(x4, false);
+  b16.layout = Layout::kBlocked16;
+  const Tensor spatial = Tensor::from_vector<float>(Shape{4}, {1, 1, 2, 2});
+  const Tensor channels = Tensor::from_vector<float>(Shape{4}, {1, 2, 2, 2});
+  OneNode linear("Resize", 13, 3, 1, {true, false, true});
+  linear.s("mode", "linear");
+  auto kl = linear.kernel({x4, Tensor(), spatial});
+  ASSERT_TRUE(kl.ok());
+  EXPECT_FALSE((*kl)->accepts(std::vector<TensorInfo>{b16, TensorInfo{}, info_of(spatial, true)}));
+  OneNode nearest("Resize", 13, 3, 1, {true, false, true});
+  nearest.s("mode", "nearest");
+  auto kn = nearest.kernel({x4, Tensor(), channels});
+  ASSERT_TRUE(kn.ok());
+  EXPECT_FALSE((*kn)->accepts(std::vector<TensorInfo>{b16, TensorInfo{}, info_of(channels, true)}));
+}
+
 TEST(TensorOp, ResizeOlderOpsetsAndUpsample) {
   std::mt19937 rng(109);
   for (int iter = 0; iter < 20; ++iter) {
@@ -508,6 +627,39 @@ TEST(TensorOp, ResizeOlderOpsetsAndUpsample) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(values<float>((*r)[0]),
             (std::vector<float>{1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4}));
+}
+
+// Resize-18 antialias: a downscaling filter widened by 1 / scale. Halving a ramp 0..7 with linear
+// half_pixel samples x_o = 2x + 0.5 with weights 1/8, 3/8, 3/8, 1/8 on inputs 2x - 1 .. 2x + 2 (the
+// first clamped to the edge); upscaling is unaffected.
+TEST(TensorOp, ResizeAntialias) {
+  const Tensor ramp = iota_f32({1, 1, 1, 8});
+  OneNode down("Resize", 18, 3, 1, {true, false, true});
+  down.s("mode", "linear").i("antialias", 1);
+  auto y = down.cpu({ramp, Tensor(), Tensor::from_vector<float>(Shape{4}, {1, 1, 1, 0.5f})});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  const std::vector<float> got = values<float>((*y)[0]), want{0.625f, 2.5f, 4.5f, 6.375f};
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+  // Without antialias only the two nearest inputs count.
+  OneNode plain("Resize", 18, 3, 1, {true, false, true});
+  plain.s("mode", "linear");
+  auto p = plain.cpu({ramp, Tensor(), Tensor::from_vector<float>(Shape{4}, {1, 1, 1, 0.5f})});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(values<float>((*p)[0]), (std::vector<float>{0.5f, 2.5f, 4.5f, 6.5f}));
+  // Cubic antialias keeps a constant image constant (the weights sum to 1).
+  Tensor flat = Tensor::empty(DType::kFloat32, Shape{1, 1, 9, 9});
+  for (int64_t i = 0; i < flat.numel(); ++i) flat.data<float>()[i] = 3.f;
+  OneNode cubic("Resize", 18, 4, 1, {true, false, false, true});
+  cubic.s("mode", "cubic").i("antialias", 1);
+  auto c = cubic.cpu({flat, Tensor(), Tensor(), i64({1, 1, 4, 3})});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  for (float v : values<float>((*c)[0])) EXPECT_NEAR(v, 3.f, 1e-5);
+  // Upscaling with antialias equals plain linear.
+  auto up = down.cpu({ramp, Tensor(), Tensor::from_vector<float>(Shape{4}, {1, 1, 1, 2})});
+  auto up_plain = plain.cpu({ramp, Tensor(), Tensor::from_vector<float>(Shape{4}, {1, 1, 1, 2})});
+  ASSERT_TRUE(up.ok() && up_plain.ok());
+  EXPECT_EQ(values<float>((*up)[0]), values<float>((*up_plain)[0]));
 }
 
 TEST(TensorOp, ResizeErrors) {

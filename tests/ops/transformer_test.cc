@@ -33,8 +33,7 @@ graph::Attribute one_float(float f) {
 }
 
 // max |got - want| <= rel * max(max |want|, floor), with the figures in the message.
-void expect_rel_close(const Tensor& got, const Tensor& want, double rel, const std::string& what,
-                      double floor = 1e-3) {
+void expect_rel_close(const Tensor& got, const Tensor& want, double rel, const std::string& what, double floor = 1e-3) {
   ASSERT_EQ(got.shape(), want.shape()) << what;
   double max_ref = 0.0, max_diff = 0.0;
   for (int64_t i = 0; i < want.numel(); ++i) {
@@ -100,8 +99,8 @@ TEST(FusedLayerNorm, MatchesReferenceOnRandomShapes) {
     float eps;
   };
   const std::vector<Case> cases = {
-      {{2, 5, 768}, -1, {768}, true, 1e-5f},  {{3, 7, 33}, -1, {33}, false, 1e-12f},
-      {{4, 6, 10}, -2, {6, 10}, true, 1e-5f}, {{2, 9}, 1, {1}, true, 1e-3f},
+      {{2, 5, 768}, -1, {768}, true, 1e-5f},    {{3, 7, 33}, -1, {33}, false, 1e-12f},
+      {{4, 6, 10}, -2, {6, 10}, true, 1e-5f},   {{2, 9}, 1, {1}, true, 1e-3f},
       {{1, 1, 100}, -1, {1, 100}, true, 1e-5f},
   };
   for (const Case& c : cases) {
@@ -110,8 +109,8 @@ TEST(FusedLayerNorm, MatchesReferenceOnRandomShapes) {
     if (c.bias) in.push_back(random_tensor(Shape{cols}, rng));
     if (c.bias && c.axis == -2) in.back() = random_tensor(Shape{c.x[1], cols}, rng);
     for (int threads : {1, 2})
-      compare("LayerNormalization", in, {{"axis", test_util::one_int(c.axis)}, {"epsilon", one_float(c.eps)}},
-              threads, 2e-6, "LayerNorm " + c.x.to_string() + " axis " + std::to_string(c.axis));
+      compare("LayerNormalization", in, {{"axis", test_util::one_int(c.axis)}, {"epsilon", one_float(c.eps)}}, threads,
+              2e-6, "LayerNorm " + c.x.to_string() + " axis " + std::to_string(c.axis));
   }
 }
 
@@ -161,8 +160,16 @@ TEST(Attention, MatchesReferenceOnRandomShapes) {
       // nn.MultiheadAttention export: [S, N, D] per operand, the head split as perms.
       {"torch", {9, 12, 64}, {9, 12, 64}, {9, 12, 64}, {1, 0, 2}, {1, 2, 0}, {1, 0, 2}, {1, 0, 2}, {}, 0.125f},
       // BERT-style export: [B, S, H, D] with a [B, 1, 1, S] padding mask.
-      {"bert", {2, 20, 4, 32}, {2, 20, 4, 32}, {2, 20, 4, 32}, {0, 2, 1, 3}, {0, 2, 3, 1}, {0, 2, 1, 3},
-       {0, 2, 1, 3}, {2, 1, 1, 20}, 0.1767767f},
+      {"bert",
+       {2, 20, 4, 32},
+       {2, 20, 4, 32},
+       {2, 20, 4, 32},
+       {0, 2, 1, 3},
+       {0, 2, 3, 1},
+       {0, 2, 1, 3},
+       {0, 2, 1, 3},
+       {2, 1, 1, 20},
+       0.1767767f},
       // Several row blocks with a short last one, cross attention (Sq != Sk), Dv != D, [Sq, Sk] mask.
       {"blocks", {3, 150, 40}, {3, 40, 77}, {3, 77, 24}, {}, {}, {}, {}, {150, 77}, 0.3f},
       // A mask constant along the key axis ([.., Sq, 1]: column stride 0).
@@ -178,7 +185,8 @@ TEST(Attention, MatchesReferenceOnRandomShapes) {
   };
   for (const AttnCase& c : cases) {
     const std::vector<Tensor> in = attn_inputs(c, rng);
-    for (int threads : {1, 3}) compare("Attention", in, attn_attrs(c), threads, 2e-5, c.name + " threads " + std::to_string(threads));
+    for (int threads : {1, 3})
+      compare("Attention", in, attn_attrs(c), threads, 2e-5, c.name + " threads " + std::to_string(threads));
   }
 }
 
@@ -198,6 +206,41 @@ TEST(Attention, FullyMaskedKeysGetNoWeight) {
   auto again = evaluate_node(default_cpu_registry(), n->g, n->node(), in);
   ASSERT_TRUE(again.ok());
   expect_rel_close((*again)[0], (*got)[0], 0.0, "masked keys");
+}
+
+TEST(Attention, CausalSoftcapAndBoolMaskMatchReference) {
+  // The attributes ONNX Attention brings to the fused op: is_causal (top-left, query i sees keys
+  // 0..i), softcap, and a bool mask; with perms and several row blocks.
+  std::mt19937 rng(19);
+  const std::vector<AttnCase> cases = {
+      {"causal_bert",
+       {2, 70, 4, 32},
+       {2, 70, 4, 32},
+       {2, 70, 4, 32},
+       {0, 2, 1, 3},
+       {0, 2, 3, 1},
+       {0, 2, 1, 3},
+       {0, 2, 1, 3},
+       {},
+       0.1767767f},
+      {"causal_cross", {3, 9, 16}, {3, 16, 12}, {3, 12, 8}, {}, {}, {}, {}, {9, 12}, 0.25f},
+  };
+  for (const AttnCase& c : cases)
+    for (float softcap : {0.f, 1.5f}) {
+      std::map<std::string, graph::Attribute> a = attn_attrs(c);
+      a["is_causal"] = test_util::one_int(1);
+      if (softcap > 0.f) a["softcap"] = one_float(softcap);
+      const std::vector<Tensor> in = attn_inputs(c, rng);
+      for (int threads : {1, 3})
+        compare("Attention", in, a, threads, 2e-5, c.name + " softcap " + std::to_string(softcap));
+    }
+  // A bool mask: false hides the key.
+  AttnCase c{"bool", {2, 3, 5, 8}, {2, 3, 8, 7}, {2, 3, 7, 8}, {}, {}, {}, {}, {}, 0.5f};
+  std::vector<Tensor> in = attn_inputs(c, rng);
+  Tensor mask = Tensor::empty(DType::kBool, Shape{2, 1, 5, 7});
+  for (int64_t i = 0; i < mask.numel(); ++i) mask.data<uint8_t>()[i] = (rng() % 4) != 0;
+  in.push_back(mask);
+  compare("Attention", in, attn_attrs(c), 2, 2e-5, "bool mask");
 }
 
 TEST(Attention, BadShapesAreErrorsNotCrashes) {
@@ -233,7 +276,8 @@ TEST(FusedMatMulGelu, MatchesMatMulThenGelu) {
     Shape a, b;
     bool bias;
   };
-  const std::vector<Case> cases = {{{2, 7, 48}, {48, 40}, true}, {{5, 33}, {33, 17}, false}, {{1, 128, 64}, {64, 256}, true}};
+  const std::vector<Case> cases = {
+      {{2, 7, 48}, {48, 40}, true}, {{5, 33}, {33, 17}, false}, {{1, 128, 64}, {64, 256}, true}};
   for (const Case& c : cases) {
     std::vector<Tensor> in = {random_tensor(c.a, rng, -2.f, 2.f), random_tensor(c.b, rng, -0.5f, 0.5f)};
     in.push_back(c.bias ? random_tensor(Shape{c.b[1]}, rng) : Tensor());
@@ -289,7 +333,11 @@ TEST(MatMulColumnBlocks, MatchReferenceForEveryThreadCount) {
       {"MatMul", "", {2, 9, 64}, {64, 200}, false, {}},
       {"FusedMatMul", "streamline", {37, 48}, {48, 130}, true, {{"activation", test_util::str("Relu")}}},
       {"FusedMatMul", "streamline", {1, 5, 32}, {32, 96}, true, {{"activation", test_util::str("Gelu")}}},
-      {"Gemm", "", {7, 40}, {150, 40}, true,
+      {"Gemm",
+       "",
+       {7, 40},
+       {150, 40},
+       true,
        {{"transB", test_util::one_int(1)}, {"alpha", one_float(0.5f)}, {"beta", one_float(2.f)}}},
       {"Gemm", "", {3, 20}, {20, 77}, true, {}},
       // N a multiple of 256: constant weights are stored with padded rows.
@@ -323,8 +371,8 @@ TEST(MatMulColumnBlocks, MatchReferenceForEveryThreadCount) {
         auto got = evaluate_node(default_cpu_registry(), node->g, node->node(), in, eo);
         ASSERT_TRUE(got.ok()) << got.status().to_string();
         expect_rel_close((*got)[0], (*want)[0], 1e-5,
-                         c.op + " " + c.a.to_string() + " x " + c.b.to_string() + " threads " + std::to_string(threads) +
-                             (const_b ? " constant B" : " run-time B"));
+                         c.op + " " + c.a.to_string() + " x " + c.b.to_string() + " threads " +
+                             std::to_string(threads) + (const_b ? " constant B" : " run-time B"));
       }
   }
 }

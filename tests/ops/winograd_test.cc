@@ -20,15 +20,16 @@ struct Case {
   ActKind act;
   bool bias, residual;
   int threads;
+  int block = 8;
 };
 
-// NCHW -> nChw8c (c a multiple of 8).
-std::vector<float> to_blocked(const float* x, int64_t n, int64_t c, int64_t h, int64_t w) {
+// NCHW -> nChw<B>c (c a multiple of B).
+std::vector<float> to_blocked(const float* x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t bl) {
   std::vector<float> y(static_cast<size_t>(n * c * h * w));
   for (int64_t b = 0; b < n; ++b)
     for (int64_t ch = 0; ch < c; ++ch)
       for (int64_t i = 0; i < h * w; ++i)
-        y[static_cast<size_t>((((b * (c / 8) + ch / 8) * h * w) + i) * 8 + ch % 8)] = x[(b * c + ch) * h * w + i];
+        y[static_cast<size_t>((((b * (c / bl) + ch / bl) * h * w) + i) * bl + ch % bl)] = x[(b * c + ch) * h * w + i];
   return y;
 }
 
@@ -77,12 +78,14 @@ void run_case(const Case& k, std::mt19937& rng) {
           want[idx] = activate(s, act);
         }
 
-  const std::vector<float> xb = to_blocked(xp, k.n, k.c, k.h, k.w);
-  std::vector<float> yb = k.residual ? to_blocked(z.data<float>(), k.n, k.m, oh, ow)
+  const int64_t bl = k.block;
+  const std::vector<float> xb = to_blocked(xp, k.n, k.c, k.h, k.w, bl);
+  std::vector<float> yb = k.residual ? to_blocked(z.data<float>(), k.n, k.m, oh, ow, bl)
                                      : std::vector<float>(static_cast<size_t>(k.n * k.m * oh * ow), 123.f);
   const cpu::WinogradWeights u = cpu::winograd_weights(wp, k.m, k.c, k.f);
   ASSERT_TRUE(u.u);
-  const cpu::WinogradGeom g = cpu::winograd_geom(k.f, k.n, k.c, k.m, k.h, k.w, oh, ow, k.pt, k.pl);
+  cpu::WinogradGeom g = cpu::winograd_geom(k.f, k.n, k.c, k.m, k.h, k.w, oh, ow, k.pt, k.pl);
+  g.block = k.block;
   EXPECT_EQ(g.tiles, k.n * ((oh + k.f - 1) / k.f) * ((ow + k.f - 1) / k.f));
   auto ws = AlignedBuffer::allocate(g.workspace_bytes());
   cpu::WinogradEpilogue e;
@@ -97,7 +100,7 @@ void run_case(const Case& k, std::mt19937& rng) {
       for (int64_t o = 0; o < k.m; ++o)
         for (int64_t i = 0; i < oh * ow; ++i)
           r[static_cast<size_t>((bi * k.m + o) * oh * ow + i)] =
-              yb[static_cast<size_t>(((bi * (k.m / 8) + o / 8) * oh * ow + i) * 8 + o % 8)];
+              yb[static_cast<size_t>(((bi * (k.m / bl) + o / bl) * oh * ow + i) * bl + o % bl)];
     return r;
   }();
   double max_ref = 0, max_diff = 0;
@@ -120,13 +123,17 @@ TEST(Winograd, MatchesDirectConvolution) {
       {0, 1, 256, 256, 20, 20, 1, 1, 1, 1, ActKind::kRelu, true, false, 2},  // several chunks
       {0, 3, 16, 64, 5, 13, 1, 1, 1, 1, ActKind::kNone, false, false, 40},   // more threads than products
   };
-  for (int f : {2, 4})
-    for (size_t i = 0; i < cases.size(); ++i) {
-      SCOPED_TRACE("F(" + std::to_string(f) + "x" + std::to_string(f) + ", 3x3) case " + std::to_string(i));
-      Case k = cases[i];
-      k.f = f;
-      run_case(k, rng);
-    }
+  for (int block : {8, 16})
+    for (int f : {2, 4})
+      for (size_t i = 0; i < cases.size(); ++i) {
+        Case k = cases[i];
+        if (k.c % block != 0 || k.m % block != 0) continue;
+        SCOPED_TRACE("F(" + std::to_string(f) + "x" + std::to_string(f) + ", 3x3) case " + std::to_string(i) +
+                     " block " + std::to_string(block));
+        k.f = f;
+        k.block = block;
+        run_case(k, rng);
+      }
 }
 
 TEST(Winograd, ChunksKeepTheWorkingSetBounded) {
@@ -142,14 +149,16 @@ TEST(Winograd, ChunksKeepTheWorkingSetBounded) {
 }
 
 TEST(Winograd, WhenItApplies) {
-  EXPECT_EQ(cpu::winograd_tile(64, 64, 56, 56), 4);     // large outputs: F(4x4, 3x3)
-  EXPECT_EQ(cpu::winograd_tile(256, 256, 14, 14), 2);
-  EXPECT_EQ(cpu::winograd_tile(8, 64, 56, 56), 0);      // too few input channels
-  EXPECT_EQ(cpu::winograd_tile(20, 64, 56, 56), 0);     // not whole nChw8c blocks
-  EXPECT_TRUE(cpu::winograd_worthwhile(2, 256, 256, 1, 14, 14));
-  EXPECT_FALSE(cpu::winograd_worthwhile(2, 512, 512, 1, 7, 7));  // one 7x7 image: too few tiles
-  EXPECT_TRUE(cpu::winograd_worthwhile(2, 512, 512, 2, 7, 7));   // ... two images
-  EXPECT_FALSE(cpu::winograd_worthwhile(0, 64, 64, 1, 56, 56));
+  EXPECT_EQ(cpu::winograd_tile(8, 64, 64, 56, 56), 4);  // large outputs: F(4x4, 3x3)
+  EXPECT_EQ(cpu::winograd_tile(8, 256, 256, 14, 14), 2);
+  EXPECT_EQ(cpu::winograd_tile(8, 8, 64, 56, 56), 0);    // too few input channels
+  EXPECT_EQ(cpu::winograd_tile(8, 20, 64, 56, 56), 0);   // not whole nChw8c blocks
+  EXPECT_EQ(cpu::winograd_tile(16, 24, 64, 56, 56), 0);  // not whole nChw16c blocks
+  EXPECT_EQ(cpu::winograd_tile(16, 32, 64, 56, 56), 4);
+  EXPECT_TRUE(cpu::winograd_worthwhile(8, 2, 256, 256, 1, 14, 14));
+  EXPECT_FALSE(cpu::winograd_worthwhile(8, 2, 512, 512, 1, 7, 7));  // one 7x7 image: too few tiles
+  EXPECT_TRUE(cpu::winograd_worthwhile(8, 2, 512, 512, 2, 7, 7));   // ... two images
+  EXPECT_FALSE(cpu::winograd_worthwhile(8, 0, 64, 64, 1, 56, 56));
   Activation a;
   a.kind = ActKind::kSigmoid;
   EXPECT_FALSE(cpu::winograd_activation_ok(a));
@@ -182,11 +191,14 @@ TEST(Winograd, ConvKernelMatchesReference) {
       if (variant == 1) in.push_back(random_tensor({n, m, oh, ow}, rng));
       std::map<std::string, graph::Attribute> attrs{{"pads", ints({p, p, p, p})}, {"activation", str(act)}};
       if (!params.empty()) attrs["activation_params"] = floats(params);
-      RunOpts o;
-      o.blocked = true;
-      o.threads = 1 + iter % 2;
-      SCOPED_TRACE(act + " variant " + std::to_string(variant));
-      compare("FusedConv", "streamline", in, attrs, o);
+      for (int block : {8, 16}) {
+        RunOpts o;
+        o.blocked = true;
+        o.block = block;
+        o.threads = 1 + iter % 2;
+        SCOPED_TRACE(act + " variant " + std::to_string(variant) + " block " + std::to_string(block));
+        compare("FusedConv", "streamline", in, attrs, o);
+      }
     }
   }
 }

@@ -1,9 +1,10 @@
+#include "plan/planner.h"
+
 #include <gtest/gtest.h>
 
 #include "exec/executor.h"
 #include "plan/fake_kernels.h"
 #include "plan/memory_planner.h"
-#include "plan/planner.h"
 
 namespace streamline {
 namespace {
@@ -190,8 +191,8 @@ TEST(Planner, UnsupportedOpsAreAllListed) {
   ASSERT_FALSE(ks.ok());
   EXPECT_EQ(ks.status().code(), StatusCode::kUnsupported);
   const std::string m = ks.status().message();
-  EXPECT_NE(m.find("Mystery (opset 13): m1, m2"), std::string::npos) << m;
-  EXPECT_NE(m.find("Enigma (opset 13): e1"), std::string::npos) << m;
+  EXPECT_NE(m.find("Mystery (opset 13) for float32: m1, m2"), std::string::npos) << m;
+  EXPECT_NE(m.find("Enigma (opset 13) for float32: e1"), std::string::npos) << m;
 }
 
 TEST(MemoryPlanner, PlacesLargestFirstInGaps) {

@@ -535,5 +535,70 @@ TEST(Scheduler, ConcurrentSubmittersEachGetOneResponse) {
   EXPECT_EQ(rows, s.succeeded);
 }
 
+// Deadline-aware admission: after enough runs to know their length (10 ms each on the fake
+// clock), a request that would wait behind a held batch and five queued ones (about 55 ms) is
+// refused at once when its timeout is 20 ms, with the estimate in the message; one with 100 ms, or
+// with no timeout, is queued and answered. With admission off the same request waits and times out.
+TEST(Scheduler, AdmissionRefusesWhatCannotStartInTime) {
+  for (bool admission : {true, false}) {
+    BatchPolicy p = policy(1, 0);
+    p.queue.admission = admission;
+    Fixture fx(p, /*instances=*/1, /*compute_us=*/10'000);
+    for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(submit(*fx.sched, req(i)).get().status.ok());
+    fx.exec.hold(100);
+    auto running = submit(*fx.sched, req(100));
+    ASSERT_TRUE(fx.exec.wait_running(1));
+    std::vector<std::future<InferResponse>> queued;
+    for (uint64_t i = 101; i <= 105; ++i) queued.push_back(submit(*fx.sched, req(i)));
+    auto tight = submit(*fx.sched, req(200, -1, /*timeout_us=*/20'000));
+    auto loose = submit(*fx.sched, req(201, -1, /*timeout_us=*/100'000));
+    auto none = submit(*fx.sched, req(202));
+    if (admission) {
+      ASSERT_TRUE(ready(tight)) << "refused on the submitting thread";
+      const InferResponse r = tight.get();
+      EXPECT_EQ(r.status.code(), StatusCode::kResourceExhausted) << r.status.to_string();
+      EXPECT_NE(r.status.message().find("refused at admission"), std::string::npos) << r.status.message();
+      EXPECT_NE(r.status.message().find("5 request(s) queued ahead"), std::string::npos) << r.status.message();
+      EXPECT_NE(r.status.message().find("timeout of 20.0 ms"), std::string::npos) << r.status.message();
+      EXPECT_EQ(fx.sched->stats().refused_at_admission, 1u);
+    } else {
+      EXPECT_FALSE(ready(tight, 20ms));
+    }
+    EXPECT_FALSE(ready(loose, 20ms));
+    fx.exec.release(100);
+    EXPECT_TRUE(running.get().status.ok());
+    for (auto& f : queued) EXPECT_TRUE(f.get().status.ok());
+    if (!admission) {
+      // Five runs of 10 ms passed before it could start: it timed out in the queue.
+      EXPECT_EQ(tight.get().status.code(), StatusCode::kDeadlineExceeded);
+      EXPECT_EQ(fx.sched->stats().refused_at_admission, 0u);
+    }
+    EXPECT_TRUE(loose.get().status.ok());
+    EXPECT_TRUE(none.get().status.ok());
+  }
+}
+
+// The model's latency objective: a request whose queueing plus run would exceed it is refused even
+// without a timeout of its own.
+TEST(Scheduler, AdmissionHoldsRequestsToTheLatencyObjective) {
+  BatchPolicy p = policy(1, 0);
+  p.queue.latency_objective_us = 35'000;
+  Fixture fx(p, /*instances=*/1, /*compute_us=*/10'000);
+  for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(submit(*fx.sched, req(i)).get().status.ok());
+  fx.exec.hold(100);
+  auto running = submit(*fx.sched, req(100));
+  ASSERT_TRUE(fx.exec.wait_running(1));
+  auto second = submit(*fx.sched, req(101));  // waits half a run, runs one: 15 ms
+  auto third = submit(*fx.sched, req(102));   // 25 ms
+  auto fourth = submit(*fx.sched, req(103));  // 35 ms: still within
+  auto fifth = submit(*fx.sched, req(104));   // 45 ms: refused
+  ASSERT_TRUE(ready(fifth));
+  const InferResponse r = fifth.get();
+  EXPECT_EQ(r.status.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(r.status.message().find("latency objective of 35.0 ms"), std::string::npos) << r.status.message();
+  fx.exec.release(100);
+  for (auto* f : {&running, &second, &third, &fourth}) EXPECT_TRUE(f->get().status.ok());
+}
+
 }  // namespace
 }  // namespace streamline::runtime

@@ -1,4 +1,5 @@
-"""scripts/check_layers.py: includes point down the layer stack, in src/, include/ and tools/."""
+"""scripts/check_layers.py: includes point down the layer stack, in src/, include/ and tools/; the
+Python bindings include the public API only."""
 
 import subprocess
 import sys
@@ -55,6 +56,15 @@ def test_a_library_including_the_cli_fails(tmp_path):
     r = check(root)
     assert r.returncode == 1
     assert "layer 'serve' includes 'tools/'" in r.stderr
+
+
+def test_python_bindings_include_the_public_api_only(tmp_path):
+    ok = tree(tmp_path / "ok", {"python/src/m.cc": '#include "bindings.h"\n#include "streamline/serving.h"\n'})
+    assert check(ok).returncode == 0, check(ok).stderr
+    root = tree(tmp_path / "bad", {"python/src/m.cc": '#include "streamline/streamline.h"\n#include "core/tensor.h"\n'})
+    r = check(root)
+    assert r.returncode == 1
+    assert "python/src/m.cc:2: layer 'python' may include only streamline/, not 'core/'" in r.stderr
 
 
 def test_an_empty_tree_is_an_error(tmp_path):

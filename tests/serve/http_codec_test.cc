@@ -92,13 +92,34 @@ TEST(HttpCodecTest, RefusesMalformedDocuments) {
   expect_invalid("{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1]}]}", "neither");
   expect_invalid("{\"id\":5," + one_input("FP32", "[1]", "[1]").substr(1), "\"id\" must be a string");
   expect_invalid("{\"parameters\":{\"priority\":-1}," + one_input("FP32", "[1]", "[1]").substr(1), "priority");
-  expect_invalid("{\"outputs\":[{\"name\":\"y\",\"parameters\":{\"classification\":2}}]," +
+  expect_invalid("{\"outputs\":[{\"name\":\"y\",\"parameters\":{\"classification\":0}}]," +
                      one_input("FP32", "[1]", "[1]").substr(1),
-                 "classification");
+                 "classification must be an integer >= 1");
   // Deep nesting anywhere in the document: parsed iteratively, refused or accepted, never a crash.
   std::string deep =
       "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "," + one_input("FP32", "[1]", "[1]").substr(1);
   EXPECT_TRUE(decode(deep).ok());
+}
+
+// RapidJSON reads a NUL byte as the end of its input: a NUL after the document used to end the
+// parse there, and whatever followed it was accepted unread.
+TEST(HttpCodecTest, RefusesBytesAfterTheDocumentEvenAfterANul) {
+  const std::string doc = one_input("FP32", "[1]", "[1]");
+  for (const std::string tail : {std::string(1, '\0'), std::string("\0garbage{{", 10), std::string(" \0 ", 3)}) {
+    expect_invalid(doc + tail, "malformed JSON at byte ");
+    expect_invalid(doc + tail, "must not be followed by other values");
+  }
+  EXPECT_TRUE(decode(doc + " \r\n\t").ok());  // whitespace after the document is fine
+  // The binary extension's JSON header likewise.
+  const std::string header = doc + std::string(1, '\0');
+  auto d = decode_infer_request(header + "raw", header.size());
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("must not be followed"), std::string::npos) << d.status().message();
+  // And the small documents of the other routes (POST /v2/repository/index).
+  auto ready = parse_bool_member(std::string("{\"ready\":true}\0junk", 19), "ready");
+  ASSERT_FALSE(ready.ok());
+  EXPECT_NE(ready.status().message().find("must not be followed"), std::string::npos) << ready.status().message();
+  EXPECT_TRUE(*parse_bool_member("{\"ready\":true}\n", "ready"));
 }
 
 TEST(HttpCodecTest, MapsParametersOntoTheRequest) {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "serve/http_codec.h"
@@ -181,6 +182,52 @@ TEST(HttpDecodeTest, ABareValueFillsAOneElementTensor) {
   EXPECT_EQ(d->request.inputs.at("x").data<int32_t>()[0], -7);
   expect_invalid(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[2],"data":-7}]})",
                  "input 'x': 1 elements given, shape [2] holds 2");
+}
+
+// RapidJSON 1.1's exact conversion read a zero significand with a large exponent as an arbitrary
+// value ("0e51" gave 6.5e+296 or -2.5e-265, as the build had it); the fuzzer found it. Every
+// value here is the nearest double, whether the data streams (datatype and shape first) or is
+// kept and decoded after the pass (data first).
+TEST(HttpDecodeTest, RealsAreTheNearestDoubleEvenWithAZeroSignificand) {
+  const std::vector<std::pair<std::string, double>> cases = {
+      {"0e51", 0.0},
+      {"0.0e100", 0.0},
+      {"-0.000e300", -0.0},
+      {"0E+22", 0.0},
+      {"00.0e-30", -1.0},  // not JSON (a leading zero): refused, the value unused
+      {"1e23", 1e23},
+      {"2.2250738585072011e-308", 2.2250738585072011e-308},
+      {"0.1", 0.1},
+      {"-9007199254740993.0", -9007199254740992.0},
+      {"123456789012345678901234567890", 123456789012345678901234567890.0},
+      {"1e-400", 0.0},
+      {"-1e-400", -0.0},
+      {"10e308", HUGE_VAL},
+  };
+  for (const auto& [text, want] : cases) {
+    for (bool data_first : {false, true}) {
+      const std::string body =
+          data_first ? R"({"inputs":[{"name":"x","data":[)" + text + R"(],"datatype":"FP64","shape":[1]}]})"
+                     : R"({"inputs":[{"name":"x","datatype":"FP64","shape":[1],"data":[)" + text + "]}]}";
+      auto d = decode(body);
+      if (want == -1.0) {
+        EXPECT_FALSE(d.ok()) << body;
+        continue;
+      }
+      ASSERT_TRUE(d.ok()) << body << ": " << d.status().to_string();
+      const double got = d->request.inputs.at("x").data<double>()[0];
+      EXPECT_EQ(got, want) << body;
+      EXPECT_EQ(std::signbit(got), std::signbit(want)) << body;
+    }
+  }
+  // Integers stay integers (exact in INT64 and UINT64), and an exponent makes a real.
+  auto d = decode(R"({"inputs":[{"name":"a","datatype":"INT64","shape":[3],"data":[-9223372036854775808,-0,7]},)"
+                  R"({"name":"b","datatype":"UINT64","shape":[1],"data":[18446744073709551615]}]})");
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->request.inputs.at("a").data<int64_t>()[0], INT64_MIN);
+  EXPECT_EQ(d->request.inputs.at("a").data<int64_t>()[1], 0);
+  EXPECT_EQ(d->request.inputs.at("b").data<uint64_t>()[0], UINT64_MAX);
+  expect_invalid(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[1e2]}]})", "INT32");
 }
 
 TEST(HttpDecodeTest, RefusesRaggedOrMisshapenDataEvenWhenTheCountMatches) {

@@ -130,6 +130,29 @@ TEST(ModelConfig, WithoutDynamicBatchingEachRequestRunsAsIs) {
   EXPECT_EQ(serving_options(*r).batching.max_batch_size, 1);
 }
 
+// The latency objective that admission holds requests to, in milliseconds with decimals; admission
+// is on unless the config turns it off, and a bad value is an error naming the parameter.
+TEST(ModelConfig, LatencyObjectiveAndAdmission) {
+  auto r = parse_model_config("parameters { key: \"latency_slo_ms\" value: { string_value: \"12.5\" } }\n",
+                              "config.pbtxt");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ServingOptions so = serving_options(*r);
+  EXPECT_EQ(so.batching.queue.latency_objective_us, 12'500);
+  EXPECT_TRUE(so.batching.queue.admission);
+  r = parse_model_config("parameters { key: \"admission\" value: { string_value: \"false\" } }\n", "config.pbtxt");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  so = serving_options(*r);
+  EXPECT_FALSE(so.batching.queue.admission);
+  EXPECT_EQ(so.batching.queue.latency_objective_us, 0);
+  for (const char* bad : {"0", "-3", "fast", "1e9"}) {
+    auto b = parse_model_config(std::string("parameters { key: \"latency_slo_ms\" value: { string_value: \"") + bad +
+                                    "\" } }\n",
+                                "m/config.pbtxt");
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_NE(b.status().message().find("latency_slo_ms"), std::string::npos) << b.status().message();
+  }
+}
+
 struct Broken {
   const char* text;
   StatusCode code;

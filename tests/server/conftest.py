@@ -7,7 +7,8 @@ Models (ONNX written here with onnx.helper; the reference outputs come from ONNX
     tiny     y = Relu(x @ W + b), x [N, 16] float32 -> y [N, 8]; dynamic batching, max 8
     nobatch  the same graph with max_batch_size 0 and no config.pbtxt (derived by the server)
     slow_q   8 x (MatMul 1024x1024 + Relu), queue of at most 1 request: a burst gets 429
-    slow_t   the same model, 1 ms queue timeout (REJECT): a burst gets 504
+    slow_t   the same model, 1 ms queue timeout (REJECT), admission off: a burst gets 504
+    slow_a   the same model, one instance, admission on: a burst with tight timeouts gets 429
     broken   a config.pbtxt with a syntax error: the model is unavailable, the others load
 """
 
@@ -37,6 +38,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct free ports (held together while they are picked, so none repeats)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def mlp_model(width_in: int, width_out: int, layers: int, seed: int) -> onnx.ModelProto:
@@ -92,6 +105,14 @@ instance_group [ { count: 1 kind: KIND_CPU } ]
 dynamic_batching {
   default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 1000 }
 }
+parameters { key: "admission" value: { string_value: "false" } }
+"""
+
+SLOW_A_CONFIG = """
+name: "slow_a"
+max_batch_size: 8
+instance_group [ { count: 1 kind: KIND_CPU } ]
+parameters { key: "threads" value: { string_value: "1" } }
 """
 
 
@@ -112,6 +133,7 @@ def repository(tmp_path_factory) -> Path:
     slow = mlp_model(1024, 1024, 8, seed=2)
     write_model(root, "slow_q", slow, SLOW_Q_CONFIG)
     write_model(root, "slow_t", slow, SLOW_T_CONFIG)
+    write_model(root, "slow_a", slow, SLOW_A_CONFIG)
     write_model(root, "broken", tiny, 'name: "broken"\nmax_batch_size: [ 8\n')
     return root
 
@@ -124,16 +146,25 @@ def reference(model_path: Path, x: np.ndarray) -> np.ndarray:
 
 
 class Server:
-    """A running `streamline serve` on free loopback ports."""
+    """A running `streamline serve` on free loopback ports; `env` adds to its environment."""
 
-    def __init__(self, repo: Path, extra=()):
-        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+    def __init__(self, repo: Path, extra=(), env=None):
         self.repo = repo
-        cmd = [str(binary_path()), "serve", "--model-repository", str(repo),
-               "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
-               "--metrics-port", str(self.metrics_port), *extra]
-        self.log = open(repo.parent / f"serve-{self.http_port}.log", "w+")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, text=True)
+        for attempt in range(3):
+            self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
+            cmd = [str(binary_path()), "serve", "--model-repository", str(repo),
+                   "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
+                   "--metrics-port", str(self.metrics_port), *extra]
+            self.log = open(repo.parent / f"serve-{self.http_port}.log", "w+")
+            self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, text=True,
+                                         env={**os.environ, **(env or {})})
+            # Another process may take a port between our pick and the server's check: pick again.
+            try:
+                if self.proc.wait(timeout=0.5) == 2 and "already in use" in self.output() and attempt < 2:
+                    continue
+            except subprocess.TimeoutExpired:
+                pass
+            break
         deadline = time.time() + START_TIMEOUT_S
         while time.time() < deadline:
             if self.proc.poll() is not None:

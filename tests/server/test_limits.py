@@ -106,12 +106,23 @@ def test_json_limit_and_connection_cap_flags(sum_repo):
                             {"Inference-Header-Content-Length": str(len(header))})
         assert status == 200, data[:300]
 
-        held = []
-        for _ in range(3):
-            c = http.client.HTTPConnection("127.0.0.1", srv.http_port, timeout=30)
-            c.request("GET", "/v2/health/live")
-            assert c.getresponse().read() == b""
-            held.append(c)
+        # The two connections above are closed on this side; the server may count them a moment
+        # longer, so a connection it refuses while it does is opened again.
+        def hold():
+            deadline = time.monotonic() + 10
+            while True:
+                c = http.client.HTTPConnection("127.0.0.1", srv.http_port, timeout=30)
+                c.request("GET", "/v2/health/live")
+                r = c.getresponse()
+                data = r.read()
+                if r.status == 200:
+                    assert data == b""
+                    return c
+                c.close()
+                assert r.status == 503 and time.monotonic() < deadline, (r.status, data[:200])
+                time.sleep(0.05)
+
+        held = [hold() for _ in range(3)]
         with socket.create_connection(("127.0.0.1", srv.http_port), timeout=10) as s:
             reply = b""
             while chunk := s.recv(4096):

@@ -6,6 +6,8 @@ on the same model file: max|ours - ort| <= 1e-5 * max(1, max|ort|).
 import concurrent.futures as cf
 import http.client
 import json
+import time
+import urllib.request
 
 import numpy as np
 import pytest
@@ -77,7 +79,7 @@ def test_http_infer_matches_onnxruntime(server, binary):
 def test_http_repository_index(server):
     c = httpclient.InferenceServerClient(server.http_addr)
     index = {m["name"]: m for m in c.get_model_repository_index()}
-    assert set(index) == {"tiny", "nobatch", "slow_q", "slow_t", "broken"}
+    assert set(index) == {"tiny", "nobatch", "slow_q", "slow_t", "slow_a", "broken"}
     assert index["tiny"]["state"] == "READY"
     assert index["broken"]["state"] == "UNAVAILABLE"
     assert "config.pbtxt" in index["broken"]["reason"]
@@ -218,6 +220,42 @@ def test_status_504_timed_out(server):
     statuses = burst(server, "slow_t", 24, rows=1)
     assert 504 in statuses, statuses
     assert set(statuses) <= {200, 504}, statuses
+
+
+def test_status_429_refused_at_admission(server):
+    """Under a real burst, requests whose timeout the queue ahead would outlast are refused on
+    arrival with 429 and the estimate, fast; the rest are answered; the metric counts them."""
+    x = {"inputs": [{"name": "x", "shape": [8, 1024], "datatype": "FP32", "data": [0.25] * 8192}]}
+    plain = json.dumps(x).encode()
+
+    def infer(body):
+        start = time.monotonic()
+        status, _, data = raw(server, "POST", "/v2/models/slow_a/infer", body=body)
+        return status, data, time.monotonic() - start
+
+    for _ in range(10):  # the server learns the run time
+        assert infer(plain)[0] == 200
+    status, _, data = raw(server, "GET", "/v2/models/slow_a/stats")
+    assert status == 200, data
+    infer_stats = json.loads(data)["model_stats"][0]["inference_stats"]
+    run_us = infer_stats["compute_infer"]["ns"] / infer_stats["compute_infer"]["count"] / 1000
+    # A timeout of 1.5 runs: admitted with at most one request ahead, refused behind two or more.
+    tight = json.dumps({**x, "parameters": {"timeout": max(1, int(1.5 * run_us))}}).encode()
+    with cf.ThreadPoolExecutor(32) as ex:
+        results = list(ex.map(lambda _: infer(tight), range(64)))
+    statuses = [s for s, _, _ in results]
+    assert 429 in statuses, statuses
+    assert set(statuses) <= {200, 429, 504}, statuses
+    refused = [(body, t) for s, body, t in results if s == 429]
+    for body, _ in refused:
+        assert "refused at admission" in json.loads(body)["error"], body
+    answered = sorted(t for s, _, t in results if s == 200)
+    assert answered, statuses
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    counted = [line for line in text.splitlines()
+               if line.startswith("streamline_inference_admission_refused_total") and 'model="slow_a"' in line]
+    assert counted and float(counted[0].split()[-1]) >= len(refused), counted
 
 
 def test_status_405_and_unknown_route(server):

@@ -1,13 +1,19 @@
 // Cast (opset 6+, `to` attribute) and CastLike (opset 15+, target dtype of input 1) between float32,
-// float64, float16, bfloat16, int8..int64, uint8..uint64 and bool.
+// float64, float16, bfloat16, int8..int64, uint8..uint64, bool and the small types of opsets 19 to
+// 25: float8 (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ; E8M0 from 24), float4 E2M1 (23), int4/uint4 (21),
+// int2/uint2 (25).
 //
 // Rules: float -> integer truncates toward zero, saturates at the target's range and maps NaN to 0
 // (ONNX leaves out-of-range results undefined; this choice never traps); integer -> narrower integer
-// wraps modulo 2^bits; anything -> bool is x != 0; bool -> number is 0 or 1.
+// wraps modulo 2^bits; anything -> bool is x != 0; bool -> number is 0 or 1. Small types follow
+// core/small_types.h: float8 rounds to nearest even and saturates unless saturate = 0 (opset 19+),
+// E8M0 rounds as round_mode says (opset 24+), a float -> int4/int2 truncates and keeps the low bits
+// as ONNX's reference does.
 
 #include <cstring>
 #include <type_traits>
 
+#include "core/small_types.h"
 #include "ops/cast_rules.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/math_common.h"
@@ -113,18 +119,55 @@ bool castable(DType t) {
   return dtype_supported(t) && t != DType::kString;
 }
 
+bool floating(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16 ||
+         is_small_float(t);
+}
+
+// Casts where either side is a small type: element by element through float or int64.
+void cast_small(const Tensor& x, Tensor& y, const SmallCastOptions& so, int threads) {
+  const DType xt = x.dtype(), yt = y.dtype();
+  const auto* xs = static_cast<const uint8_t*>(x.raw());
+  parallel_chunks(x.numel(), kCheapGrain, threads, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      if (is_small_type(yt)) {
+        const bool from_float = floating(xt);
+        y.data<uint8_t>()[i] = from_float ? float_to_small(yt, static_cast<float>(element_as_double(x, i)), so)
+                                          : int_to_small(yt, element_as_int64(x, i), so);
+        continue;
+      }
+      // x small, y a wider type.
+      if (is_small_int(xt)) {
+        const auto v = static_cast<int64_t>(small_to_float(xt, xs[i]));
+        dispatch_any(yt, [&](auto d) { static_cast<decltype(d)*>(y.raw())[i] = store<decltype(d)>(v); });
+      } else {
+        const float v = small_to_float(xt, xs[i]);
+        dispatch_any(yt, [&](auto d) { static_cast<decltype(d)*>(y.raw())[i] = store<decltype(d)>(v); });
+      }
+    }
+  });
+}
+
 class CastKernel final : public Kernel {
  public:
   CastKernel(const graph::Node& node, bool like) : node_(node), like_(like) {
     to_ = static_cast<DType>(node.attr_int("to", 0));
+    small_.saturate = node.attr_int("saturate", 1) != 0;
   }
 
-  Status validate() const {
+  Status validate() {
     if (!like_ && !node_.has_attr("to")) return invalid_argument(node_prefix(node_) + "missing attribute 'to'");
     if (!like_ && !castable(to_))
       return unsupported(node_prefix(node_) + "cannot cast to ONNX type " + std::to_string(static_cast<int>(to_)));
-    if (node_.attr_int("saturate", 1) == 0)
-      return unsupported(node_prefix(node_) + "saturate=0 (float8 targets) is not supported");
+    const std::string round = node_.attr_string("round_mode", "up");
+    if (round == "up")
+      small_.e8m0_round = E8M0Round::kUp;
+    else if (round == "down")
+      small_.e8m0_round = E8M0Round::kDown;
+    else if (round == "nearest")
+      small_.e8m0_round = E8M0Round::kNearest;
+    else
+      return invalid_argument(node_prefix(node_) + "unknown round_mode '" + round + "'");
     return ok_status();
   }
 
@@ -162,6 +205,10 @@ class CastKernel final : public Kernel {
       });
       return ok_status();
     }
+    if (is_small_type(x.dtype()) || is_small_type(y.dtype())) {
+      cast_small(x, y, small_, ctx.num_threads);
+      return ok_status();
+    }
     bool ok = false;
     dispatch_any(x.dtype(), [&](auto s) {
       ok = dispatch_any(y.dtype(), [&](auto d) {
@@ -177,6 +224,7 @@ class CastKernel final : public Kernel {
   graph::Node node_;
   bool like_;
   DType to_ = DType::kUndefined;
+  SmallCastOptions small_;
 };
 
 KernelFactory cast_factory(bool like) {

@@ -4,14 +4,18 @@
 // (Y is filled with Z first, or already holds it when the plan gives Y the buffer of Z), the
 // activation an eltwise post-op. Constant weights are reordered once into the layout oneDNN prefers:
 // at create when the graph declares the input's spatial size, else per shape at reshape.
-// 3x3 stride-1 convolutions on nChw8c activations with enough channels and pixels run Winograd
+// 3x3 stride-1 convolutions on blocked activations with enough channels and pixels run Winograd
 // F(2x2, 3x3) instead (conv_winograd.h); their filters are transformed once at create.
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
+#include <functional>
 
 #include "core/layout_convert.h"
+#include "ops/cpu/algo_choice.h"
 #include "ops/cpu/conv_winograd.h"
+#include "ops/cpu/ew_lower.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/onednn_common.h"
 
@@ -143,8 +147,11 @@ Result<ConvGeom> conv_geometry(const std::string& who, const ConvAttrs& a, const
       const int64_t full = s * (in - 1) + out_pad[i] + dk;
       if (!out_shape.empty() || a.auto_pad == AutoPad::kSameUpper || a.auto_pad == AutoPad::kSameLower) {
         out = out_shape.empty() ? in * s : out_shape[i];
+        // The spec's total / 2 is floor division: an output_shape past the natural size gives a
+        // negative end padding (extra trailing outputs), not a negative start.
         const int64_t total = full - out;
-        pl = a.auto_pad == AutoPad::kSameUpper ? total / 2 : total - total / 2;
+        const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
+        pl = a.auto_pad == AutoPad::kSameUpper ? half : total - half;
         pr = total - pl;
       } else {
         if (a.auto_pad == AutoPad::kValid) pl = pr = 0;
@@ -166,6 +173,11 @@ Result<ConvGeom> conv_geometry(const std::string& who, const ConvAttrs& a, const
 // Per-shape state: descriptors and the primitives built for them.
 struct ConvState {
   ConvGeom geom;
+  // The geometry the primitive is built for: geom, or geom with its two spatial axes exchanged
+  // (long_axis: a Kx1 convolution over a width-1 tensor runs as 1xK over a height-1 one; the bytes
+  // of such tensors are the same in every layout, and oneDNN's kernels run far faster along W).
+  ConvGeom prim;
+  bool long_axis = false;
   memory::desc src_md, dst_md, bias_md, user_w_md, any_w_md;
   bool has_bias = false;
   bool has_z = false;
@@ -175,6 +187,8 @@ struct ConvState {
   PrimitiveCache cache;
   bool winograd = false;  // runs winograd_conv with `wgeom` instead of a primitive
   WinogradGeom wgeom;
+  EwEpilogue::ShapePlan epi;  // the elementwise epilogue: post-ops, or our loop over y afterwards
+  int epi_post_op_base = 0;   // post-ops before the epilogue's (sum, activation)
 };
 
 memory::desc activation_md(const ConvGeom& g, Layout layout, bool is_src) {
@@ -182,31 +196,37 @@ memory::desc activation_md(const ConvGeom& g, Layout layout, bool is_src) {
   for (size_t i = 0; i < g.in.size(); ++i) d.push_back(is_src ? g.in[i] : g.out[i]);
   if (layout == Layout::kChannelsLast) return permuted_md(d, {0, 2, 3, 1});
   if (layout == Layout::kBlocked8) return memory::desc(d, memory::data_type::f32, memory::format_tag::nChw8c);
+  if (layout == Layout::kBlocked16) return memory::desc(d, memory::data_type::f32, memory::format_tag::nChw16c);
   return plain_md(d);
 }
 
-// The activation layout for a 2-D convolution with c input and m output channels. oneDNN's AVX2
-// convolutions are fastest on nChw8c, but mixing nChw8c with NHWC falls back to its reference
-// code, so nChw8c is chosen only when both sides have whole blocks (plain, grouped-by-blocks
-// or depthwise); everything else stays channels-last.
-// A first layer (fewer than 8 input channels, as images have) reads plain NCHW and writes nChw8c,
-// for which oneDNN has a dedicated kernel; conv_layout() then returns kPlain for its input.
-bool first_layer(int64_t c, int64_t m, int64_t group) {
-  return c < 8 && m % 8 == 0 && group == 1;
+// The activation layout for a 2-D convolution with c input and m output channels, given the
+// blocked layout's channels per block (0: blocked layouts off). oneDNN's blocked convolutions
+// (nChw8c for AVX2, nChw16c for AVX-512) are its fastest, but mixing a blocked layout with NHWC
+// falls back to its reference code, so a blocked layout is chosen only when both sides have whole
+// blocks (plain, grouped by whole blocks, or depthwise); everything else stays channels-last.
+// A first layer (fewer than 8 input channels, as images have) reads plain NCHW and writes the
+// blocked layout, for which oneDNN has a dedicated kernel; conv_layout() then returns kPlain for
+// its input.
+bool first_layer(int64_t c, int64_t m, int64_t group, int block) {
+  return block > 0 && c < 8 && m % block == 0 && group == 1;
 }
 
-Layout conv_layout(int64_t c, int64_t m, int64_t group, bool allow_blocked) {
-  if (allow_blocked && first_layer(c, m, group)) return Layout::kPlain;
-  const bool whole = c % 8 == 0 && m % 8 == 0;
-  const bool groups_ok = group == 1 || (group == c && group == m);
-  return allow_blocked && whole && groups_ok ? Layout::kBlocked8 : Layout::kChannelsLast;
+Layout conv_layout(int64_t c, int64_t m, int64_t group, int block) {
+  if (first_layer(c, m, group, block)) return Layout::kPlain;
+  if (block == 0) return Layout::kChannelsLast;
+  const bool whole = c % block == 0 && m % block == 0;
+  const bool depthwise = group == c && group == m;
+  // On AVX-512, groups of exactly one block each way run oneDNN's blocked grouped kernels (6x
+  // faster than NHWC for 16-channel groups); wider and narrower groups run faster channels-last.
+  const bool group_blocks = block == 16 && group > 1 && c / group == block && m / group == block;
+  return whole && (group == 1 || depthwise || group_blocks) ? blocked_layout(block) : Layout::kChannelsLast;
 }
 
 // The output layout for an input in `in`: the same, except that a first layer (see above) given
-// a plain input writes nChw8c when blocked layouts are allowed.
-Layout conv_out_layout(Layout in, const ConvGeom& g, bool blocked_ok) {
-  if (in == Layout::kPlain && blocked_ok && g.in.size() == 2 && first_layer(g.c, g.m, g.group))
-    return Layout::kBlocked8;
+// a plain input writes the blocked layout when blocked layouts are allowed (block > 0).
+Layout conv_out_layout(Layout in, const ConvGeom& g, int block) {
+  if (in == Layout::kPlain && g.in.size() == 2 && first_layer(g.c, g.m, g.group, block)) return blocked_layout(block);
   return in;
 }
 
@@ -235,12 +255,16 @@ class ConvKernel final : public Kernel {
     auto k = std::make_unique<ConvKernel>();
     k->who_ = args.node.describe();
     k->fused_ = args.node.domain == "streamline";
-    k->blocked_ok_ = !transposed && args.options.allow_channels_last && args.options.allow_blocked;
+    k->block_ = !transposed && args.options.allow_channels_last && args.options.allow_blocked ? args.options.block : 0;
+    k->algo_ = args.options.conv_algorithm;
     SL_ASSIGN_OR_RETURN(k->attrs_, parse_conv_attrs(args.node, transposed));
     if (!k->fused_) k->attrs_.act = Activation{};
     if (args.node.inputs.size() < 2) return invalid_argument(k->who_ + ": needs inputs X and W");
+    if (k->fused_ && !transposed) {
+      SL_ASSIGN_OR_RETURN(k->epi_, EwEpilogue::create(args.node, 4));
+    }
     const size_t max_inputs = k->fused_ ? 4 : 3;
-    if (args.node.inputs.size() > max_inputs)
+    if (k->epi_.empty() && args.node.inputs.size() > max_inputs)
       return invalid_argument(k->who_ + ": at most " + std::to_string(max_inputs) + " inputs");
     k->weights_const_ = args.constants.size() > 1 && args.constants[1] != nullptr;
     if (k->weights_const_) k->prepare_winograd(args);
@@ -251,18 +275,26 @@ class ConvKernel final : public Kernel {
   LayoutSupport layout_support() const override {
     return attrs_.transposed ? LayoutSupport::kPlainOnly : LayoutSupport::kPreferChannelsLast;
   }
-  Layout preferred_layout(std::span<const TensorInfo> inputs, bool allow_blocked) const override {
+  // On AVX-512 (16-channel blocks) oneDNN's NHWC convolutions run about as fast as its nChw16c ones
+  // (depthwise ones up to 1.5x slower), so an input that arrives channels-last stays so: two
+  // layout conversions around a convolution cost more than the difference.
+  Layout preferred_layout(std::span<const TensorInfo> inputs, int block) const override {
     if (inputs.size() < 2 || inputs[0].shape.rank() != 4 || inputs[1].shape.rank() != 4 || !weights_const_)
       return Layout::kChannelsLast;
-    return conv_layout(inputs[0].shape[1], inputs[1].shape[0], attrs_.group, allow_blocked);
+    const Shape& xs = inputs[0].shape;
+    if (block == 16 && inputs[0].layout == Layout::kChannelsLast && xs[2] * xs[3] > 1) return Layout::kChannelsLast;
+    return conv_layout(xs[1], inputs[1].shape[0], attrs_.group, block);
   }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const override {
     if (inputs.size() < 2 || !inputs[0].present() || !inputs[1].present())
       return invalid_argument(who_ + ": needs inputs X and W");
-    for (const auto& in : inputs)
-      if (in.present() && in.dtype != DType::kFloat32)
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const auto& in = inputs[i];
+      const bool extra = !epi_.empty() && i >= epi_.first_input();  // epilogue operands may be masks
+      if (in.present() && in.dtype != DType::kFloat32 && !(extra && in.dtype == DType::kBool))
         return unsupported(who_ + ": only float32 is supported, got " + dtype_name(in.dtype));
+    }
     const TensorInfo& x = inputs[0];
     const TensorInfo& w = inputs[1];
     const bool w_cl = w.layout == Layout::kChannelsLast;
@@ -274,14 +306,16 @@ class ConvKernel final : public Kernel {
     const Layout layout = x.layout;
     if (layout != Layout::kPlain && (x.shape.rank() != 4 || attrs_.transposed))
       return invalid_argument(who_ + ": " + layout_name(layout) + " input must be rank 4");
-    if (layout == Layout::kBlocked8 && (g.c % 8 != 0 || g.m % 8 != 0))
-      return invalid_argument(who_ + ": nChw8c needs input and output channels divisible by 8");
-    const Layout out_layout = weights_const_ ? conv_out_layout(layout, g, blocked_ok_) : layout;
+    const int64_t blk = layout_block(layout);
+    if (blk && (g.c % blk != 0 || g.m % blk != 0))
+      return invalid_argument(who_ + ": " + layout_name(layout) + " needs input and output channels divisible by " +
+                              std::to_string(blk));
+    const Layout out_layout = weights_const_ ? conv_out_layout(layout, g, block_) : layout;
     st->has_bias = inputs.size() > 2 && inputs[2].present();
     if (st->has_bias && (inputs[2].shape.rank() != 1 || inputs[2].shape[0] != g.m))
       return invalid_argument(who_ + ": bias " + inputs[2].shape.to_string() + " must be [" + std::to_string(g.m) +
                               "]");
-    st->has_z = inputs.size() > 3 && inputs[3].present();
+    st->has_z = inputs.size() > 3 && inputs[3].present() && (epi_.empty() || epi_.first_input() > 3);
     if (st->has_z && inputs[3].shape != g.y_shape)
       return invalid_argument(who_ + ": residual Z " + inputs[3].shape.to_string() + " must match output " +
                               g.y_shape.to_string());
@@ -289,25 +323,39 @@ class ConvKernel final : public Kernel {
       for (size_t i = 0; i < g.in.size(); ++i)
         if (g.pad_l[i] < 0)
           return unsupported(who_ + ": output_shape larger than the natural output (negative leading padding)");
-    st->src_md = activation_md(g, layout, true);
-    st->dst_md = activation_md(g, out_layout, false);
-    st->bias_md = st->has_bias ? plain_md({g.m}) : memory::desc();
-    st->user_w_md = user_weights_md(g, attrs_.transposed, w_cl);
-    st->any_w_md = memory::desc(st->user_w_md.dims(), memory::data_type::f32, memory::format_tag::any);
+    describe(*st, layout, out_layout, w_cl);
 
     ReshapeResult r;
     r.outputs.push_back(OutputInfo{DType::kFloat32, g.y_shape, out_layout});
     if (st->has_z && inputs[3].layout == r.outputs[0].layout) r.inplace = {3};
-    if (winograd_applies(g, layout, out_layout)) {
+    const int nthr = current_omp_threads();
+    const void* plain_w = w.value ? w.value->raw() : nullptr;
+    // The algorithm: oneDNN's direct convolution as the shape is, along the long axis, or Winograd.
+    const bool wino = winograd_applies(g, layout, out_layout);
+    const bool long_axis = !w_cl && weights_const_ && long_axis_applies(g);
+    // A measured choice is only between algorithms of the same arithmetic (direct, along the long
+    // axis): Winograd rounds differently (F(4x4, 3x3) put InceptionV3 at 1.2e-4 of its scale from
+    // PyTorch, over the 1e-4 the model tests hold), so a model's accuracy would depend on timings.
+    // Winograd runs where it is asked for: ConvAlgorithm::kDirect or kLongAxis.
+    const bool measured = algo_ == ConvAlgorithm::kMeasure;
+    Algo algo = wino && !measured ? Algo::kWinograd : Algo::kDirect;
+    if (algo_ == ConvAlgorithm::kLongAxis && long_axis) algo = Algo::kLongAxis;
+    if (measured && weights_const_ && long_axis) {
+      SL_ASSIGN_OR_RETURN(algo, measure(*st, /*wino=*/false, long_axis, layout, out_layout, nthr, plain_w));
+    }
+    if (algo == Algo::kLongAxis) {
+      st->long_axis = true;
+      describe(*st, layout, out_layout, w_cl);
+    }
+    if (!epi_.empty()) SL_RETURN_IF_ERROR(plan_epilogue(*st, inputs, out_layout, algo != Algo::kWinograd));
+    if (algo == Algo::kWinograd) {
       st->winograd = true;
-      st->wgeom = winograd_geom(wino_.f, g.n, g.c, g.m, g.in[0], g.in[1], g.out[0], g.out[1], g.pad_l[0], g.pad_l[1]);
+      st->wgeom = winograd_geometry(g);
       r.workspace_bytes = st->wgeom.workspace_bytes();
       r.state = std::move(st);
       return r;
     }
 
-    const int nthr = current_omp_threads();
-    const void* plain_w = w.value ? w.value->raw() : nullptr;
     SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p,
                         st->cache.get(nthr, [&] { return build(*st, nthr, SIZE_MAX, plain_w); }));
     st->scratch_budget = p->scratchpad_bytes;
@@ -339,8 +387,10 @@ class ConvKernel final : public Kernel {
       e.bias = st->has_bias ? ctx.inputs[2].data<float>() : nullptr;
       e.accumulate = st->has_z;
       e.act = attrs_.act;
-      return winograd_conv(st->wgeom, wino_, x.data<float>(), y.data<float>(), e, ctx.workspace, nthr)
-          .with_context(who_);
+      SL_RETURN_IF_ERROR(
+          winograd_conv(st->wgeom, wino_, x.data<float>(), y.data<float>(), e, ctx.workspace, nthr).with_context(who_));
+      if (!epi_.empty()) epi_.run(st->epi, y.data<float>(), ctx.inputs, nthr);
+      return ok_status();
     }
     SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p,
                         st->cache.get(nthr, [&] { return build(*st, nthr, st->scratch_budget, w.raw()); }));
@@ -353,16 +403,115 @@ class ConvKernel final : public Kernel {
       args.emplace(DNNL_ARG_WEIGHTS, wrap(p->weights_md, wptr));
       if (st->has_bias) args.emplace(DNNL_ARG_BIAS, wrap(st->bias_md, ctx.inputs[2].raw()));
       args.emplace(DNNL_ARG_DST, wrap(st->dst_md, y.raw()));
+      if (st->epi.post_ops) epi_.add_args(args, st->epi, st->epi_post_op_base, ctx.inputs);
     } catch (const dnnl::error& e) {
       return dnnl_error_status(e, who_);
     }
-    return execute(*p, args, ws).with_context(who_);
+    SL_RETURN_IF_ERROR(execute(*p, args, ws).with_context(who_));
+    if (!epi_.empty() && !st->epi.post_ops) epi_.run(st->epi, y.data<float>(), ctx.inputs, nthr);
+    return ok_status();
   }
 
  private:
+  enum class Algo { kDirect, kLongAxis, kWinograd };
+
+  // oneDNN's descriptors of `st` for its geometry (st.prim: st.geom, its spatial axes exchanged
+  // when st.long_axis) and layouts.
+  void describe(ConvState& st, Layout layout, Layout out_layout, bool w_cl) const {
+    st.prim = st.geom;
+    if (st.long_axis)
+      for (auto* v :
+           {&st.prim.in, &st.prim.k, &st.prim.out, &st.prim.strides, &st.prim.dil, &st.prim.pad_l, &st.prim.pad_r})
+        std::swap((*v)[0], (*v)[1]);
+    st.src_md = activation_md(st.prim, layout, true);
+    st.dst_md = activation_md(st.prim, out_layout, false);
+    st.bias_md = st.has_bias ? plain_md({st.geom.m}) : memory::desc();
+    st.user_w_md = user_weights_md(st.prim, attrs_.transposed, w_cl);
+    st.any_w_md = memory::desc(st.user_w_md.dims(), memory::data_type::f32, memory::format_tag::any);
+  }
+
+  // A 2-D convolution that only runs down a width-1 tensor (Kx1 filters, nothing along W), as
+  // 1-D convolutions are written for 2-D runtimes: [N, C, L, 1].
+  bool long_axis_applies(const ConvGeom& g) const {
+    return !attrs_.transposed && g.in.size() == 2 && g.in[1] == 1 && g.out[1] == 1 && g.k[1] == 1 && g.pad_l[1] == 0 &&
+           g.pad_r[1] == 0 && g.in[0] > 1;
+  }
+
+  WinogradGeom winograd_geometry(const ConvGeom& g) const {
+    WinogradGeom wg =
+        winograd_geom(wino_.f, g.n, g.c, g.m, g.in[0], g.in[1], g.out[0], g.out[1], g.pad_l[0], g.pad_l[1]);
+    wg.block = wino_.block;
+    return wg;
+  }
+
+  // Times the candidates on scratch buffers (algo_choice.h) and returns the fastest.
+  Result<Algo> measure(const ConvState& st, bool wino, bool long_axis, Layout layout, Layout out_layout, int nthr,
+                       const void* plain_w) const {
+    const ConvGeom& g = st.geom;
+    std::vector<Algo> algos{Algo::kDirect};
+    if (long_axis) algos.push_back(Algo::kLongAxis);
+    if (wino) algos.push_back(Algo::kWinograd);
+    auto x = AlignedBuffer::allocate(st.src_md.get_size());
+    auto y = AlignedBuffer::allocate(st.dst_md.get_size());
+    auto bias = AlignedBuffer::allocate(static_cast<size_t>(g.m) * sizeof(float));
+    if (!x || !y || !bias) return resource_exhausted(who_ + ": out of memory measuring algorithms");
+    std::memset(x->data(), 0, st.src_md.get_size());
+    std::memset(bias->data(), 0, static_cast<size_t>(g.m) * sizeof(float));
+    std::vector<std::shared_ptr<ConvState>> states;
+    std::vector<std::shared_ptr<AlignedBuffer>> scratch;
+    std::vector<std::function<void()>> runs;
+    for (Algo a : algos) {
+      if (a == Algo::kWinograd) {
+        const WinogradGeom wg = winograd_geometry(g);
+        auto ws = AlignedBuffer::allocate(wg.workspace_bytes());
+        if (!ws) return resource_exhausted(who_ + ": out of memory measuring Winograd");
+        scratch.push_back(ws);
+        runs.push_back([this, wg, ws, &x, &y, &bias, nthr] {
+          WinogradEpilogue e;
+          e.bias = bias->as<float>();
+          e.act = attrs_.act;
+          (void)winograd_conv(wg, wino_, x->as<float>(), y->as<float>(), e, ws->data(), nthr);
+        });
+        continue;
+      }
+      auto cand = std::make_shared<ConvState>();
+      cand->geom = st.geom;
+      cand->has_bias = st.has_bias;
+      cand->long_axis = a == Algo::kLongAxis;
+      describe(*cand, layout, out_layout, false);
+      SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p,
+                          cand->cache.get(nthr, [&] { return build(*cand, nthr, SIZE_MAX, plain_w); }));
+      auto ws = AlignedBuffer::allocate(std::max<size_t>(p->scratchpad_bytes, 64));
+      if (!ws) return resource_exhausted(who_ + ": out of memory measuring convolutions");
+      scratch.push_back(ws);
+      states.push_back(cand);
+      const void* wptr = p->weights_source == WeightsSource::kKernelPacked ? packed_.buf->data()
+                         : p->packed_weights                               ? p->packed_weights->data()
+                                                                           : plain_w;
+      runs.push_back([cand, p, ws, wptr, &x, &y, &bias] {
+        std::unordered_map<int, memory> args;
+        args.emplace(DNNL_ARG_SRC, wrap(cand->src_md, x->data()));
+        args.emplace(DNNL_ARG_WEIGHTS, wrap(p->weights_md, wptr));
+        if (cand->has_bias) args.emplace(DNNL_ARG_BIAS, wrap(cand->bias_md, bias->data()));
+        args.emplace(DNNL_ARG_DST, wrap(cand->dst_md, y->data()));
+        (void)execute(*p, args, ws->data());
+      });
+    }
+    std::string key = "conv " + std::to_string(g.n) + "x" + std::to_string(g.c) + "->" + std::to_string(g.m) + " g" +
+                      std::to_string(g.group) + " " + layout_name(layout) + "/" + layout_name(out_layout) + " t" +
+                      std::to_string(nthr);
+    for (const auto* v : {&g.in, &g.k, &g.strides, &g.dil, &g.pad_l, &g.pad_r}) {
+      key += " ";
+      for (int64_t d : *v) key += std::to_string(d) + ",";
+    }
+    for (Algo a : algos) key += " " + std::to_string(static_cast<int>(a));
+    OmpThreadsGuard guard(nthr);
+    return algos[static_cast<size_t>(choose_by_time(key, runs))];
+  }
+
   // Creates the primitive descriptor for `st` (weights in any layout) with `attr`.
   dnnl::primitive_desc make_pd(const ConvState& st, const dnnl::primitive_attr& attr) const {
-    const ConvGeom& g = st.geom;
+    const ConvGeom& g = st.prim;
     memory::dims strides(g.strides.begin(), g.strides.end());
     memory::dims dil;
     for (int64_t d : g.dil) dil.push_back(d - 1);
@@ -393,19 +542,53 @@ class ConvKernel final : public Kernel {
     return Deconv::primitive_desc(d, attr, eng);
   }
 
+  // The post-ops of the conv itself (residual sum, activation), then the epilogue's.
+  dnnl::post_ops post_ops(const ConvState& st) const {
+    dnnl::post_ops po;
+    if (st.has_z) po.append_sum(1.f);
+    append_activation(po, attrs_.act);
+    if (st.epi.post_ops) epi_.append(po, st.epi);
+    return po;
+  }
+
+  // Decides how the elementwise epilogue runs for this shape: as post-ops when they map, the
+  // primitive still is one of oneDNN's optimised ones with them (not its reference code), and
+  // `post_ops_ok` (not Winograd); otherwise our loop over y after the convolution.
+  Status plan_epilogue(ConvState& st, std::span<const TensorInfo> inputs, Layout out_layout, bool post_ops_ok) const {
+    auto sp = epi_.plan(st.geom.y_shape, out_layout, st.dst_md, inputs, post_ops_ok);
+    if (!sp.ok()) return sp.status().with_context(who_);
+    st.epi = std::move(sp).value();
+    dnnl::post_ops base;
+    if (st.has_z) base.append_sum(1.f);
+    append_activation(base, attrs_.act);
+    st.epi_post_op_base = base.len();
+    if (!st.epi.post_ops) return ok_status();
+    bool fast = false;
+    try {
+      dnnl::primitive_attr attr;
+      attr.set_post_ops(post_ops(st));
+      const std::string impl = make_pd(st, attr).impl_info_str();
+      fast = impl.find("ref") == std::string::npos;
+    } catch (const dnnl::error&) {
+      fast = false;
+    }
+    if (fast) return ok_status();
+    SL_ASSIGN_OR_RETURN(st.epi, epi_.plan(st.geom.y_shape, out_layout, st.dst_md, inputs, false));
+    return ok_status();
+  }
+
   // Builds the primitive for `nthr` threads and decides where its weights come from. `plain_w`
   // holds the constant weights in ONNX layout when they are not prepacked yet.
   Result<std::unique_ptr<BuiltPrimitive>> build(const ConvState& st, int nthr, size_t budget,
                                                 const void* plain_w) const {
     dnnl::primitive_attr attr;
-    dnnl::post_ops po;
-    if (st.has_z) po.append_sum(1.f);
-    append_activation(po, attrs_.act);
-    attr.set_post_ops(po);
+    attr.set_post_ops(post_ops(st));
     SL_ASSIGN_OR_RETURN(std::unique_ptr<BuiltPrimitive> p,
                         build_primitive(
                             nthr, budget, attr, [&](const dnnl::primitive_attr& a) { return make_pd(st, a); }, who_));
-    SL_RETURN_IF_ERROR(resolve_weights(*p, nthr, st.user_w_md, weights_const_, packed_, plain_w, who_));
+    // The copy packed at create has the unexchanged axes: a long-axis primitive packs from plain.
+    SL_RETURN_IF_ERROR(resolve_weights(*p, nthr, st.user_w_md, weights_const_, st.long_axis ? PackedWeights{} : packed_,
+                                       plain_w, who_));
     return p;
   }
 
@@ -422,13 +605,13 @@ class ConvKernel final : public Kernel {
 
   // Whether a reshape with these geometry and layouts runs the transformed filters.
   bool winograd_applies(const ConvGeom& g, Layout in, Layout out) const {
-    return wino_.u && in == Layout::kBlocked8 && out == Layout::kBlocked8 && g.in.size() == 2 && g.c == wino_.c &&
-           g.m == wino_.m && g.k == std::vector<int64_t>{3, 3} && g.strides == std::vector<int64_t>{1, 1} &&
-           g.dil == std::vector<int64_t>{1, 1} && g.group == 1 &&
-           winograd_worthwhile(wino_.f, g.c, g.m, g.n, g.out[0], g.out[1]);
+    return wino_.u && is_blocked(in) && out == in && layout_block(in) == wino_.block && g.in.size() == 2 &&
+           g.c == wino_.c && g.m == wino_.m && g.k == std::vector<int64_t>{3, 3} &&
+           g.strides == std::vector<int64_t>{1, 1} && g.dil == std::vector<int64_t>{1, 1} && g.group == 1 &&
+           winograd_worthwhile(wino_.block, wino_.f, g.c, g.m, g.n, g.out[0], g.out[1]);
   }
 
-  // Transforms the filters at create when the planner will give this convolution nChw8c activations
+  // Transforms the filters at create when the planner will give this convolution blocked activations
   // and the declared input size makes it a candidate (winograd_tile). Each reshape then runs
   // Winograd where it pays for that shape (winograd_worthwhile) and the direct primitive otherwise.
   void prepare_winograd(const KernelCreateArgs& args) {
@@ -436,15 +619,17 @@ class ConvKernel final : public Kernel {
     if (!args.options.allow_winograd || !args.options.allow_blocked || !args.options.allow_channels_last) return;
     if (w.dtype() != DType::kFloat32 || !winograd_shape(w.shape())) return;
     const int64_t m = w.shape()[0], c = w.shape()[1];
-    if (conv_layout(c, m, 1, true) != Layout::kBlocked8) return;
+    const int block = args.options.block;
+    if (conv_layout(c, m, 1, block) != blocked_layout(block)) return;
     const graph::Value& xv = args.graph.value(args.node.inputs[0]);
     if (!xv.dims || xv.dims->size() != 4 || !(*xv.dims)[2].fixed() || !(*xv.dims)[3].fixed()) return;
     auto geom = conv_geometry(who_, attrs_, Shape{1, c, (*xv.dims)[2].value, (*xv.dims)[3].value}, w.shape());
     if (!geom.ok()) return;
-    const int f = winograd_tile(c, m, geom->out[0], geom->out[1]);
+    const int f = winograd_tile(block, c, m, geom->out[0], geom->out[1]);
     // Transformed when a batch of two would use them.
-    if (f == 0 || !winograd_worthwhile(f, c, m, 2, geom->out[0], geom->out[1])) return;
+    if (f == 0 || !winograd_worthwhile(block, f, c, m, 2, geom->out[0], geom->out[1])) return;
     wino_ = winograd_weights(w.data<float>(), m, c, f);
+    wino_.block = block;
   }
 
   // Reorders constant weights into oneDNN's preferred layout for the input size the graph
@@ -468,17 +653,19 @@ class ConvKernel final : public Kernel {
     if (!geom.ok()) return ok_status();  // reshape reports the error with the real shapes
     ConvState st;
     st.geom = *geom;
+    st.prim = *geom;
     // Pack for the layout the planner will give this convolution (see preferred_layout).
     Layout layout = Layout::kPlain;
+    const int block = args.options.allow_blocked ? args.options.block : 0;
     if (xs.rank() == 4 && !attrs_.transposed && args.options.allow_channels_last)
-      layout = conv_layout(st.geom.c, st.geom.m, attrs_.group, args.options.allow_blocked);
+      layout = conv_layout(st.geom.c, st.geom.m, attrs_.group, block);
     st.has_bias = args.node.inputs.size() > 2 && args.node.inputs[2] != graph::kNoValue;
     st.has_z = args.node.inputs.size() > 3 && args.node.inputs[3] != graph::kNoValue;
     st.src_md = activation_md(st.geom, layout, true);
     st.dst_md = activation_md(
         st.geom,
         layout == Layout::kPlain && xs.rank() == 4 && !attrs_.transposed && args.options.allow_channels_last
-            ? conv_out_layout(layout, st.geom, args.options.allow_blocked)
+            ? conv_out_layout(layout, st.geom, block)
             : layout,
         false);
     st.bias_md = st.has_bias ? plain_md({st.geom.m}) : memory::desc();
@@ -503,8 +690,10 @@ class ConvKernel final : public Kernel {
   bool fused_ = false;
   ConvAttrs attrs_;
   bool weights_const_ = false;
-  bool blocked_ok_ = false;  // nChw8c outputs allowed (see conv_out_layout)
+  ConvAlgorithm algo_ = ConvAlgorithm::kMeasure;
+  int block_ = 0;            // channels per block of blocked outputs allowed, 0: none (conv_out_layout)
   PackedWeights packed_;     // constant weights reordered at create, if any
+  EwEpilogue epi_;           // FusedConv's elementwise epilogue (ew_* attributes), inputs 4..
   WinogradWeights wino_;     // transformed filters, when prepare_winograd chose Winograd
 };
 

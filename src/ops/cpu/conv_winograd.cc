@@ -1,5 +1,6 @@
-// Winograd F(2x2, 3x3) and F(4x4, 3x3) on nChw8c activations (see conv_winograd.h). Eight channels
-// at a time: one 8-float vector per pixel of an nChw8c block, so every transform is vector arithmetic.
+// Winograd F(2x2, 3x3) and F(4x4, 3x3) on blocked activations (see conv_winograd.h). One block of
+// channels at a time: one vector of 8 (nChw8c) or 16 (nChw16c) floats per pixel of a block, so
+// every transform is vector arithmetic.
 
 #include "ops/cpu/conv_winograd.h"
 
@@ -14,31 +15,42 @@
 namespace streamline::ops::cpu {
 namespace {
 
-// Eight floats; unaligned loads and stores go through memcpy (one vmovups each).
-typedef float V8 __attribute__((vector_size(32)));
+// B floats (one block); unaligned loads and stores go through memcpy (one vmovups each).
+template <int B>
+struct VecOf {
+  typedef float type __attribute__((vector_size(B * sizeof(float))));
+};
 
-inline V8 load(const float* p) {
-  V8 v;
+template <typename V>
+inline V load(const float* p) {
+  V v;
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-inline void store(float* p, V8 v) { std::memcpy(p, &v, sizeof(v)); }
-inline V8 splat(float f) { return V8{f, f, f, f, f, f, f, f}; }
+template <typename V>
+inline void store(float* p, V v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+template <typename V>
+inline V splat(float f) {
+  return V{} + f;
+}
 
 constexpr size_t kChunkBytes = size_t{2} << 20;  // transformed inputs + products of one chunk
 constexpr int64_t kF4MinSide = 28;  // outputs at least this tall and wide use F(4, 3)
 
-inline V8 activate(V8 v, const Activation& a) {
-  const V8 zero = splat(0.f);
+template <typename V>
+inline V activate(V v, const Activation& a) {
+  const V zero = splat<V>(0.f);
   switch (a.kind) {
     case ActKind::kNone:
       return v;
     case ActKind::kRelu:
       return v > zero ? v : zero;
     case ActKind::kLeakyRelu:
-      return v > zero ? v : v * splat(a.alpha);
+      return v > zero ? v : v * splat<V>(a.alpha);
     case ActKind::kClip: {
-      const V8 lo = splat(a.alpha), hi = splat(a.beta);
+      const V lo = splat<V>(a.alpha), hi = splat<V>(a.beta);
       v = v < lo ? lo : v;
       return v > hi ? hi : v;
     }
@@ -58,13 +70,15 @@ struct Tx;
 template <>
 struct Tx<2> {
   static constexpr int kT = 4;
-  static inline void in(const V8* d, V8* r) {
+  template <typename V>
+  static inline void in(const V* d, V* r) {
     r[0] = d[0] - d[2];
     r[1] = d[1] + d[2];
     r[2] = d[2] - d[1];
     r[3] = d[1] - d[3];
   }
-  static inline void out(const V8* m, V8* r) {
+  template <typename V>
+  static inline void out(const V* m, V* r) {
     r[0] = m[0] + m[1] + m[2];
     r[1] = m[1] - m[2] - m[3];
   }
@@ -73,23 +87,25 @@ struct Tx<2> {
 template <>
 struct Tx<4> {
   static constexpr int kT = 6;
-  static inline void in(const V8* d, V8* r) {
-    const V8 four = splat(4.f), five = splat(5.f), two = splat(2.f);
+  template <typename V>
+  static inline void in(const V* d, V* r) {
+    const V four = splat<V>(4.f), five = splat<V>(5.f), two = splat<V>(2.f);
     r[0] = four * d[0] - five * d[2] + d[4];
-    const V8 a = d[3] + d[4] - four * d[2], b = four * d[1];
+    const V a = d[3] + d[4] - four * d[2], b = four * d[1];
     r[1] = a - b;
     r[2] = b + d[4] - four * d[2] - d[3];
-    const V8 c = two * (d[1] - d[3]), e = d[4] - d[2];
+    const V c = two * (d[1] - d[3]), e = d[4] - d[2];
     r[3] = e - c;
     r[4] = e + c;
     r[5] = four * d[1] - five * d[3] + d[5];
   }
-  static inline void out(const V8* m, V8* r) {
-    const V8 s12 = m[1] + m[2], d12 = m[1] - m[2], s34 = m[3] + m[4], d34 = m[3] - m[4];
+  template <typename V>
+  static inline void out(const V* m, V* r) {
+    const V s12 = m[1] + m[2], d12 = m[1] - m[2], s34 = m[3] + m[4], d34 = m[3] - m[4];
     r[0] = m[0] + s12 + s34;
-    r[1] = d12 + splat(2.f) * d34;
-    r[2] = s12 + splat(4.f) * s34;
-    r[3] = d12 + splat(8.f) * d34 + m[5];
+    r[1] = d12 + splat<V>(2.f) * d34;
+    r[2] = s12 + splat<V>(4.f) * s34;
+    r[3] = d12 + splat<V>(8.f) * d34 + m[5];
   }
 };
 
@@ -104,35 +120,36 @@ inline TilePos tile_pos(const WinogradGeom& g, int64_t t) {
 }
 
 // Transforms tiles [t0, t0 + count) of x into v[T*T][count][C].
-template <int F>
+template <int F, int B>
 void transform_inputs(const WinogradGeom& g, const float* x, float* v, int64_t t0, int64_t count, int threads) {
+  using V = typename VecOf<B>::type;
   constexpr int T = Tx<F>::kT;
-  const int64_t cb_count = g.c / 8, ih = g.ih, iw = g.iw;
+  const int64_t cb_count = g.c / B, ih = g.ih, iw = g.iw;
   math::parallel_chunks(count * cb_count, 256, threads, [&](int64_t lo, int64_t hi) {
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t p = item / cb_count, cb = item % cb_count;
       const TilePos tp = tile_pos(g, t0 + p);
       const int64_t h0 = tp.oh - g.pad_top, w0 = tp.ow - g.pad_left;
-      const float* xb = x + (tp.n * cb_count + cb) * ih * iw * 8;
-      V8 d[T][T];
+      const float* xb = x + (tp.n * cb_count + cb) * ih * iw * B;
+      V d[T][T];
       if (h0 >= 0 && w0 >= 0 && h0 + T <= ih && w0 + T <= iw) {
         for (int i = 0; i < T; ++i)
-          for (int j = 0; j < T; ++j) d[i][j] = load(xb + ((h0 + i) * iw + w0 + j) * 8);
+          for (int j = 0; j < T; ++j) d[i][j] = load<V>(xb + ((h0 + i) * iw + w0 + j) * B);
       } else {
         for (int i = 0; i < T; ++i)
           for (int j = 0; j < T; ++j) {
             const int64_t h = h0 + i, w = w0 + j;
-            d[i][j] = h >= 0 && h < ih && w >= 0 && w < iw ? load(xb + (h * iw + w) * 8) : splat(0.f);
+            d[i][j] = h >= 0 && h < ih && w >= 0 && w < iw ? load<V>(xb + (h * iw + w) * B) : splat<V>(0.f);
           }
       }
       // B^T d: columns; then (B^T d) B: rows.
-      V8 col[T], t[T][T], row[T];
+      V col[T], t[T][T], row[T];
       for (int j = 0; j < T; ++j) {
         for (int i = 0; i < T; ++i) col[i] = d[i][j];
         Tx<F>::in(col, row);
         for (int i = 0; i < T; ++i) t[i][j] = row[i];
       }
-      float* dst = v + p * g.c + cb * 8;
+      float* dst = v + p * g.c + cb * B;
       for (int i = 0; i < T; ++i) {
         Tx<F>::in(t[i], row);
         for (int j = 0; j < T; ++j) store(dst + (i * T + j) * count * g.c, row[j]);
@@ -171,36 +188,37 @@ bool multiply(const WinogradGeom& g, const float* u, const float* v, float* prod
 }
 
 // Writes tiles [t0, t0 + count) of y from prod[T*T][count][M].
-template <int F>
+template <int F, int B>
 void transform_outputs(const WinogradGeom& g, const float* prod, float* y, const WinogradEpilogue& e, int64_t t0,
                        int64_t count, int threads) {
+  using V = typename VecOf<B>::type;
   constexpr int T = Tx<F>::kT;
-  const int64_t kb_count = g.m / 8, oh = g.oh, ow = g.ow;
+  const int64_t kb_count = g.m / B, oh = g.oh, ow = g.ow;
   math::parallel_chunks(count * kb_count, 256, threads, [&](int64_t lo, int64_t hi) {
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t p = item / kb_count, kb = item % kb_count;
       const TilePos tp = tile_pos(g, t0 + p);
-      const float* src = prod + p * g.m + kb * 8;
+      const float* src = prod + p * g.m + kb * B;
       // A^T m: columns (T -> F); then (A^T m) A: rows.
-      V8 col[T], t[F][T], out[F][F];
+      V col[T], t[F][T], out[F][F];
       for (int j = 0; j < T; ++j) {
-        for (int i = 0; i < T; ++i) col[i] = load(src + (i * T + j) * count * g.m);
-        V8 r[F];
+        for (int i = 0; i < T; ++i) col[i] = load<V>(src + (i * T + j) * count * g.m);
+        V r[F];
         Tx<F>::out(col, r);
         for (int i = 0; i < F; ++i) t[i][j] = r[i];
       }
       for (int i = 0; i < F; ++i) Tx<F>::out(t[i], out[i]);
-      const V8 bias = e.bias ? load(e.bias + kb * 8) : splat(0.f);
-      float* yb = y + (tp.n * kb_count + kb) * oh * ow * 8;
+      const V bias = e.bias ? load<V>(e.bias + kb * B) : splat<V>(0.f);
+      float* yb = y + (tp.n * kb_count + kb) * oh * ow * B;
       for (int i = 0; i < F; ++i) {
         const int64_t h = tp.oh + i;
         if (h >= oh) break;
         for (int j = 0; j < F; ++j) {
           const int64_t w = tp.ow + j;
           if (w >= ow) break;
-          float* py = yb + (h * ow + w) * 8;
-          V8 r = out[i][j] + bias;
-          if (e.accumulate) r += load(py);
+          float* py = yb + (h * ow + w) * B;
+          V r = out[i][j] + bias;
+          if (e.accumulate) r += load<V>(py);
           store(py, activate(r, e.act));
         }
       }
@@ -279,14 +297,14 @@ bool winograd_activation_ok(const Activation& a) {
          a.kind == ActKind::kClip;
 }
 
-int winograd_tile(int64_t c, int64_t m, int64_t oh, int64_t ow) {
-  if (c < 16 || m < 16 || c % 8 != 0 || m % 8 != 0) return 0;
+int winograd_tile(int block, int64_t c, int64_t m, int64_t oh, int64_t ow) {
+  if (block <= 0 || c < 16 || m < 16 || c % block != 0 || m % block != 0) return 0;
   if (oh >= kF4MinSide && ow >= kF4MinSide) return 4;
   return 2;
 }
 
-bool winograd_worthwhile(int f, int64_t c, int64_t m, int64_t n, int64_t oh, int64_t ow) {
-  if (f == 0 || c < 16 || m < 16 || c % 8 != 0 || m % 8 != 0) return false;
+bool winograd_worthwhile(int block, int f, int64_t c, int64_t m, int64_t n, int64_t oh, int64_t ow) {
+  if (f == 0 || block <= 0 || c < 16 || m < 16 || c % block != 0 || m % block != 0) return false;
   // In 2x2 tiles, whatever tile the filters were transformed for.
   return n * ((oh + 1) / 2) * ((ow + 1) / 2) >= 32;
 }
@@ -294,21 +312,25 @@ bool winograd_worthwhile(int f, int64_t c, int64_t m, int64_t n, int64_t oh, int
 Status winograd_conv(const WinogradGeom& g, const WinogradWeights& w, const float* x, float* y,
                      const WinogradEpilogue& e, void* workspace, int threads) {
   if (g.f != w.f || (g.f != 2 && g.f != 4)) return internal_error("winograd: filters transformed for another tile");
+  if (g.block != 8 && g.block != 16) return internal_error("winograd: blocks of 8 or 16 channels only");
   auto* v = static_cast<float*>(workspace);
   auto* prod = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) +
                                         align_up(static_cast<size_t>(g.positions() * g.chunk * g.c) * sizeof(float)));
   const float* u = w.u->as<float>();
   for (int64_t t0 = 0; t0 < g.tiles; t0 += g.chunk) {
     const int64_t count = std::min(g.chunk, g.tiles - t0);
+    const bool b16 = g.block == 16;
     if (g.f == 2)
-      transform_inputs<2>(g, x, v, t0, count, threads);
+      b16 ? transform_inputs<2, 16>(g, x, v, t0, count, threads) : transform_inputs<2, 8>(g, x, v, t0, count, threads);
     else
-      transform_inputs<4>(g, x, v, t0, count, threads);
+      b16 ? transform_inputs<4, 16>(g, x, v, t0, count, threads) : transform_inputs<4, 8>(g, x, v, t0, count, threads);
     if (!multiply(g, u, v, prod, count, threads)) return internal_error("winograd: sgemm rejected its arguments");
     if (g.f == 2)
-      transform_outputs<2>(g, prod, y, e, t0, count, threads);
+      b16 ? transform_outputs<2, 16>(g, prod, y, e, t0, count, threads)
+          : transform_outputs<2, 8>(g, prod, y, e, t0, count, threads);
     else
-      transform_outputs<4>(g, prod, y, e, t0, count, threads);
+      b16 ? transform_outputs<4, 16>(g, prod, y, e, t0, count, threads)
+          : transform_outputs<4, 8>(g, prod, y, e, t0, count, threads);
   }
   return ok_status();
 }

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "core/small_types.h"
+
 namespace streamline::ops::cpu {
 
 Status DataKernel::check_rank(size_t rank) const {
@@ -110,6 +112,15 @@ void store_scalar(DType t, double v, void* dst) {
       return;
     }
     default:
+      if (is_small_int(t)) {
+        // Rounded and saturated into the small range, like the wider integers.
+        const double r = std::isnan(v) ? 0.0 : std::nearbyint(v);
+        const double c = std::min<double>(static_cast<double>(small_int_max(t)),
+                                          std::max<double>(static_cast<double>(small_int_min(t)), r));
+        *static_cast<uint8_t*>(dst) = int_to_small(t, static_cast<int64_t>(c), {});
+      } else if (is_small_float(t)) {
+        *static_cast<uint8_t*>(dst) = float_to_small(t, static_cast<float>(v), {});
+      }
       return;
   }
 }
@@ -142,6 +153,8 @@ int64_t load_int(DType t, const void* base, int64_t i) {
     case DType::kBFloat16:
       return saturate<int64_t>(bfloat16_to_float(static_cast<const uint16_t*>(base)[i]));
     default:
+      if (is_small_int(t)) return static_cast<int64_t>(small_to_float(t, static_cast<const uint8_t*>(base)[i]));
+      if (is_small_float(t)) return saturate<int64_t>(small_to_float(t, static_cast<const uint8_t*>(base)[i]));
       return 0;
   }
 }

@@ -1,6 +1,10 @@
 // Indexing kernels: Slice, Gather, GatherElements, GatherND, ScatterND, ScatterElements (with the
-// add/mul/max/min reductions) and the deprecated Scatter. Indices are int32 or int64; negative indices
-// count from the end; an index out of range is an InvalidArgument from run().
+// add/mul/max/min reductions), the deprecated Scatter and TensorScatter (opset 24, the KV-cache
+// update). Indices are int32 or int64; negative indices count from the end; an index out of range
+// is an InvalidArgument from run().
+//
+// TensorScatter: present = past_cache with, per batch entry b, `update` written along `axis` from
+// write_indices[b] (0 without it); mode "circular" wraps the position modulo the cache length.
 
 #include <algorithm>
 
@@ -428,6 +432,83 @@ KernelPtr make_nd(const KernelCreateArgs& a) {
   return NdKernel::create(a, kScatter);
 }
 
+class TensorScatterKernel final : public DataKernel {
+ public:
+  using DataKernel::DataKernel;
+  static KernelPtr create(const KernelCreateArgs& a) {
+    auto k = std::make_unique<TensorScatterKernel>(a.node);
+    const std::string mode = a.node.attr_string("mode", "linear");
+    if (mode != "linear" && mode != "circular") return k->invalid("unknown mode '" + mode + "'");
+    k->circular_ = mode == "circular";
+    k->axis_ = a.node.attr_int("axis", -2);
+    return std::unique_ptr<Kernel>(std::move(k));
+  }
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    if (in.size() < 2 || !in[0].present() || !in[1].present()) return invalid("needs past_cache and update");
+    SL_RETURN_IF_ERROR(check_movable(in[0].dtype, desc_));
+    const Shape &past = in[0].shape, &upd = in[1].shape;
+    if (in[1].dtype != in[0].dtype) return invalid("update's dtype differs from past_cache's");
+    SL_ASSIGN_OR_RETURN(int64_t axis, axis_of(past));
+    if (upd.rank() != past.rank()) return invalid("update's rank differs from past_cache's");
+    for (size_t d = 0; d < past.rank(); ++d)
+      if (static_cast<int64_t>(d) != axis && upd[d] != past[d])
+        return invalid("update " + upd.to_string() + " differs from past_cache " + past.to_string() +
+                       " off the sequence axis");
+    if (upd[static_cast<size_t>(axis)] > past[static_cast<size_t>(axis)])
+      return invalid("update is longer than the cache along the sequence axis");
+    if (in.size() > 2 && in[2].present()) {
+      if (in[2].dtype != DType::kInt64 && in[2].dtype != DType::kInt32) return invalid("write_indices must be int64");
+      if (in[2].shape != Shape{past[0]}) return invalid("write_indices must be [batch_size]");
+    }
+    ReshapeResult rr;
+    rr.outputs.push_back(OutputInfo{in[0].dtype, past, Layout::kPlain});
+    rr.inplace = {0};
+    return rr;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    const Tensor &past = ctx.inputs[0], &upd = ctx.inputs[1];
+    const Tensor* idx = ctx.inputs.size() > 2 && ctx.inputs[2].defined() ? &ctx.inputs[2] : nullptr;
+    Tensor& y = ctx.outputs[0];
+    copy_bytes(y.raw(), past.raw(), past.nbytes(), ctx.num_threads);
+    SL_ASSIGN_OR_RETURN(int64_t axis, axis_of(past.shape()));
+    const Shape& ps = past.shape();
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 1; d < axis; ++d) outer *= ps[static_cast<size_t>(d)];
+    for (size_t d = static_cast<size_t>(axis) + 1; d < ps.rank(); ++d) inner *= ps[d];
+    const int64_t max_len = ps[static_cast<size_t>(axis)], len = upd.shape()[static_cast<size_t>(axis)];
+    const size_t row = static_cast<size_t>(inner) * dtype_size(past.dtype());
+    const auto* src = static_cast<const uint8_t*>(upd.raw());
+    auto* dst = static_cast<uint8_t*>(y.raw());
+    for (int64_t b = 0; b < ps[0]; ++b) {
+      const int64_t start =
+          idx ? (idx->dtype() == DType::kInt64 ? idx->data<int64_t>()[b] : idx->data<int32_t>()[b]) : 0;
+      if (start < 0 || (!circular_ && start + len > max_len))
+        return invalid("write index " + std::to_string(start) + " of batch entry " + std::to_string(b) +
+                       " does not fit " + std::to_string(len) + " positions in a cache of " + std::to_string(max_len));
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t s = 0; s < len; ++s) {
+          const int64_t at = circular_ ? (start + s) % std::max<int64_t>(max_len, 1) : start + s;
+          std::memcpy(dst + static_cast<size_t>((b * outer + o) * max_len + at) * row,
+                      src + static_cast<size_t>((b * outer + o) * len + s) * row, row);
+        }
+    }
+    return ok_status();
+  }
+
+ private:
+  Result<int64_t> axis_of(const Shape& s) const {
+    int64_t axis = 0;
+    if (!normalize_axis(axis_, static_cast<int64_t>(s.rank()), &axis) || axis == 0)
+      return invalid("axis " + std::to_string(axis_) + " must name a non-batch dimension of " + s.to_string());
+    return axis;
+  }
+
+  bool circular_ = false;
+  int64_t axis_ = -2;
+};
+
 Status add_def(KernelRegistry& reg, const char* op, int since, int end, KernelFactory f) {
   KernelDef def;
   def.op = op;
@@ -448,6 +529,7 @@ Status register_index_ops(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(add_def(reg, "Scatter", 9, 10, make_elements<true>));
   SL_RETURN_IF_ERROR(add_def(reg, "GatherND", 11, INT_MAX, make_nd<false>));
   SL_RETURN_IF_ERROR(add_def(reg, "ScatterND", 11, INT_MAX, make_nd<true>));
+  SL_RETURN_IF_ERROR(add_data_kernel<TensorScatterKernel>(reg, "TensorScatter", 24));
   return ok_status();
 }
 

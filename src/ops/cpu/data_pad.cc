@@ -1,4 +1,9 @@
-// Pad (constant / reflect / edge / wrap; negative pads crop), Tile and Expand.
+// Pad (constant / reflect / edge / wrap; negative pads crop), CenterCropPad (opset 18), Tile and
+// Expand.
+//
+// CenterCropPad brings each of `axes` (all, by default) to the size in `shape`, centred: an axis of
+// n elements becomes m by dropping (n - m) / 2 at the start (rounded down) and the rest at the end,
+// or by adding zeros the same way when m > n. It runs as a constant Pad with those begins.
 
 #include <algorithm>
 
@@ -38,6 +43,57 @@ struct PadState {
   int64_t begin[kMaxDataRank] = {};
   uint8_t value[8] = {};  // the constant as dtype bytes, when it comes from the attribute
 };
+
+// Writes `in` padded (or cropped, for negative begins) as `st` says into `out`; outside the input
+// the mode decides, `value` (dtype bytes) for constant padding.
+void pad_into(const PadState& st, PadMode mode, const void* value, const Tensor& in, Tensor& out, int threads) {
+  const int64_t esz = static_cast<int64_t>(dtype_size(in.dtype()));
+  const auto* src = in.data<uint8_t>();
+  auto* dst = out.data<uint8_t>();
+  if (st.rank == 0) {
+    std::memcpy(dst, src, static_cast<size_t>(esz));
+    return;
+  }
+  if (out.numel() == 0) return;
+  const int last = st.rank - 1;
+  const int64_t n_out = st.out_dims[last], n_in = st.in_dims[last], b = st.begin[last];
+  int64_t in_strides[kMaxDataRank];
+  in_strides[last] = 1;
+  for (int d = last; d > 0; --d) in_strides[d - 1] = in_strides[d] * st.in_dims[d];
+  const int64_t rows = out.numel() / n_out;
+  const int64_t lo = std::clamp<int64_t>(b, 0, n_out), hi = std::clamp<int64_t>(b + n_in, lo, n_out);
+  const bool big = threads > 1 && out.numel() * esz >= kParallelBytes;
+#pragma omp parallel for num_threads(omp_threads(threads)) if (big) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = dst + r * n_out * esz;
+    int64_t rem = r, off = 0;
+    bool constant_row = false;
+    for (int d = last - 1; d >= 0; --d) {
+      const int64_t o = rem % st.out_dims[d];
+      rem /= st.out_dims[d];
+      const int64_t i = pad_source(mode, o - st.begin[d], st.in_dims[d]);
+      if (i < 0)
+        constant_row = true;
+      else
+        off += i * in_strides[d];
+    }
+    if (constant_row) {
+      fill_pattern(row, value, static_cast<size_t>(esz), n_out);
+      continue;
+    }
+    const uint8_t* srow = src + off * esz;
+    if (hi > lo) std::memcpy(row + lo * esz, srow + (lo - b) * esz, static_cast<size_t>((hi - lo) * esz));
+    for (int64_t x = 0; x < n_out; ++x) {
+      if (x == lo && hi > lo) x = hi;
+      if (x >= n_out) break;
+      const int64_t i = pad_source(mode, x - b, n_in);
+      if (i < 0)
+        std::memcpy(row + x * esz, value, static_cast<size_t>(esz));
+      else
+        std::memcpy(row + x * esz, srow + i * esz, static_cast<size_t>(esz));
+    }
+  }
+}
 
 class PadKernel final : public DataKernel {
  public:
@@ -118,58 +174,9 @@ class PadKernel final : public DataKernel {
   }
 
   Status run(const RunContext& ctx) const override {
-    const auto& st = *static_cast<const PadState*>(ctx.state);
-    const Tensor& in = ctx.inputs[0];
-    Tensor& out = ctx.outputs[0];
-    const int64_t esz = static_cast<int64_t>(dtype_size(in.dtype()));
-    const void* value = st.value;
+    const void* value = static_cast<const PadState*>(ctx.state)->value;
     if (opset_ >= 11 && ctx.inputs.size() > 2 && ctx.inputs[2].defined()) value = ctx.inputs[2].raw();
-    const auto* src = in.data<uint8_t>();
-    auto* dst = out.data<uint8_t>();
-    if (st.rank == 0) {
-      std::memcpy(dst, src, static_cast<size_t>(esz));
-      return ok_status();
-    }
-    if (out.numel() == 0) return ok_status();
-    const int last = st.rank - 1;
-    const int64_t n_out = st.out_dims[last], n_in = st.in_dims[last], b = st.begin[last];
-    int64_t in_strides[kMaxDataRank];
-    in_strides[last] = 1;
-    for (int d = last; d > 0; --d) in_strides[d - 1] = in_strides[d] * st.in_dims[d];
-    const int64_t rows = out.numel() / n_out;
-    const int64_t lo = std::clamp<int64_t>(b, 0, n_out), hi = std::clamp<int64_t>(b + n_in, lo, n_out);
-    const bool big = ctx.num_threads > 1 && out.numel() * esz >= kParallelBytes;
-    const PadMode mode = mode_;
-#pragma omp parallel for num_threads(omp_threads(ctx.num_threads)) if (big) schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      uint8_t* row = dst + r * n_out * esz;
-      int64_t rem = r, off = 0;
-      bool constant_row = false;
-      for (int d = last - 1; d >= 0; --d) {
-        const int64_t o = rem % st.out_dims[d];
-        rem /= st.out_dims[d];
-        const int64_t i = pad_source(mode, o - st.begin[d], st.in_dims[d]);
-        if (i < 0)
-          constant_row = true;
-        else
-          off += i * in_strides[d];
-      }
-      if (constant_row) {
-        fill_pattern(row, value, static_cast<size_t>(esz), n_out);
-        continue;
-      }
-      const uint8_t* srow = src + off * esz;
-      if (hi > lo) std::memcpy(row + lo * esz, srow + (lo - b) * esz, static_cast<size_t>((hi - lo) * esz));
-      for (int64_t x = 0; x < n_out; ++x) {
-        if (x == lo && hi > lo) x = hi;
-        if (x >= n_out) break;
-        const int64_t i = pad_source(mode, x - b, n_in);
-        if (i < 0)
-          std::memcpy(row + x * esz, value, static_cast<size_t>(esz));
-        else
-          std::memcpy(row + x * esz, srow + i * esz, static_cast<size_t>(esz));
-      }
-    }
+    pad_into(*static_cast<const PadState*>(ctx.state), mode_, value, ctx.inputs[0], ctx.outputs[0], ctx.num_threads);
     return ok_status();
   }
 
@@ -177,6 +184,60 @@ class PadKernel final : public DataKernel {
   PadMode mode_ = PadMode::kConstant;
   std::vector<int64_t> pads_attr_;
   float value_attr_ = 0.f;
+};
+
+class CenterCropPadKernel final : public DataKernel {
+ public:
+  using DataKernel::DataKernel;
+  static KernelPtr create(const KernelCreateArgs& a) {
+    auto k = std::make_unique<CenterCropPadKernel>(a.node);
+    k->axes_ = a.node.attr_ints("axes");
+    return std::unique_ptr<Kernel>(std::move(k));
+  }
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    if (in.size() != 2 || !in[0].present() || !in[1].present()) return invalid("needs inputs 'input_data' and 'shape'");
+    SL_RETURN_IF_ERROR(check_movable(in[0].dtype, desc_));
+    const Shape& s = in[0].shape;
+    SL_RETURN_IF_ERROR(check_rank(s.rank()));
+    SL_ASSIGN_OR_RETURN(std::vector<int64_t> target, constant_ints(in[1], "shape", desc_));
+    const int64_t rank = static_cast<int64_t>(s.rank());
+    std::vector<int64_t> axes = axes_;
+    if (axes.empty())
+      for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+    if (target.size() != axes.size())
+      return invalid("'shape' has " + std::to_string(target.size()) + " entries for " + std::to_string(axes.size()) +
+                     " axes");
+    auto st = std::make_shared<PadState>();
+    st->rank = static_cast<int>(rank);
+    for (int64_t d = 0; d < rank; ++d) st->in_dims[d] = st->out_dims[d] = s[static_cast<size_t>(d)];
+    std::vector<bool> seen(s.rank(), false);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int64_t ax = 0;
+      if (!normalize_axis(axes[i], rank, &ax)) return invalid("axis " + std::to_string(axes[i]) + " is out of range");
+      if (seen[static_cast<size_t>(ax)]) return invalid("axis " + std::to_string(axes[i]) + " is repeated");
+      seen[static_cast<size_t>(ax)] = true;
+      if (target[i] < 0) return invalid("'shape' has a negative entry");
+      const int64_t n = st->in_dims[ax], m = target[i];
+      st->out_dims[ax] = m;
+      st->begin[ax] = m >= n ? (m - n) / 2 : -((n - m) / 2);
+    }
+    Shape out;
+    for (int64_t d = 0; d < rank; ++d) out.push_back(st->out_dims[d]);
+    ReshapeResult r;
+    r.outputs.push_back({in[0].dtype, out, Layout::kPlain});
+    r.state = st;
+    return r;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    const auto& st = *static_cast<const PadState*>(ctx.state);
+    pad_into(st, PadMode::kConstant, st.value, ctx.inputs[0], ctx.outputs[0], ctx.num_threads);
+    return ok_status();
+  }
+
+ private:
+  std::vector<int64_t> axes_;
 };
 
 class TileKernel final : public DataKernel {
@@ -268,6 +329,7 @@ class ExpandKernel final : public DataKernel {
 
 Status register_pad_ops(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(add_data_kernel<PadKernel>(reg, "Pad", 2));
+  SL_RETURN_IF_ERROR(add_data_kernel<CenterCropPadKernel>(reg, "CenterCropPad", 18));
   SL_RETURN_IF_ERROR(add_data_kernel<TileKernel>(reg, "Tile", 6));
   SL_RETURN_IF_ERROR(add_data_kernel<ExpandKernel>(reg, "Expand", 8));
   return ok_status();

@@ -1,10 +1,10 @@
 // Resize (opset 10 onwards) and Upsample (opsets 7-9).
 //
 // reshape() turns the attributes and the constant scales/sizes/roi into one table per axis: for each
-// output coordinate, the input indices it reads ("taps": 1 for nearest, 2 for linear, 4 for cubic) and
-// their weights. An axis whose every output reads a single input with weight 1 collapses to one tap,
-// so bilinear on NCHW costs two taps on H and two on W and nothing on N and C. run() walks output rows:
-// nearest moves bytes of any dtype; linear and cubic accumulate float32.
+// output coordinate, the input indices it reads ("taps": 1 for nearest, 2 for linear, 4 for cubic,
+// more with antialias; data_resize_table.h) and their weights. An axis whose every output reads a single input with
+// weight 1 collapses to one tap, so bilinear on NCHW costs two taps on H and two on W and nothing on N and C. run()
+// walks output rows: nearest moves bytes of any dtype; linear and cubic accumulate float32.
 //
 // Semantics follow the ONNX spec and its reference implementation: coordinate modes half_pixel,
 // half_pixel_symmetric, pytorch_half_pixel, align_corners (with the float length scale * in when
@@ -18,33 +18,13 @@
 
 #include "ops/cpu/data_common.h"
 #include "ops/cpu/data_kernels.h"
+#include "ops/cpu/data_resize_table.h"
 
 namespace streamline::ops::cpu {
 namespace {
 
-enum class Interp { kNearest, kLinear, kCubic };
-enum class Coord {
-  kHalfPixel,
-  kHalfPixelSymmetric,
-  kPytorchHalfPixel,
-  kAlignCorners,
-  kAsymmetric,
-  kTfHalfPixelForNn,
-  kTfCropAndResize
-};
-enum class Round { kPreferFloor, kPreferCeil, kFloor, kCeil };
-enum class AspectPolicy { kStretch, kNotLarger, kNotSmaller };
-
+// Most input rows one output row may blend (the product of the outer axes' taps).
 constexpr int64_t kMaxCombos = 256;
-
-struct AxisTable {
-  int taps = 1;
-  std::vector<int32_t> idx;      // out * taps input indices, clamped into [0, in)
-  std::vector<float> w;          // out * taps weights
-  std::vector<uint8_t> outside;  // out flags: tf_crop_and_resize sample outside the input
-  bool identity = false;         // out == in and output x reads input x
-  bool any_outside = false;      // some outside flag is set
-};
 
 struct ResizePlan {
   int rank = 0;
@@ -55,143 +35,6 @@ struct ResizePlan {
   uint8_t extrap[8] = {};  // extrapolation_value as dtype bytes
   float extrap_f = 0.f;
 };
-
-double original_coord(Coord c, double x, double scale, int64_t in, int64_t out, double roi0, double roi1) {
-  switch (c) {
-    case Coord::kHalfPixel:
-      return (x + 0.5) / scale - 0.5;
-    case Coord::kHalfPixelSymmetric: {
-      const double adjustment = static_cast<double>(out) / (scale * static_cast<double>(in));
-      const double center = static_cast<double>(in) / 2.0;
-      return center * (1.0 - adjustment) + (x + 0.5) / scale - 0.5;
-    }
-    case Coord::kPytorchHalfPixel:
-      return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
-    case Coord::kAlignCorners: {
-      const double len = scale * static_cast<double>(in);
-      return len == 1.0 ? 0.0 : x * static_cast<double>(in - 1) / (len - 1.0);
-    }
-    case Coord::kAsymmetric:
-      return x / scale;
-    case Coord::kTfHalfPixelForNn:
-      return (x + 0.5) / scale;
-    case Coord::kTfCropAndResize:
-      return out > 1 ? roi0 * static_cast<double>(in - 1) +
-                           x * (roi1 - roi0) * static_cast<double>(in - 1) / static_cast<double>(out - 1)
-                     : 0.5 * (roi0 + roi1) * static_cast<double>(in - 1);
-  }
-  return 0.0;
-}
-
-int64_t round_nearest(Round r, double x) {
-  switch (r) {
-    case Round::kPreferFloor:
-      return static_cast<int64_t>(std::ceil(x - 0.5));
-    case Round::kPreferCeil:
-      return static_cast<int64_t>(std::floor(x + 0.5));
-    case Round::kFloor:
-      return static_cast<int64_t>(std::floor(x));
-    case Round::kCeil:
-      return static_cast<int64_t>(std::ceil(x));
-  }
-  return 0;
-}
-
-void cubic_coeffs(double r, double a, double* c) {
-  const double r1 = r + 1.0, q = 1.0 - r, q1 = q + 1.0;
-  c[0] = ((a * r1 - 5 * a) * r1 + 8 * a) * r1 - 4 * a;
-  c[1] = ((a + 2) * r - (a + 3)) * r * r + 1;
-  c[2] = ((a + 2) * q - (a + 3)) * q * q + 1;
-  c[3] = ((a * q1 - 5 * a) * q1 + 8 * a) * q1 - 4 * a;
-}
-
-struct ResizeAttrs {
-  Interp mode = Interp::kNearest;
-  Coord coord = Coord::kHalfPixel;
-  Round round = Round::kPreferFloor;
-  double cubic_a = -0.75;
-  bool exclude_outside = false;
-  double extrapolation = 0.0;
-  AspectPolicy policy = AspectPolicy::kStretch;
-  std::vector<int64_t> axes;
-};
-
-AxisTable build_table(const ResizeAttrs& a, int64_t in, int64_t out, double scale, double roi0, double roi1) {
-  AxisTable t;
-  t.taps = a.mode == Interp::kNearest ? 1 : a.mode == Interp::kLinear ? 2 : 4;
-  const int taps = t.taps;
-  t.idx.resize(static_cast<size_t>(out * taps));
-  t.w.resize(static_cast<size_t>(out * taps));
-  t.outside.assign(static_cast<size_t>(out), 0);
-  for (int64_t x = 0; x < out; ++x) {
-    const double xo = original_coord(a.coord, static_cast<double>(x), scale, in, out, roi0, roi1);
-    if (a.coord == Coord::kTfCropAndResize && (xo < 0.0 || xo > static_cast<double>(in - 1)))
-      t.outside[static_cast<size_t>(x)] = 1;
-    int64_t idx[4] = {};
-    float* w = &t.w[static_cast<size_t>(x * taps)];
-    double c[4] = {1.0, 0.0, 0.0, 0.0};
-    if (a.mode == Interp::kNearest) {
-      idx[0] = round_nearest(a.round, xo);
-    } else {
-      const double base = std::floor(xo);
-      const double r = xo - base;
-      const int64_t b = static_cast<int64_t>(base);
-      if (a.mode == Interp::kLinear) {
-        idx[0] = b;
-        idx[1] = b + 1;
-        c[0] = 1.0 - r;
-        c[1] = r;
-      } else {
-        for (int k = 0; k < 4; ++k) idx[k] = b - 1 + k;
-        cubic_coeffs(r, a.cubic_a, c);
-      }
-      if (a.exclude_outside) {
-        double sum = 0.0;
-        for (int k = 0; k < taps; ++k) {
-          if (idx[k] < 0 || idx[k] >= in) c[k] = 0.0;
-          sum += c[k];
-        }
-        if (sum != 0.0)
-          for (int k = 0; k < taps; ++k) c[k] /= sum;
-      }
-    }
-    for (int k = 0; k < taps; ++k) {
-      t.idx[static_cast<size_t>(x * taps + k)] = static_cast<int32_t>(std::clamp<int64_t>(idx[k], 0, in - 1));
-      w[k] = static_cast<float>(c[k]);
-    }
-  }
-  // Collapse to one tap when every output reads exactly one input with weight 1.
-  bool single = taps == 1;
-  if (!single) {
-    single = true;
-    for (int64_t x = 0; x < out && single; ++x) {
-      int nonzero = 0;
-      for (int k = 0; k < taps; ++k) {
-        const float wk = t.w[static_cast<size_t>(x * taps + k)];
-        if (wk != 0.f) {
-          ++nonzero;
-          if (wk != 1.f) single = false;
-        }
-      }
-      if (nonzero != 1) single = false;
-    }
-    if (single) {
-      std::vector<int32_t> idx1(static_cast<size_t>(out));
-      for (int64_t x = 0; x < out; ++x)
-        for (int k = 0; k < taps; ++k)
-          if (t.w[static_cast<size_t>(x * taps + k)] != 0.f)
-            idx1[static_cast<size_t>(x)] = t.idx[static_cast<size_t>(x * taps + k)];
-      t.idx = std::move(idx1);
-      t.w.assign(static_cast<size_t>(out), 1.f);
-      t.taps = 1;
-    }
-  }
-  t.any_outside = std::find(t.outside.begin(), t.outside.end(), 1) != t.outside.end();
-  t.identity = t.taps == 1 && out == in;
-  for (int64_t x = 0; x < out && t.identity; ++x)
-    if (t.idx[static_cast<size_t>(x)] != x || t.outside[static_cast<size_t>(x)]) t.identity = false;
-  return t;
-}
 
 template <typename T>
 void gather_elems(const uint8_t* src, const int32_t* idx, int64_t n, uint8_t* dst) {
@@ -256,7 +99,7 @@ class ResizeKernel final : public DataKernel {
       at.exclude_outside = n.attr_int("exclude_outside", 0) != 0;
       at.extrapolation = n.attr_float("extrapolation_value", 0.f);
       if (n.opset >= 18) {
-        if (n.attr_int("antialias", 0) != 0) return k->unsupported_error("antialias is not supported");
+        at.antialias = n.attr_int("antialias", 0) != 0;
         at.axes = n.attr_ints("axes");
         const std::string p = n.attr_string("keep_aspect_ratio_policy", "stretch");
         if (p == "stretch")
@@ -280,7 +123,38 @@ class ResizeKernel final : public DataKernel {
     return std::unique_ptr<Kernel>(std::move(k));
   }
 
+  LayoutSupport layout_support() const override { return LayoutSupport::kAny; }
+
+  // Nearest resizing of the spatial axes of a rank-4 channels-last or blocked tensor runs in that
+  // layout: a pixel (channels-last) or a pixel of one channel block (blocked) moves as one element,
+  // so an upsampling in a feature pyramid needs no conversion either side.
+  bool accepts(std::span<const TensorInfo> in) const override {
+    if (in.empty() || !in[0].present()) return false;
+    if (in[0].layout == Layout::kPlain) return true;
+    if (attrs_.mode != Interp::kNearest || in[0].shape.rank() != 4) return false;
+    if (const int64_t b = layout_block(in[0].layout); b != 0 && in[0].shape[1] % b != 0) return false;
+    auto plan = make_plan(in);
+    return plan.ok() && spatial_only(**plan);
+  }
+
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    SL_ASSIGN_OR_RETURN(std::shared_ptr<ResizePlan> plan, make_plan(in));
+    const Layout layout = in[0].layout;
+    ReshapeResult r;
+    if (layout != Layout::kPlain) {
+      if (!accepts(in)) return unsupported_error(std::string(layout_name(layout)) + " input cannot resize so");
+      const Shape out{plan->out_dims[0], plan->out_dims[1], plan->out_dims[2], plan->out_dims[3]};
+      r.outputs.push_back({in[0].dtype, out, layout});
+      r.state = in_memory_order(*plan, layout);
+      return r;
+    }
+    r.outputs.push_back({in[0].dtype, Shape(plan->out_dims), Layout::kPlain});
+    r.state = plan;
+    return r;
+  }
+
+  // The plan for a plain input of in[0]'s shape.
+  Result<std::shared_ptr<ResizePlan>> make_plan(std::span<const TensorInfo> in) const {
     if (in.empty() || !in[0].present()) return invalid("missing input 'X'");
     SL_RETURN_IF_ERROR(check_movable(in[0].dtype, desc_));
     if (attrs_.mode != Interp::kNearest && in[0].dtype != DType::kFloat32)
@@ -385,10 +259,41 @@ class ResizeKernel final : public DataKernel {
     if (combos > kMaxCombos) return unsupported_error("too many interpolated axes");
     store_scalar(in[0].dtype, attrs_.extrapolation, plan->extrap);
     plan->extrap_f = static_cast<float>(attrs_.extrapolation);
-    ReshapeResult r;
-    r.outputs.push_back({in[0].dtype, Shape(out_dims), Layout::kPlain});
-    r.state = plan;
-    return r;
+    return plan;
+  }
+
+  // Whether a rank-4 nearest plan keeps N and C as they are and samples nothing outside.
+  static bool spatial_only(const ResizePlan& p) {
+    if (p.rank != 4 || p.mode != Interp::kNearest) return false;
+    for (const AxisTable& t : p.axes)
+      if (t.any_outside) return false;
+    return p.axes[0].identity && p.axes[1].identity;
+  }
+
+  // A spatial-only plan over the memory of `layout`: [N, H, W] of pixels of C elements for
+  // channels-last, [N, C/B, H, W] of pixels of B elements for a blocked layout of B channels.
+  static std::shared_ptr<ResizePlan> in_memory_order(const ResizePlan& p, Layout layout) {
+    auto q = std::make_shared<ResizePlan>(p);
+    const int64_t n = p.in_dims[0], c = p.in_dims[1];
+    AxisTable blocks;  // the identity over the channel blocks
+    if (layout == Layout::kChannelsLast) {
+      q->rank = 3;
+      q->esz = p.esz * static_cast<size_t>(c);
+      q->in_dims = {n, p.in_dims[2], p.in_dims[3]};
+      q->out_dims = {n, p.out_dims[2], p.out_dims[3]};
+      q->axes = {p.axes[0], p.axes[2], p.axes[3]};
+    } else {
+      const int64_t b = layout_block(layout);
+      for (int32_t i = 0; i < static_cast<int32_t>(c / b); ++i) blocks.idx.push_back(i);
+      blocks.outside.assign(blocks.idx.size(), 0);
+      blocks.identity = true;
+      q->esz = p.esz * static_cast<size_t>(b);
+      q->in_dims = {n, c / b, p.in_dims[2], p.in_dims[3]};
+      q->out_dims = {n, c / b, p.out_dims[2], p.out_dims[3]};
+      q->axes = {p.axes[0], blocks, p.axes[2], p.axes[3]};
+    }
+    q->in_strides = dense_strides(q->in_dims);
+    return q;
   }
 
   Status run(const RunContext& ctx) const override {
@@ -403,8 +308,10 @@ class ResizeKernel final : public DataKernel {
     }
     const int last = p.rank - 1;
     const int64_t n_out = p.out_dims[static_cast<size_t>(last)];
-    const int64_t rows = numel / n_out;
-    const bool big = ctx.num_threads > 1 && numel * static_cast<int64_t>(p.esz) >= kParallelBytes;
+    // Rows of the plan's dims (pixels of several channels for a plan in a layout's memory order).
+    int64_t rows = 1;
+    for (int d = 0; d < last; ++d) rows *= p.out_dims[static_cast<size_t>(d)];
+    const bool big = ctx.num_threads > 1 && rows * n_out * static_cast<int64_t>(p.esz) >= kParallelBytes;
     const int64_t chunks = big ? std::min<int64_t>(rows, int64_t{omp_threads(ctx.num_threads)} * 4) : 1;
     const bool nearest = p.mode == Interp::kNearest;
 #pragma omp parallel for num_threads(omp_threads(ctx.num_threads)) if (big) schedule(static)

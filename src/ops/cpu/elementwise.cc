@@ -119,24 +119,18 @@ class BinaryKernel final : public Kernel {
 
   LayoutSupport layout_support() const override { return LayoutSupport::kAny; }
 
+  // Any layouts the broadcasting walk maps onto the output's (math_broadcast.h): blocked or
+  // channels-last activations with broadcast per-channel, per-pixel or scalar operands.
   bool accepts(std::span<const TensorInfo> inputs) const override {
     std::vector<Shape> shapes;
     for (const auto& in : inputs)
       if (in.present()) shapes.push_back(in.shape);
     auto out = broadcast_all(node_, shapes);
     if (!out.ok()) return false;
-    bool have_layout = false;
-    Layout layout = Layout::kPlain;
-    for (const auto& in : inputs) {
-      if (!in.present()) continue;
-      if (in.shape != *out && in.shape.numel() != 1) return false;
-      if (in.shape.rank() == 4) {
-        if (have_layout && in.layout != layout) return false;
-        layout = in.layout;
-        have_layout = true;
-      }
-    }
-    return true;
+    std::vector<Operand> ops;
+    for (const auto& in : inputs)
+      if (in.present()) ops.push_back({in.shape, in.layout});
+    return strided_plan_supports(*out, output_layout(inputs, *out), ops);
   }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const override {
@@ -148,14 +142,13 @@ class BinaryKernel final : public Kernel {
       return invalid_argument(node_prefix(node_) + "slope shape " + inputs[1].shape.to_string() +
                               " does not broadcast to input shape " + inputs[0].shape.to_string());
     }
-    Layout out_layout = Layout::kPlain;
-    for (const auto& in : inputs) {
-      if (in.shape == out_shape) {
-        out_layout = in.layout;
-        break;
-      }
+    const Layout out_layout = output_layout(inputs, out_shape);
+    {
+      std::vector<Operand> ops;
+      for (const auto& in : inputs) ops.push_back({in.shape, in.layout});
+      if (!strided_plan_supports(out_shape, out_layout, ops))
+        return invalid_argument(node_prefix(node_) + "cannot combine these input layouts");
     }
-    if (out_shape.rank() != 4) out_layout = Layout::kPlain;
 
     auto state = std::make_shared<BinaryState>();
     if (inputs.size() == 1) {
@@ -210,6 +203,15 @@ class BinaryKernel final : public Kernel {
   }
 
  private:
+  // The layout of an input that has the output's shape, a non-plain one first; plain otherwise.
+  static Layout output_layout(std::span<const TensorInfo> inputs, const Shape& out_shape) {
+    if (out_shape.rank() != 4) return Layout::kPlain;
+    Layout l = Layout::kPlain;
+    for (const auto& in : inputs)
+      if (in.present() && in.shape == out_shape && in.layout != Layout::kPlain) return in.layout;
+    return l;
+  }
+
   DType output_dtype(std::span<const TensorInfo> inputs) const {
     if (is_compare(op_)) return DType::kBool;
     if (op_ == BinOp::kWhere) return inputs[1].dtype;
@@ -244,7 +246,8 @@ class BinaryKernel final : public Kernel {
         break;
       case BinOp::kWhere:
         SL_RETURN_IF_ERROR(check_dtype(node_, t0, {b}, "condition"));
-        SL_RETURN_IF_ERROR(check_dtype(node_, inputs[1].dtype, {f32, i32, i64, b}));
+        if (!dtype_supported(inputs[1].dtype))
+          return unsupported(node_prefix(node_) + "input dtype " + dtype_name(inputs[1].dtype) + " is not supported");
         break;
       case BinOp::kMod:
         SL_RETURN_IF_ERROR(check_dtype(node_, t0, {f32, i32, i64}));
@@ -506,17 +509,29 @@ class BinaryKernel final : public Kernel {
   }
 
   Status run_where(const RunContext& ctx, const BinaryState& st, DType dt) const {
+    // Where only moves elements: any dtype runs on the unsigned integer of its width.
     const auto* c = ctx.inputs[0].data<uint8_t>();
     const auto go = [&](auto tag) {
       using T = decltype(tag);
-      apply_where(st.plans[0], c, ctx.inputs[1].data<T>(), ctx.inputs[2].data<T>(), ctx.outputs[0].data<T>(),
-                  ctx.num_threads);
+      apply_where(st.plans[0], c, static_cast<const T*>(ctx.inputs[1].raw()),
+                  static_cast<const T*>(ctx.inputs[2].raw()), static_cast<T*>(ctx.outputs[0].raw()), ctx.num_threads);
     };
-    if (dt == DType::kBool) {
-      go(uint8_t{});
-      return ok_status();
+    switch (dtype_size(dt)) {
+      case 1:
+        go(uint8_t{});
+        return ok_status();
+      case 2:
+        go(uint16_t{});
+        return ok_status();
+      case 4:
+        go(uint32_t{});
+        return ok_status();
+      case 8:
+        go(uint64_t{});
+        return ok_status();
+      default:
+        return internal_error(node_prefix(node_) + "unexpected Where dtype " + dtype_name(dt));
     }
-    return dispatch_numeric(dt, go) ? ok_status() : internal_error(node_prefix(node_) + "unexpected Where dtype");
   }
 
   graph::Node node_;

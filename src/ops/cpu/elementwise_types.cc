@@ -1,6 +1,7 @@
 // Broadcasting arithmetic for the dtypes the main elementwise family leaves out: int8, int16,
 // uint8, uint16, uint32, uint64, float16, bfloat16 and float64. Add, Sub, Mul, Div, Mod, Max, Min,
-// Sum, Mean (variadic where the spec says so) and Clip. Each def is keyed by its exact dtype, so the
+// Sum, Mean (variadic where the spec says so), Clip, and the comparisons Equal, Less, Greater,
+// LessOrEqual, GreaterOrEqual (bool outputs). Each def is keyed by its exact dtype, so the
 // float32/int32/int64 kernels of elementwise.cc keep serving those types.
 //
 // Integers wrap like NumPy on Add/Sub/Mul; Div truncates toward zero; Mod follows the divisor's sign
@@ -211,6 +212,102 @@ class TypedBinaryKernel final : public DataKernel {
   bool fmod_ = false;
 };
 
+enum class Cmp { kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual };
+
+template <typename C>
+bool compare(Cmp op, C a, C b) {
+  switch (op) {
+    case Cmp::kEqual:
+      return a == b;
+    case Cmp::kLess:
+      return a < b;
+    case Cmp::kGreater:
+      return a > b;
+    case Cmp::kLessOrEqual:
+      return a <= b;
+    case Cmp::kGreaterOrEqual:
+      return a >= b;
+  }
+  return false;
+}
+
+// A comparison of two broadcast inputs of one dtype into bool (NaN compares false, except !=).
+class TypedCompareKernel final : public DataKernel {
+ public:
+  TypedCompareKernel(const graph::Node& node, Cmp op) : DataKernel(node), op_(op) {}
+  Status init(const KernelCreateArgs&) { return ok_status(); }
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    if (in.size() != 2 || !in[0].present() || !in[1].present()) return invalid("expected 2 inputs");
+    if (in[0].dtype != in[1].dtype)
+      return invalid(std::string("input dtypes ") + dtype_name(in[0].dtype) + " and " + dtype_name(in[1].dtype) +
+                     " differ");
+    Shape out;
+    if (!broadcast_shapes(in[0].shape, in[1].shape, &out))
+      return invalid("shapes " + in[0].shape.to_string() + " and " + in[1].shape.to_string() + " do not broadcast");
+    if (out.rank() > static_cast<size_t>(kMaxDataRank)) return unsupported_error("rank too large");
+    ReshapeResult rr;
+    rr.outputs.push_back(OutputInfo{DType::kBool, out, Layout::kPlain});
+    return rr;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    switch (ctx.inputs[0].dtype()) {
+      case DType::kInt8:
+        return run_typed<int8_t>(ctx);
+      case DType::kInt16:
+        return run_typed<int16_t>(ctx);
+      case DType::kUInt8:
+        return run_typed<uint8_t>(ctx);
+      case DType::kUInt16:
+        return run_typed<uint16_t>(ctx);
+      case DType::kUInt32:
+        return run_typed<uint32_t>(ctx);
+      case DType::kUInt64:
+        return run_typed<uint64_t>(ctx);
+      case DType::kFloat64:
+        return run_typed<double>(ctx);
+      case DType::kFloat16:
+        return run_typed<Half>(ctx);
+      case DType::kBFloat16:
+        return run_typed<BHalf>(ctx);
+      default:
+        return unsupported_error(std::string("dtype ") + dtype_name(ctx.inputs[0].dtype()));
+    }
+  }
+
+ private:
+  template <typename S>
+  Status run_typed(const RunContext& ctx) const {
+    using C = typename Compute<S>::type;
+    Tensor& y = ctx.outputs[0];
+    const Shape& out = y.shape();
+    const int rank = static_cast<int>(out.rank());
+    const S* a = ctx.inputs[0].data<S>();
+    const S* b = ctx.inputs[1].data<S>();
+    int64_t sa[kMaxDataRank], sb[kMaxDataRank];
+    broadcast_strides(ctx.inputs[0].shape(), out, sa);
+    broadcast_strides(ctx.inputs[1].shape(), out, sb);
+    int64_t idx[kMaxDataRank] = {};
+    int64_t oa = 0, ob = 0;
+    auto* dst = y.data<uint8_t>();
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      dst[i] = compare<C>(op_, Compute<S>::load(a[oa]), Compute<S>::load(b[ob])) ? 1 : 0;
+      for (int d = rank - 1; d >= 0; --d) {
+        oa += sa[d];
+        ob += sb[d];
+        if (++idx[d] < out[static_cast<size_t>(d)]) break;
+        oa -= sa[d] * idx[d];
+        ob -= sb[d] * idx[d];
+        idx[d] = 0;
+      }
+    }
+    return ok_status();
+  }
+
+  Cmp op_;
+};
+
 // Clip with bounds from inputs 1 and 2 (opset 11+); missing bounds leave that side open.
 class TypedClipKernel final : public DataKernel {
  public:
@@ -292,6 +389,24 @@ Status register_elementwise_types(KernelRegistry& reg) {
     }
   }
   for (DType t : kTypes) SL_RETURN_IF_ERROR(add_typed_def(reg, "Clip", 11, t, make_factory<TypedClipKernel>()));
+  constexpr struct {
+    const char* name;
+    Cmp op;
+    int since;
+  } kCompares[] = {{"Equal", Cmp::kEqual, 7},
+                   {"Less", Cmp::kLess, 7},
+                   {"Greater", Cmp::kGreater, 7},
+                   {"LessOrEqual", Cmp::kLessOrEqual, 12},
+                   {"GreaterOrEqual", Cmp::kGreaterOrEqual, 12}};
+  for (const auto& c : kCompares) {
+    const Cmp op = c.op;
+    for (DType t : kTypes) {
+      SL_RETURN_IF_ERROR(
+          add_typed_def(reg, c.name, c.since, t, [op](const KernelCreateArgs& a) -> Result<std::unique_ptr<Kernel>> {
+            return std::unique_ptr<Kernel>(std::make_unique<TypedCompareKernel>(a.node, op));
+          }));
+    }
+  }
   return ok_status();
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/small_types.h"
 #include "ops/cpu/data_common.h"
 
 namespace streamline::ops::cpu {
@@ -48,6 +49,7 @@ inline double load_f(DType t, const void* base, int64_t i) {
     case DType::kBool:
       return static_cast<const uint8_t*>(base)[i];
     default:
+      if (is_small_type(t)) return small_to_float(t, static_cast<const uint8_t*>(base)[i]);
       return 0.0;
   }
 }

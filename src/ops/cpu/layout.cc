@@ -1,6 +1,6 @@
-// streamline.LayoutConvert: copies its input into the layout named by `to` ("plain" or
-// "channels_last"). The planner inserts it where a producer's layout differs from what a consumer
-// wants; it never changes the logical shape.
+// streamline.LayoutConvert: copies its input into the layout named by `to` ("plain",
+// "channels_last", "nChw8c" or "nChw16c"). The planner inserts it where a producer's layout differs from what a
+// consumer wants; it never changes the logical shape.
 
 #include "core/layout_convert.h"
 #include "ops/cpu/families.h"
@@ -20,9 +20,12 @@ class LayoutConvertKernel final : public Kernel {
       k->to_ = Layout::kChannelsLast;
     else if (to == "nChw8c")
       k->to_ = Layout::kBlocked8;
+    else if (to == "nChw16c")
+      k->to_ = Layout::kBlocked16;
     else
-      return invalid_argument(k->who_ + ": attribute 'to' must be \"plain\", \"channels_last\" or \"nChw8c\", got '" +
-                              to + "'");
+      return invalid_argument(
+          k->who_ + ": attribute 'to' must be \"plain\", \"channels_last\", \"nChw8c\" or \"nChw16c\", got '" + to +
+          "'");
     if (args.node.inputs.size() != 1 || args.node.inputs[0] == graph::kNoValue)
       return invalid_argument(k->who_ + ": expects one input");
     return std::unique_ptr<Kernel>(std::move(k));
@@ -39,8 +42,10 @@ class LayoutConvertKernel final : public Kernel {
     if ((to_ != Layout::kPlain || x.layout != Layout::kPlain) && x.shape.rank() != 4)
       return invalid_argument(who_ + ": " + layout_name(to_ == Layout::kPlain ? x.layout : to_) +
                               " needs a rank-4 tensor, got " + x.shape.to_string());
-    if ((to_ == Layout::kBlocked8 || x.layout == Layout::kBlocked8) && x.shape[1] % 8 != 0)
-      return invalid_argument(who_ + ": nChw8c needs channels divisible by 8, got " + x.shape.to_string());
+    for (Layout l : {to_, x.layout})
+      if (is_blocked(l) && x.shape[1] % layout_block(l) != 0)
+        return invalid_argument(who_ + ": " + layout_name(l) + " needs channels divisible by " +
+                                std::to_string(layout_block(l)) + ", got " + x.shape.to_string());
     if (dtype_size(x.dtype) == 0) return unsupported(who_ + ": dtype " + dtype_name(x.dtype));
     ReshapeResult r;
     r.outputs.push_back(OutputInfo{x.dtype, x.shape, to_});

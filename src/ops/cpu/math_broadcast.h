@@ -7,6 +7,11 @@
 //   same shape              dims [n]        strides a:[1]  b:[1]
 //   scalar operand          dims [n]        strides a:[1]  b:[0]
 //   [N,C,H,W] + [1,C,1,1]   dims [N,C,HW]   strides a:[C*HW,HW,1]  b:[0,1,0]
+//   the same, nChw16c       dims [N,C/16,HW,16]  a:[C*HW,16HW,16,1]  b:[0,16,0,1]
+//
+// A blocked output (nChw8c, nChw16c) is walked in its memory order [N, C/b, H, W, b], so blocked
+// inputs of its shape, plain or channels-last inputs and broadcast per-channel tensors all map
+// onto it without a layout change.
 //
 //   StridedPlan p = make_strided_plan(out_shape, Layout::kPlain, operands);
 //   apply_binary(p, a, b, out, [](float x, float y) { return x + y; }, threads, kCheapGrain);
@@ -43,9 +48,23 @@ struct StridedPlan {
 // NumPy broadcast of every shape; InvalidArgument naming the node and the offending shapes.
 Result<Shape> broadcast_all(const graph::Node& node, std::span<const Shape> shapes);
 
+// The iteration of an output in memory order and each input's element strides over it, for any
+// number of inputs (make_strided_plan's dims and strides): size-1 dims dropped, contiguous runs
+// merged.
+struct StridedWalk {
+  std::vector<int64_t> dims;                  // never empty
+  std::vector<std::vector<int64_t>> strides;  // per input, per dim (0 = broadcast)
+};
+StridedWalk make_walk(const Shape& out_shape, Layout out_layout, std::span<const Operand> inputs);
+
 // Plan for writing an output of `out_shape`/`out_layout` from `inputs` (at most kMaxOperands), each
-// of which must broadcast to out_shape.
+// of which must broadcast to out_shape and be one strided_plan_supports() accepts.
 StridedPlan make_strided_plan(const Shape& out_shape, Layout out_layout, std::span<const Operand> inputs);
+// Whether make_strided_plan can walk these inputs for this output: plain and channels-last inputs
+// of any broadcasting shape, one-pixel [N, C, 1, 1] tensors in any layout (their bytes do not
+// depend on it), and blocked inputs when the output is blocked by the same number of channels (or,
+// for a plain or channels-last output, when they are the output's shape and layout).
+bool strided_plan_supports(const Shape& out_shape, Layout out_layout, std::span<const Operand> inputs);
 
 // Walks output elements [begin, end) in memory order and calls f(out_offset, in_offsets, len) for
 // each run that stays within the innermost dimension; within a run input k advances by

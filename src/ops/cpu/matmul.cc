@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "ops/cpu/ew_lower.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/onednn_common.h"
 
@@ -50,6 +51,7 @@ struct MatmulState {
   bool splittable = false;
   int64_t b_ld = 0;  // row stride of the weights the blocks read
   PrimitiveCache blocks;
+  EwEpilogue::ShapePlan epi;  // the elementwise epilogue: post-ops, or our loop over Y after the product
 };
 
 // Columns of a block below which splitting stops paying.
@@ -87,8 +89,11 @@ class MatmulKernel final : public Kernel {
       k->trans_a_ = node.attr_int("transA", 0) != 0;
       k->trans_b_ = node.attr_int("transB", 0) != 0;
     }
+    if (fused) {
+      SL_ASSIGN_OR_RETURN(k->epi_, EwEpilogue::create(node, 3));
+    }
     const size_t max_inputs = gemm || fused ? 3 : 2;
-    if (node.inputs.size() < 2 || node.inputs.size() > max_inputs)
+    if (node.inputs.size() < 2 || (k->epi_.empty() && node.inputs.size() > max_inputs))
       return invalid_argument(k->who_ + ": expects 2" + (max_inputs > 2 ? " or 3" : "") + " inputs");
     k->b_const_ = args.constants.size() > 1 && args.constants[1] != nullptr;
     if (k->b_const_) SL_RETURN_IF_ERROR(k->prepack(args));
@@ -98,8 +103,10 @@ class MatmulKernel final : public Kernel {
   Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const override {
     if (inputs.size() < 2 || !inputs[0].present() || !inputs[1].present())
       return invalid_argument(who_ + ": needs inputs A and B");
-    for (const auto& in : inputs) {
-      if (in.present() && in.dtype != DType::kFloat32)
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const auto& in = inputs[i];
+      const bool extra = !epi_.empty() && i >= epi_.first_input();  // epilogue operands may be masks
+      if (in.present() && in.dtype != DType::kFloat32 && !(extra && in.dtype == DType::kBool))
         return unsupported(who_ + ": only float32 is supported, got " + dtype_name(in.dtype));
       if (in.present() && in.layout != Layout::kPlain) return invalid_argument(who_ + ": inputs must be plain");
     }
@@ -110,6 +117,12 @@ class MatmulKernel final : public Kernel {
     ReshapeResult r;
     r.outputs.push_back(OutputInfo{DType::kFloat32, st->y_shape, Layout::kPlain});
     if (st->y_shape.numel() == 0) return r;
+    if (!epi_.empty()) {
+      // Post-ops only when they are all eltwise: the column blocks run on views of Y.
+      auto epi = epi_.plan(st->y_shape, Layout::kPlain, st->y_md, inputs, true, /*allow_binary=*/false);
+      if (!epi.ok()) return epi.status().with_context(who_);
+      st->epi = std::move(epi).value();
+    }
 
     const int nthr = current_omp_threads();
     const void* plain_b = inputs[1].value ? inputs[1].value->raw() : nullptr;
@@ -176,7 +189,11 @@ class MatmulKernel final : public Kernel {
         bias = bb;
       }
     }
-    if (cols > 0) return run_blocks(*st, cols, *blocks.first, *blocks.second, a.raw(), bptr, bias, y.raw());
+    if (cols > 0) {
+      SL_RETURN_IF_ERROR(run_blocks(*st, cols, *blocks.first, *blocks.second, a.raw(), bptr, bias, y.raw()));
+      if (!epi_.empty() && !st->epi.post_ops) epi_.run(st->epi, y.data<float>(), ctx.inputs, nthr);
+      return ok_status();
+    }
     if (st->c_mode == CMode::kSum && ctx.inputs[2].raw() != y.raw())
       broadcast_c(ctx.inputs[2].data<float>(), st->c_shape, st->m, st->n, 1.f, y.data<float>());
     std::unordered_map<int, memory> args;
@@ -188,7 +205,9 @@ class MatmulKernel final : public Kernel {
     } catch (const dnnl::error& e) {
       return dnnl_error_status(e, who_);
     }
-    return execute(*p, args, ws).with_context(who_);
+    SL_RETURN_IF_ERROR(execute(*p, args, ws).with_context(who_));
+    if (!epi_.empty() && !st->epi.post_ops) epi_.run(st->epi, y.data<float>(), ctx.inputs, nthr);
+    return ok_status();
   }
 
  private:
@@ -321,6 +340,7 @@ class MatmulKernel final : public Kernel {
     dnnl::post_ops po;
     append_activation(po, act_);
     if (gelu_) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+    if (st.epi.post_ops) epi_.append(po, st.epi);
     attr.set_post_ops(po);
     // No scratchpad budget: a block that needs a scratchpad gets a library one, and then the
     // product runs unsplit (see block_primitives).
@@ -386,6 +406,7 @@ class MatmulKernel final : public Kernel {
     if (st.c_mode == CMode::kSum) po.append_sum(beta_);
     append_activation(po, act_);
     if (gelu_) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+    if (st.epi.post_ops) epi_.append(po, st.epi);
     attr.set_post_ops(po);
     SL_ASSIGN_OR_RETURN(std::unique_ptr<BuiltPrimitive> p,
                         build_primitive(
@@ -460,6 +481,7 @@ class MatmulKernel final : public Kernel {
   bool trans_a_ = false, trans_b_ = false;
   Activation act_;
   bool gelu_ = false;  // activation "Gelu": x * 0.5 * (1 + erf(x / sqrt 2)) as a post-op
+  EwEpilogue epi_;     // the fused ops' elementwise epilogue (ew_* attributes), inputs 3..
   bool b_const_ = false;
   PackedWeights packed_;
 };

@@ -1,7 +1,8 @@
-// Small long-tail operators: CumSum (opset 11/14), TopK (1/10/11), Det (11), Shrink (9),
-// ReverseSequence (10) and MaxUnpool (9/11).
+// Small long-tail operators: CumSum (opset 11/14), CumProd (26), TopK (1/10/11/24), Det (11),
+// Shrink (9), ReverseSequence (10) and MaxUnpool (9/11).
 //
-//   CumSum           running sums along `axis` (an input read at run time), exclusive and reverse.
+//   CumSum, CumProd  running sums / products along `axis` (an input read at run time), exclusive
+//                    (the first output is the identity, 0 or 1) and reverse.
 //   TopK             the k largest (or smallest) along `axis`; ties keep the lower index first. k must
 //                    be a constant (it sets the output shape).
 //   Det              determinant of the trailing [M, M] matrices (LU with partial pivoting, double).
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <type_traits>
 
 #include "ops/cpu/extra_common.h"
 #include "ops/cpu/families.h"
@@ -36,10 +38,11 @@ Split3 split_at(const Shape& s, int64_t axis) {
   return r;
 }
 
-class CumSumKernel final : public DataKernel {
+class CumulativeKernel final : public DataKernel {
  public:
   using DataKernel::DataKernel;
   Status init(const KernelCreateArgs& a) {
+    product_ = a.node.op_type == "CumProd";
     exclusive_ = a.node.attr_int("exclusive", 0) != 0;
     reverse_ = a.node.attr_int("reverse", 0) != 0;
     return ok_status();
@@ -81,23 +84,39 @@ class CumSumKernel final : public DataKernel {
   }
 
  private:
-  // Sums in T: integers wrap, float32 accumulates in float as ONNX Runtime does.
+  // Accumulates in T: integers wrap, float32 accumulates in float as ONNX Runtime does.
   template <typename T>
   Status typed(const RunContext& ctx, int64_t axis) const {
+    return product_ ? scan<T>(ctx, axis, T(1), [](T a, T b) { return wrap_op(a, b, true); })
+                    : scan<T>(ctx, axis, T(0), [](T a, T b) { return wrap_op(a, b, false); });
+  }
+
+  template <typename T>
+  static T wrap_op(T a, T b, bool mul) {
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      return static_cast<T>(mul ? static_cast<U>(a) * static_cast<U>(b) : static_cast<U>(a) + static_cast<U>(b));
+    } else {
+      return mul ? a * b : a + b;
+    }
+  }
+
+  template <typename T, typename Op>
+  Status scan(const RunContext& ctx, int64_t axis, T identity, Op op) const {
     const Split3 s = split_at(ctx.inputs[0].shape(), axis);
     const T* x = ctx.inputs[0].data<T>();
     T* y = ctx.outputs[0].data<T>();
     for (int64_t o = 0; o < s.outer; ++o)
       for (int64_t i = 0; i < s.inner; ++i) {
-        T acc = T(0);
+        T acc = identity;
         for (int64_t k = 0; k < s.len; ++k) {
           const int64_t j = reverse_ ? s.len - 1 - k : k;
           const int64_t off = (o * s.len + j) * s.inner + i;
           if (exclusive_) {
             y[off] = acc;
-            acc = static_cast<T>(acc + x[off]);
+            acc = op(acc, x[off]);
           } else {
-            acc = static_cast<T>(acc + x[off]);
+            acc = op(acc, x[off]);
             y[off] = acc;
           }
         }
@@ -110,20 +129,20 @@ class CumSumKernel final : public DataKernel {
     const DType t = ctx.inputs[0].dtype();
     for (int64_t o = 0; o < s.outer; ++o)
       for (int64_t i = 0; i < s.inner; ++i) {
-        double acc = 0;
+        double acc = product_ ? 1 : 0;
         for (int64_t k = 0; k < s.len; ++k) {
           const int64_t j = reverse_ ? s.len - 1 - k : k;
           const int64_t off = (o * s.len + j) * s.inner + i;
           const double v = load_f(t, ctx.inputs[0].raw(), off);
           if (exclusive_) store_f(t, ctx.outputs[0].raw(), off, acc);
-          acc += v;
+          acc = product_ ? acc * v : acc + v;
           if (!exclusive_) store_f(t, ctx.outputs[0].raw(), off, acc);
         }
       }
     return ok_status();
   }
 
-  bool exclusive_ = false, reverse_ = false;
+  bool product_ = false, exclusive_ = false, reverse_ = false;
 };
 
 // Most threads TopK splits its rows over (each needs one scratch row in the workspace).
@@ -429,7 +448,8 @@ class MaxUnpoolKernel final : public DataKernel {
 }  // namespace
 
 Status register_misc_ops(KernelRegistry& reg) {
-  SL_RETURN_IF_ERROR(add_typed_def(reg, "CumSum", 11, DType::kUndefined, make_factory<CumSumKernel>()));
+  SL_RETURN_IF_ERROR(add_typed_def(reg, "CumSum", 11, DType::kUndefined, make_factory<CumulativeKernel>()));
+  SL_RETURN_IF_ERROR(add_typed_def(reg, "CumProd", 26, DType::kUndefined, make_factory<CumulativeKernel>()));
   SL_RETURN_IF_ERROR(add_typed_def(reg, "TopK", 1, DType::kUndefined, make_factory<TopKKernel>()));
   SL_RETURN_IF_ERROR(add_typed_def(reg, "Det", 11, DType::kUndefined, make_factory<DetKernel>()));
   SL_RETURN_IF_ERROR(add_typed_def(reg, "Shrink", 9, DType::kUndefined, make_factory<ShrinkKernel>()));

@@ -1,6 +1,8 @@
 // BatchNormalization (inference), InstanceNormalization, LRN, LayerNormalization (opset 17, and
-// streamline.LayerNormalization at any opset) and MeanVarianceNormalization. All take plain NC...
-// tensors; statistics are two-pass (mean, then the mean of squared deviations) for accuracy.
+// streamline.LayerNormalization at any opset), RMSNormalization (opset 23) and
+// MeanVarianceNormalization. All take plain NC... tensors; statistics are two-pass (mean, then the
+// mean of squared deviations) for accuracy. RMSNormalization is LayerNormalization's kernel
+// without the mean: y = x / sqrt(mean(x^2) + epsilon) * Scale over the dims from `axis`.
 
 #include <cmath>
 #include <cstring>
@@ -9,6 +11,7 @@
 #include "ops/cpu/math_common.h"
 #include "ops/cpu/math_reduce.h"
 #include "ops/cpu/math_vec.h"
+#include "ops/cpu/normalization_more.h"
 
 namespace streamline::ops::cpu::math {
 namespace {
@@ -223,10 +226,26 @@ class LrnKernel final : public Kernel {
   int64_t size_;
 };
 
+// LayerNormalization, and RMSNormalization when the node is one (no B, no statistics outputs).
 class LayerNormKernel final : public Kernel {
  public:
   explicit LayerNormKernel(const graph::Node& node)
-      : node_(node), axis_(node.attr_int("axis", -1)), eps_(node.attr_float("epsilon", 1e-5f)) {}
+      : node_(node),
+        axis_(node.attr_int("axis", -1)),
+        eps_(node.attr_float("epsilon", 1e-5f)),
+        rms_(node.op_type == "RMSNormalization") {}
+
+  Status validate() const {
+    if (!rms_) return ok_status();
+    // stash_type: the precision of the statistics; float32 is what this kernel computes in.
+    const int64_t stash = node_.attr_int("stash_type", 1);
+    if (stash != static_cast<int64_t>(DType::kFloat32))
+      return unsupported(node_prefix(node_) + "stash_type " + std::to_string(stash) +
+                         " is not supported (1, float32, is)");
+    if (node_.inputs.size() > 2)
+      return invalid_argument(node_prefix(node_) + "RMSNormalization takes X and Scale only");
+    return ok_status();
+  }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const override {
     SL_RETURN_IF_ERROR(expect_float_inputs(node_, inputs, 2, 3));
@@ -252,7 +271,7 @@ class LayerNormKernel final : public Kernel {
     rr.outputs.push_back(OutputInfo{DType::kFloat32, s, Layout::kPlain});
     Shape stat = s;
     for (int64_t d = axis; d < rank; ++d) stat[static_cast<size_t>(d)] = 1;
-    for (size_t k = 1; k < std::min<size_t>(requested_outputs(node_), 3); ++k)
+    for (size_t k = 1; k < (rms_ ? 1 : std::min<size_t>(requested_outputs(node_), 3)); ++k)
       rr.outputs.push_back(OutputInfo{DType::kFloat32, stat, Layout::kPlain});
     rr.workspace_bytes = 2 * static_cast<size_t>(norm.numel()) * sizeof(float);
     rr.inplace.assign(rr.outputs.size(), -1);
@@ -284,10 +303,17 @@ class LayerNormKernel final : public Kernel {
     parallel_chunks(rows, std::max<int64_t>(1, kCheapGrain / std::max<int64_t>(len, 1)), ctx.num_threads,
                     [&](int64_t lo, int64_t hi) {
                       for (int64_t r = lo; r < hi; ++r) {
-                        float mean, inv;
-                        row_stats(x + r * len, len, eps_, &mean, &inv);
                         const float* xr = x + r * len;
                         float* yr = y + r * len;
+                        if (rms_) {
+                          const float ms = vec::reduce_sum_map(xr, len, [](float v) { return v * v; }) /
+                                           static_cast<float>(std::max<int64_t>(len, 1));
+                          const float inv = 1.f / std::sqrt(ms + eps_);
+                          for (int64_t i = 0; i < len; ++i) yr[i] = xr[i] * inv * scale[i];
+                          continue;
+                        }
+                        float mean, inv;
+                        row_stats(xr, len, eps_, &mean, &inv);
                         for (int64_t i = 0; i < len; ++i) yr[i] = vec::fmadd((xr[i] - mean) * inv, scale[i], bias[i]);
                         if (mean_out) mean_out[r] = mean;
                         if (inv_out) inv_out[r] = inv;
@@ -326,6 +352,7 @@ class LayerNormKernel final : public Kernel {
   graph::Node node_;
   int64_t axis_;
   float eps_;
+  bool rms_;
 };
 
 // (x - mean) / (std + 1e-9) with statistics over `axes` (default N, H, W), as the ONNX function.
@@ -403,8 +430,14 @@ KernelFactory validated_factory() {
 namespace streamline::ops::cpu {
 
 Status register_normalization(KernelRegistry& reg) {
-  SL_RETURN_IF_ERROR(
-      math::register_ops(reg, {"BatchNormalization"}, 7, INT_MAX, math::validated_factory<math::BatchNormKernel>()));
+  // Training mode (batch statistics) has its own kernel in normalization_more.cc.
+  const KernelFactory inference = math::validated_factory<math::BatchNormKernel>();
+  SL_RETURN_IF_ERROR(math::register_ops(reg, {"BatchNormalization"}, 7, INT_MAX,
+                                        [inference](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
+                                          if (args.node.attr_int("training_mode", 0) != 0)
+                                            return make_batch_norm_training(args);
+                                          return inference(args);
+                                        }));
   SL_RETURN_IF_ERROR(math::register_ops(reg, {"InstanceNormalization"}, 6, INT_MAX,
                                         math::validated_factory<math::InstanceNormKernel>()));
   SL_RETURN_IF_ERROR(math::register_ops(reg, {"LRN"}, 1, INT_MAX, math::validated_factory<math::LrnKernel>()));
@@ -420,6 +453,8 @@ Status register_normalization(KernelRegistry& reg) {
   fused.provider = "cpu";
   fused.create = math::validated_factory<math::LayerNormKernel>();
   SL_RETURN_IF_ERROR(reg.add(std::move(fused)));
+  SL_RETURN_IF_ERROR(
+      math::register_ops(reg, {"RMSNormalization"}, 23, INT_MAX, math::validated_factory<math::LayerNormKernel>()));
   return math::register_ops(reg, {"MeanVarianceNormalization"}, 9, INT_MAX, math::validated_factory<math::MvnKernel>());
 }
 

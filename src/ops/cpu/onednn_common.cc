@@ -6,6 +6,28 @@
 
 #include "ops/op_params.h"
 
+namespace streamline::ops::cpu {}  // namespace streamline::ops::cpu
+
+namespace streamline::ops {
+
+int native_block() {
+  static const int block = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    switch (isa) {
+      case dnnl::cpu_isa::avx512_core:
+      case dnnl::cpu_isa::avx512_core_vnni:
+      case dnnl::cpu_isa::avx512_core_bf16:
+      case dnnl::cpu_isa::avx512_core_amx:
+        return 16;
+      default:
+        return 8;
+    }
+  }();
+  return block;
+}
+
+}  // namespace streamline::ops
+
 namespace streamline::ops::cpu {
 
 const dnnl::engine& cpu_engine() {

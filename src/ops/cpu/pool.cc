@@ -18,6 +18,7 @@
 #include "ops/cpu/families.h"
 #include "ops/cpu/math_common.h"
 #include "ops/cpu/onednn_common.h"
+#include "ops/cpu/pool_direct.h"
 #include "ops/op_params.h"
 
 namespace streamline::ops::cpu {
@@ -40,10 +41,10 @@ struct PoolState {
   // Per output spatial position (row-major), the factor correcting oneDNN's include-padding
   // average; empty when no output needs one.
   std::vector<float> fix;
-  // 2-D MaxPool on 8-channel vectors (nChw8c, or channels-last with C % 8 == 0) runs our own loop:
-  // oneDNN 2.6's AVX2 pooling measured 5 to 10 times slower on GoogLeNet's shapes.
+  // 2-D MaxPool on 8-channel vectors (nChw8c, nChw16c, or channels-last with C % 8 == 0) runs our
+  // own loop: oneDNN 2.6's AVX2 pooling measured 5 to 10 times slower on GoogLeNet's shapes.
   bool own_max8 = false;
-  bool blocked = false;
+  int block = 0;  // channels per block of a blocked input, else 0
   size_t scratch_budget = 0;
   PrimitiveCache cache;
 };
@@ -55,16 +56,19 @@ class PoolKernel final : public Kernel {
     const graph::Node& node = args.node;
     k->who_ = node.describe();
     k->kind_ = kind;
-    if (node.outputs.size() > 1 && node.outputs[1] != graph::kNoValue)
-      return unsupported(k->who_ + ": the Indices output of MaxPool is not supported");
+    // oneDNN's inference pooling has no argmax: MaxPool's Indices come from the direct loops.
+    if (node.outputs.size() > 1 && node.outputs[1] != graph::kNoValue) return make_direct_pool(args);
     SL_ASSIGN_OR_RETURN(k->attrs_, read_pool_attrs(node, k->global(), k->who_));
     return std::unique_ptr<Kernel>(std::move(k));
   }
 
   LayoutSupport layout_support() const override { return LayoutSupport::kPreferChannelsLast; }
-  Layout preferred_layout(std::span<const TensorInfo> inputs, bool allow_blocked) const override {
-    const bool whole = !inputs.empty() && inputs[0].shape.rank() == 4 && inputs[0].shape[1] % 8 == 0;
-    return allow_blocked && whole ? Layout::kBlocked8 : Layout::kChannelsLast;
+  // Blocked when the channels fill blocks, except that on AVX-512 a channels-last input stays so
+  // (as convolutions do there; see conv.cc).
+  Layout preferred_layout(std::span<const TensorInfo> inputs, int block) const override {
+    const bool whole = block > 0 && !inputs.empty() && inputs[0].shape.rank() == 4 && inputs[0].shape[1] % block == 0;
+    if (block == 16 && !inputs.empty() && inputs[0].layout == Layout::kChannelsLast) return Layout::kChannelsLast;
+    return whole ? blocked_layout(block) : Layout::kChannelsLast;
   }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const override {
@@ -75,22 +79,26 @@ class PoolKernel final : public Kernel {
     SL_ASSIGN_OR_RETURN(st->g, geometry(x.shape));
     const PoolGeom& g = st->g;
     st->channels_last = x.layout == Layout::kChannelsLast;
-    const bool blocked = x.layout == Layout::kBlocked8;
+    const int block = layout_block(x.layout);
+    const bool blocked = block > 0;
     if (x.layout != Layout::kPlain && x.shape.rank() != 4)
       return invalid_argument(who_ + ": " + layout_name(x.layout) + " input must be rank 4");
-    if (blocked && x.shape[1] % 8 != 0) return invalid_argument(who_ + ": nChw8c needs channels divisible by 8");
+    if (blocked && x.shape[1] % block != 0)
+      return invalid_argument(who_ + ": " + layout_name(x.layout) + " needs channels divisible by " +
+                              std::to_string(block));
     memory::dims sd{g.n, g.c}, dd{g.n, g.c};
     sd.insert(sd.end(), g.in.begin(), g.in.end());
     dd.insert(dd.end(), g.out.begin(), g.out.end());
     if (blocked) {
-      st->src_md = memory::desc(sd, memory::data_type::f32, memory::format_tag::nChw8c);
-      st->dst_md = memory::desc(dd, memory::data_type::f32, memory::format_tag::nChw8c);
+      const auto tag = block == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;
+      st->src_md = memory::desc(sd, memory::data_type::f32, tag);
+      st->dst_md = memory::desc(dd, memory::data_type::f32, tag);
     } else {
       st->src_md = st->channels_last ? permuted_md(sd, {0, 2, 3, 1}) : plain_md(sd);
       st->dst_md = st->channels_last ? permuted_md(dd, {0, 2, 3, 1}) : plain_md(dd);
     }
     if (kind_ == PoolKind::kAvg && attrs_.count_include_pad) compute_fix(*st);
-    st->blocked = blocked;
+    st->block = block;
     st->own_max8 = kind_ == PoolKind::kMax && g.in.size() == 2 && g.c % 8 == 0 && (blocked || st->channels_last);
     if (st->own_max8) {
       ReshapeResult r;
@@ -193,23 +201,32 @@ class PoolKernel final : public Kernel {
     }
   }
 
-  // Max over each window, 8 channels at a time. Rows (n, channel block, output row) are split
+  // Where the 8-channel group `cb` of image n starts in a tensor of h x w pixels: a blocked
+  // tensor's groups sit inside its blocks, a channels-last tensor's side by side in each pixel.
+  static int64_t group_base(const PoolState& st, int64_t n, int64_t cb, int64_t h, int64_t w) {
+    const int64_t c = st.g.c, b = st.block;
+    if (b == 0) return n * h * w * c + cb * 8;
+    const int64_t per = b / 8;
+    return (n * (c / b) + cb / per) * h * w * b + (cb % per) * 8;
+  }
+
+  // Max over each window, 8 channels at a time. Rows (n, channel group, output row) are split
   // between threads; taps in the padding are skipped (ONNX pads MaxPool with -inf).
   static void max_pool_vec8(const PoolState& st, const float* x, float* y, int threads) {
     const PoolGeom& g = st.g;
-    const int64_t H = g.in[0], W = g.in[1], OH = g.out[0], OW = g.out[1], C = g.c, CB = g.c / 8;
+    const int64_t H = g.in[0], W = g.in[1], OH = g.out[0], OW = g.out[1], CB = g.c / 8;
     const int64_t kh = g.k[0], kw = g.k[1], sh = g.s[0], sw = g.s[1], dh = g.d[0], dw = g.d[1];
     const int64_t ph = g.pl[0], pw = g.pl[1];
-    // Float offsets: a whole image/block plane, one row, one column.
-    const int64_t x_row = st.blocked ? W * 8 : W * C, x_col = st.blocked ? 8 : C;
-    const int64_t y_row = st.blocked ? OW * 8 : OW * C, y_col = st.blocked ? 8 : C;
+    // Float offsets: one row, one column.
+    const int64_t pix = st.block ? st.block : g.c;
+    const int64_t x_row = W * pix, x_col = pix, y_row = OW * pix, y_col = pix;
     const int64_t rows = g.n * CB * OH;
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, OW * kh * kw * 8));
     math::parallel_chunks(rows, grain, threads, [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {
         const int64_t oh = r % OH, cb = (r / OH) % CB, n = r / (OH * CB);
-        const float* xb = st.blocked ? x + (n * CB + cb) * H * W * 8 : x + n * H * W * C + cb * 8;
-        float* yr = (st.blocked ? y + (n * CB + cb) * OH * OW * 8 : y + n * OH * OW * C + cb * 8) + oh * y_row;
+        const float* xb = x + group_base(st, n, cb, H, W);
+        float* yr = y + group_base(st, n, cb, OH, OW) + oh * y_row;
         const int64_t h0 = oh * sh - ph;
         for (int64_t ow = 0; ow < OW; ++ow) {
           const int64_t w0 = ow * sw - pw;
@@ -252,10 +269,10 @@ class PoolKernel final : public Kernel {
   // is clipped away (ONNX pads MaxPool with -inf).
   static void max_pool_vec8_separable(const PoolState& st, const float* x, float* y, int threads) {
     const PoolGeom& g = st.g;
-    const int64_t H = g.in[0], W = g.in[1], OH = g.out[0], OW = g.out[1], C = g.c, CB = g.c / 8;
+    const int64_t H = g.in[0], W = g.in[1], OH = g.out[0], OW = g.out[1], CB = g.c / 8;
     const int64_t kh = g.k[0], kw = g.k[1], sh = g.s[0], sw = g.s[1], ph = g.pl[0], pw = g.pl[1];
-    const int64_t x_row = st.blocked ? W * 8 : W * C, x_col = st.blocked ? 8 : C;
-    const int64_t y_row = st.blocked ? OW * 8 : OW * C, y_col = st.blocked ? 8 : C;
+    const int64_t pix = st.block ? st.block : g.c;
+    const int64_t x_row = W * pix, x_col = pix, y_row = OW * pix, y_col = pix;
     const int64_t rows = g.n * CB * OH;
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, (W * kh + OW * kw) * 8));
     const float ninf = -std::numeric_limits<float>::infinity();
@@ -264,8 +281,8 @@ class PoolKernel final : public Kernel {
       float* cm = colmax.data();
       for (int64_t r = lo; r < hi; ++r) {
         const int64_t oh = r % OH, cb = (r / OH) % CB, n = r / (OH * CB);
-        const float* xb = st.blocked ? x + (n * CB + cb) * H * W * 8 : x + n * H * W * C + cb * 8;
-        float* yr = (st.blocked ? y + (n * CB + cb) * OH * OW * 8 : y + n * OH * OW * C + cb * 8) + oh * y_row;
+        const float* xb = x + group_base(st, n, cb, H, W);
+        float* yr = y + group_base(st, n, cb, OH, OW) + oh * y_row;
         const int64_t h0 = oh * sh - ph, hs = std::max<int64_t>(h0, 0), he = std::min(h0 + kh, H);
         for (int64_t w = 0; w < W; ++w) {
 #if defined(__AVX__)
@@ -306,6 +323,9 @@ class PoolKernel final : public Kernel {
         if (f == 1.f) continue;
         if (st.channels_last) {
           for (int64_t ch = 0; ch < c; ++ch) y[(b * sp + p) * c + ch] *= f;
+        } else if (st.block) {
+          const int64_t bl = st.block;
+          for (int64_t ch = 0; ch < c; ++ch) y[((b * (c / bl) + ch / bl) * sp + p) * bl + ch % bl] *= f;
         } else {
           for (int64_t ch = 0; ch < c; ++ch) y[(b * c + ch) * sp + p] *= f;
         }

@@ -84,7 +84,7 @@ class QConvKernel final : public Kernel {
   }
 
   LayoutSupport layout_support() const override { return LayoutSupport::kPreferChannelsLast; }
-  Layout preferred_layout(std::span<const TensorInfo>, bool) const override { return Layout::kChannelsLast; }
+  Layout preferred_layout(std::span<const TensorInfo>, int) const override { return Layout::kChannelsLast; }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     if (!slot_present(in, s_.x) || !slot_present(in, s_.w)) return invalid_argument(who_ + ": missing inputs");

@@ -14,7 +14,8 @@
 //       channels-last X.
 //   MaxPool on uint8 / int8 (2-D, plain or channels-last): the maximum commutes with
 //       dequantisation, so a DequantizeLinear -> MaxPool -> QuantizeLinear with one scale and zero
-//       point is this op on the quantised tensor.
+//       point is this op on the quantised tensor. 8-bit MaxPools of other ranks, or asking for
+//       Indices, run on the direct loops of pool_direct.cc.
 // Scales and zero points are read at run time (one value each). Loops are written for the
 // compiler to vectorise along contiguous elements or channels.
 
@@ -29,6 +30,7 @@
 #include "ops/cpu/extra_common.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/math_common.h"
+#include "ops/cpu/pool_direct.h"
 #include "ops/cpu/quant_common.h"
 #include "ops/cpu/task_runner.h"
 
@@ -339,7 +341,7 @@ class QAveragePoolKernel final : public DataKernel {
   }
 
   LayoutSupport layout_support() const override { return LayoutSupport::kPreferChannelsLast; }
-  Layout preferred_layout(std::span<const TensorInfo>, bool) const override { return Layout::kChannelsLast; }
+  Layout preferred_layout(std::span<const TensorInfo>, int) const override { return Layout::kChannelsLast; }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     if (in.size() < 5 || !in[0].present() || !in[1].present() || !in[3].present() || !in[4].present())
@@ -541,7 +543,7 @@ class QMaxPoolKernel final : public DataKernel {
   }
 
   LayoutSupport layout_support() const override { return LayoutSupport::kPreferChannelsLast; }
-  Layout preferred_layout(std::span<const TensorInfo>, bool) const override { return Layout::kChannelsLast; }
+  Layout preferred_layout(std::span<const TensorInfo>, int) const override { return Layout::kChannelsLast; }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     if (in.empty() || !in[0].present()) return invalid("needs input X");
@@ -633,8 +635,13 @@ Status register_qelementwise(KernelRegistry& reg) {
       add_typed_def(reg, "QAveragePool", 1, DType::kUndefined, make_factory<QAveragePoolKernel>(), "streamline"));
   SL_RETURN_IF_ERROR(add_typed_def(reg, "QGlobalAveragePool", 1, DType::kUndefined,
                                    make_factory<QGlobalAveragePoolKernel>(), "streamline"));
-  for (DType t : {DType::kUInt8, DType::kInt8})
-    SL_RETURN_IF_ERROR(add_typed_def(reg, "MaxPool", 1, t, make_factory<QMaxPoolKernel>()));
+  // 8-bit MaxPool exists from opset 12. QMaxPoolKernel serves the 2-D pools without Indices.
+  const KernelFactory max_pool = [](const KernelCreateArgs& a) -> Result<std::unique_ptr<Kernel>> {
+    const bool indices = a.node.outputs.size() > 1 && a.node.outputs[1] != graph::kNoValue;
+    if (indices || a.node.attr_ints("kernel_shape").size() != 2) return make_direct_pool(a);
+    return make_factory<QMaxPoolKernel>()(a);
+  };
+  for (DType t : {DType::kUInt8, DType::kInt8}) SL_RETURN_IF_ERROR(add_typed_def(reg, "MaxPool", 12, t, max_pool));
   return ok_status();
 }
 

@@ -1,16 +1,24 @@
-// Linear quantisation: QuantizeLinear and DequantizeLinear (opset 10, per-axis from 13) and
+// Linear quantisation: QuantizeLinear and DequantizeLinear (opset 10, per-axis from 13, float16
+// and bfloat16 scales from 19, blocks, 16-bit integers and output_dtype from 21/23) and
 // DynamicQuantizeLinear (opset 11).
 //
-//   QuantizeLinear     y = saturate(round_half_even(x / scale) + zero_point)    uint8 or int8
-//   DequantizeLinear   y = (x - zero_point) * scale                              float32
+//   QuantizeLinear     y = saturate(round_half_even(x / scale) + zero_point)    (u)int8, (u)int16,
+//                      (u)int4, (u)int2; float8/float4 targets: x / scale + zero_point rounded to
+//                      the format (saturate attribute, opset 19)
+//   DequantizeLinear   y = (x - zero_point) * scale                              the scale's dtype
 //   DynamicQuantizeLinear: scale = (max(x, 0) - min(x, 0)) / 255, zero_point = round(-min / scale),
 //                      then QuantizeLinear to uint8; all three outputs are produced.
-// scale and zero_point are scalars (per-tensor) or 1-D of length x.shape[axis] (per-axis). The
-// arithmetic is float32 as the spec's reference does it (a division, not a multiplication by the
-// reciprocal), so results match it bit for bit. The loops run over [outer, axis, inner] blocks
-// with the scale fixed in the innermost loop, which the compiler vectorises. Per-tensor
-// quantisation is element-wise and takes its input in any layout; a QuantizeLinear that only int8
-// convolutions read turns plain NCHW input into channels-last output as it goes.
+// scale and zero_point are scalars (per-tensor), 1-D of length x.shape[axis] (per-axis), or with
+// block_size > 0 of x's rank with ceil(x.shape[axis] / block_size) along axis (blocked). The
+// output type is the zero point's, else output_dtype, else uint8. The arithmetic is float32 as the
+// spec's reference does it (a division, not a multiplication by the reciprocal), so results match
+// it bit for bit.
+//
+// The int8 case (float32 scale, float32 -> (u)int8 or (u)int8 -> float32, per tensor or per axis)
+// runs typed loops over [outer, axis, inner] blocks with the scale fixed in the innermost loop,
+// which the compiler vectorises; every other case runs one generic loop over load_f/store_f.
+// Per-tensor quantisation is element-wise and takes its input in any layout; a QuantizeLinear that
+// only int8 convolutions read turns plain NCHW input into channels-last output as it goes.
 
 #include <cmath>
 #include <vector>
@@ -19,6 +27,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/small_types.h"
 #include "ops/cpu/extra_common.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/math_common.h"
@@ -34,9 +43,40 @@ inline T saturate_to(float v) {
   return static_cast<T>(static_cast<int32_t>(std::min(hi, std::max(lo, v))));
 }
 
-// [outer, len, inner] split of `s` around `axis` for per-axis parameters (len 1: per-tensor).
-struct AxisSplit {
-  int64_t len = 1, inner = 1;
+// The integer range of a quantised dtype; false for dtypes QuantizeLinear cannot produce.
+bool quant_range(DType t, double* lo, double* hi) {
+  switch (t) {
+    case DType::kUInt8:
+      *lo = 0, *hi = 255;
+      return true;
+    case DType::kInt8:
+      *lo = -128, *hi = 127;
+      return true;
+    case DType::kUInt16:
+      *lo = 0, *hi = 65535;
+      return true;
+    case DType::kInt16:
+      *lo = -32768, *hi = 32767;
+      return true;
+    default:
+      if (!is_small_int(t)) return false;
+      *lo = static_cast<double>(small_int_min(t));
+      *hi = static_cast<double>(small_int_max(t));
+      return true;
+  }
+}
+
+// Where element i of x finds its scale and zero point: per tensor (len = 1), per axis (one value
+// per index along `axis`), or per block of `block` indices along `axis` (opset 21).
+struct ParamIndex {
+  int64_t len = 1, inner = 1, block = 0, blocks = 1;
+  int64_t of(int64_t i) const {
+    if (len == 1 && block == 0) return 0;
+    const int64_t a = (i / inner) % len;
+    if (block == 0) return a;
+    const int64_t outer = i / (inner * len);
+    return (outer * blocks + a / block) * inner + i % inner;
+  }
 };
 
 template <typename TX, typename TY>
@@ -55,6 +95,11 @@ class QuantizeKernel final : public DataKernel {
 
   Status init(const KernelCreateArgs& a) {
     axis_ = a.node.attr_int("axis", 1);
+    block_ = a.node.attr_int("block_size", 0);
+    if (block_ < 0) return invalid("block_size must be >= 0");
+    if (block_ > 0 && opset_ < 21) return invalid("block_size needs opset 21");
+    output_dtype_ = static_cast<DType>(a.node.attr_int("output_dtype", 0));
+    small_.saturate = a.node.attr_int("saturate", 1) != 0;
     // A QuantizeLinear whose every reader is an int8 convolution (the input of a QDQ CNN) writes
     // channels-last itself, which saves the planner a layout change of its output.
     const graph::ValueId out = a.node.outputs.empty() ? graph::kNoValue : a.node.outputs[0];
@@ -71,32 +116,44 @@ class QuantizeKernel final : public DataKernel {
   }
 
   LayoutSupport layout_support() const override { return LayoutSupport::kAny; }
+  // Per-tensor parameters only: then every element is converted alike, whatever the layout.
   bool accepts(std::span<const TensorInfo> in) const override {
-    return in.size() > 1 && in[1].shape.numel() == 1 && (in.size() < 3 || in[2].shape.numel() <= 1);
+    return block_ == 0 && in.size() > 1 && in[1].shape.numel() == 1 && (in.size() < 3 || in[2].shape.numel() <= 1);
   }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     if (in.size() < 2 || !in[0].present() || !in[1].present()) return invalid("expected x and scale");
     const bool has_zp = in.size() > 2 && in[2].present();
-    if (in[1].dtype != DType::kFloat32) return unsupported_error("scale must be float32");
+    const DType st = in[1].dtype;
+    if (!is_float_dtype(st) || st == DType::kFloat64)
+      return unsupported_error(std::string("scale dtype ") + dtype_name(st));
     DType out = DType::kFloat32;
     if (quantize_) {
-      if (in[0].dtype != DType::kFloat32 && in[0].dtype != DType::kInt32)
-        return unsupported_error(std::string("input dtype ") + dtype_name(in[0].dtype));
-      out = has_zp ? in[2].dtype : DType::kUInt8;
-      if (out != DType::kUInt8 && out != DType::kInt8)
+      const DType xt = in[0].dtype;
+      if (!is_float_dtype(xt) && xt != DType::kInt32)
+        return unsupported_error(std::string("input dtype ") + dtype_name(xt));
+      out = has_zp ? in[2].dtype : output_dtype_ != DType::kUndefined ? output_dtype_ : DType::kUInt8;
+      if (has_zp && output_dtype_ != DType::kUndefined && output_dtype_ != out)
+        return invalid("output_dtype differs from the zero point's dtype");
+      double lo = 0, hi = 0;
+      if (!quant_range(out, &lo, &hi) && !is_small_float(out))
         return unsupported_error(std::string("zero point dtype ") + dtype_name(out));
     } else {
       const DType t = in[0].dtype;
-      if (t != DType::kUInt8 && t != DType::kInt8 && t != DType::kInt32)
+      double lo = 0, hi = 0;
+      if (!quant_range(t, &lo, &hi) && t != DType::kInt32 && !is_small_float(t))
         return unsupported_error(std::string("input dtype ") + dtype_name(t));
       if (has_zp && in[2].dtype != t) return invalid("zero point dtype differs from the input's");
+      out = output_dtype_ != DType::kUndefined ? output_dtype_ : st;
+      if (out != st) return invalid("output_dtype differs from the scale's dtype");
     }
-    SL_ASSIGN_OR_RETURN(AxisSplit sp, split(in[0].shape, in[1].shape, has_zp ? &in[2].shape : nullptr));
-    if (sp.len > 1 && in[0].layout != Layout::kPlain) return invalid("per-axis parameters need a plain input");
+    SL_ASSIGN_OR_RETURN(ParamIndex pi, index(in[0].shape, in[1].shape, has_zp ? &in[2].shape : nullptr));
+    const bool per_tensor = pi.len == 1 && pi.block == 0;
+    if (!per_tensor && in[0].layout != Layout::kPlain)
+      return invalid("per-axis and blocked parameters need a plain input");
     Layout layout = in[0].layout;
-    if (to_channels_last_ && sp.len == 1 && in[0].shape.rank() == 4 && layout == Layout::kPlain &&
-        in[0].dtype == DType::kFloat32)
+    if (to_channels_last_ && per_tensor && in[0].shape.rank() == 4 && layout == Layout::kPlain &&
+        int8_case(in[0].dtype, out, st))
       layout = Layout::kChannelsLast;
     ReshapeResult rr;
     rr.outputs.push_back(OutputInfo{out, in[0].shape, layout});
@@ -108,7 +165,51 @@ class QuantizeKernel final : public DataKernel {
     const Tensor& scale = ctx.inputs[1];
     const Tensor* zp = ctx.inputs.size() > 2 && ctx.inputs[2].defined() ? &ctx.inputs[2] : nullptr;
     Tensor& y = ctx.outputs[0];
-    SL_ASSIGN_OR_RETURN(AxisSplit sp, split(x.shape(), scale.shape(), zp ? &zp->shape() : nullptr));
+    SL_ASSIGN_OR_RETURN(ParamIndex pi, index(x.shape(), scale.shape(), zp ? &zp->shape() : nullptr));
+    if (pi.block == 0 && int8_case(x.dtype(), y.dtype(), scale.dtype())) return run_int8(ctx, pi);
+    const int64_t n = x.numel();
+    const DType xt = x.dtype(), yt = y.dtype(), st = scale.dtype();
+    double lo = 0, hi = 0;
+    const bool to_float8 = quantize_ && is_small_float(yt);
+    if (!to_float8) quant_range(yt, &lo, &hi);
+    math::parallel_chunks(n, math::kCheapGrain, ctx.num_threads, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const int64_t k = pi.of(i);
+        const float sc = static_cast<float>(load_f(st, scale.raw(), k));
+        const float z = zp ? static_cast<float>(load_f(zp->dtype(), zp->raw(), k)) : 0.f;
+        if (quantize_) {
+          // float32 arithmetic, as the specification's reference computes it.
+          const float v = static_cast<float>(load_f(xt, x.raw(), i));
+          if (to_float8) {
+            // Float targets round to their own precision (and saturate unless saturate = 0).
+            static_cast<uint8_t*>(y.raw())[i] = float_to_small(yt, v / sc + z, small_);
+            continue;
+          }
+          const double q = std::min(hi, std::max(lo, static_cast<double>(std::nearbyint(v / sc) + z)));
+          store_f(yt, y.raw(), i, q);
+        } else {
+          const double v = load_f(xt, x.raw(), i);
+          store_f(yt, y.raw(), i, static_cast<float>(v - z) * sc);
+        }
+      }
+    });
+    return ok_status();
+  }
+
+ private:
+  // The types the typed loops of run_int8 serve: float32 scale, and float32 -> (u)int8 when
+  // quantising, (u)int8 -> float32 when dequantising.
+  bool int8_case(DType x, DType y, DType scale) const {
+    if (scale != DType::kFloat32) return false;
+    return quantize_ ? x == DType::kFloat32 && is_q8(y) : is_q8(x) && y == DType::kFloat32;
+  }
+
+  // The int8 case, per tensor or per axis: runs of elements sharing a scale, typed loops.
+  Status run_int8(const RunContext& ctx, const ParamIndex& pi) const {
+    const Tensor& x = ctx.inputs[0];
+    const Tensor& scale = ctx.inputs[1];
+    const Tensor* zp = ctx.inputs.size() > 2 && ctx.inputs[2].defined() ? &ctx.inputs[2] : nullptr;
+    Tensor& y = ctx.outputs[0];
     const float* sc = scale.data<float>();
     const int64_t n = x.numel();
     if (x.layout() == Layout::kPlain && y.layout() == Layout::kChannelsLast) {
@@ -119,10 +220,10 @@ class QuantizeKernel final : public DataKernel {
         quantize_to_nhwc(x, static_cast<uint8_t*>(y.raw()), sc[0], z, ctx.num_threads);
       return ok_status();
     }
-    const int64_t blocks = n / std::max<int64_t>(1, sp.inner);  // (outer, axis) pairs
+    const bool per_tensor = pi.len == 1;
     // Per-tensor: chunks of the flat tensor; per-axis: whole inner blocks per chunk.
-    const int64_t unit = sp.len == 1 ? 1 : sp.inner;
-    const int64_t units = sp.len == 1 ? n : blocks;
+    const int64_t unit = per_tensor ? 1 : pi.inner;
+    const int64_t units = per_tensor ? n : n / std::max<int64_t>(1, pi.inner);  // (outer, axis) pairs
     const int64_t grain = std::max<int64_t>(1, math::kCheapGrain / unit);
     auto body = [&](auto px, auto py) {
       using TX = std::remove_cv_t<std::remove_pointer_t<decltype(px)>>;
@@ -132,57 +233,59 @@ class QuantizeKernel final : public DataKernel {
       run_chunks(units, grain, ctx.num_threads, [&](int64_t b, int64_t e, int) {
         for (int64_t u = b; u < e;) {
           // One run of elements sharing a scale: the rest of this chunk (per-tensor) or one block.
-          const int64_t k = sp.len == 1 ? 0 : u % sp.len;
-          const int64_t begin = u * unit, count = sp.len == 1 ? e - u : unit;
+          const int64_t k = per_tensor ? 0 : u % pi.len;
+          const int64_t begin = u * unit, count = per_tensor ? e - u : unit;
           const float s = sc[k], z = zp ? static_cast<float>(param_value(*zp, k)) : 0.f;
           if constexpr (std::is_same_v<TY, float>)
             dequantize_block(xp + begin, yp + begin, count, s, z);
           else
             quantize_block(xp + begin, yp + begin, count, s, z);
-          u += sp.len == 1 ? count : 1;
+          u += per_tensor ? count : 1;
         }
       });
     };
-    const DType xt = x.dtype(), yt = y.dtype();
     if (quantize_) {
-      auto with_x = [&](auto py) {
-        if (xt == DType::kInt32)
-          body(static_cast<const int32_t*>(nullptr), py);
-        else
-          body(static_cast<const float*>(nullptr), py);
-      };
-      if (yt == DType::kInt8)
-        with_x(static_cast<int8_t*>(nullptr));
+      if (y.dtype() == DType::kInt8)
+        body(static_cast<const float*>(nullptr), static_cast<int8_t*>(nullptr));
       else
-        with_x(static_cast<uint8_t*>(nullptr));
-    } else if (xt == DType::kInt8) {
+        body(static_cast<const float*>(nullptr), static_cast<uint8_t*>(nullptr));
+    } else if (x.dtype() == DType::kInt8) {
       body(static_cast<const int8_t*>(nullptr), static_cast<float*>(nullptr));
-    } else if (xt == DType::kUInt8) {
-      body(static_cast<const uint8_t*>(nullptr), static_cast<float*>(nullptr));
     } else {
-      body(static_cast<const int32_t*>(nullptr), static_cast<float*>(nullptr));
+      body(static_cast<const uint8_t*>(nullptr), static_cast<float*>(nullptr));
     }
     return ok_status();
   }
 
- private:
-  Result<AxisSplit> split(const Shape& x, const Shape& scale, const Shape* zp) const {
-    AxisSplit sp;
-    if (scale.numel() == 1 && scale.rank() <= 1) {
-      if (zp && zp->numel() != 1) return invalid("per-tensor scale with a per-axis zero point");
-      sp.inner = std::max<int64_t>(1, x.numel());
-      return sp;
-    }
-    if (scale.rank() != 1) return invalid("scale must be a scalar or 1-D, got " + scale.to_string());
+  Result<ParamIndex> index(const Shape& x, const Shape& scale, const Shape* zp) const {
+    ParamIndex pi;
+    if (zp && *zp != scale && !(zp->numel() == 1 && scale.numel() == 1))
+      return invalid("zero point shape " + zp->to_string() + " differs from the scale's " + scale.to_string());
+    if (block_ == 0 && scale.numel() == 1 && scale.rank() <= 1) return pi;
     int64_t axis = 0;
     if (!normalize_axis(axis_, static_cast<int64_t>(x.rank()), &axis)) return invalid("axis out of range");
-    if (x[static_cast<size_t>(axis)] != scale[0])
-      return invalid("scale length " + std::to_string(scale[0]) + " does not match dimension " + std::to_string(axis) +
-                     " of " + x.to_string());
-    if (zp && *zp != scale) return invalid("zero point shape differs from the scale's");
-    sp.len = scale[0];
-    for (size_t d = static_cast<size_t>(axis) + 1; d < x.rank(); ++d) sp.inner *= x[d];
-    return sp;
+    const size_t ax = static_cast<size_t>(axis);
+    pi.len = x[ax];
+    for (size_t d = ax + 1; d < x.rank(); ++d) pi.inner *= x[d];
+    if (block_ == 0) {
+      if (scale.rank() != 1)
+        return invalid("scale must be a scalar or 1-D without block_size, got " + scale.to_string());
+      if (scale[0] != x[ax])
+        return invalid("scale length " + std::to_string(scale[0]) + " does not match dimension " +
+                       std::to_string(axis) + " of " + x.to_string());
+      return pi;
+    }
+    // Blocked: scale has x's rank, dimension `axis` counting blocks of block_size.
+    if (scale.rank() != x.rank()) return invalid("blocked scale must have the input's rank, got " + scale.to_string());
+    pi.block = block_;
+    pi.blocks = (x[ax] + block_ - 1) / block_;
+    for (size_t d = 0; d < x.rank(); ++d) {
+      const int64_t want = d == ax ? pi.blocks : x[d];
+      if (scale[d] != want)
+        return invalid("blocked scale " + scale.to_string() + " does not fit " + x.to_string() + " with block_size " +
+                       std::to_string(block_));
+    }
+    return pi;
   }
 
   // Quantises plain NCHW float32 x into NHWC y, a run of pixels per task.
@@ -213,6 +316,9 @@ class QuantizeKernel final : public DataKernel {
   bool quantize_;
   bool to_channels_last_ = false;  // see init()
   int64_t axis_ = 1;
+  int64_t block_ = 0;
+  DType output_dtype_ = DType::kUndefined;
+  SmallCastOptions small_;
 };
 
 // min(0, x...) and max(0, x...) of n floats into *lo and *hi. Explicit vectors: the compiler

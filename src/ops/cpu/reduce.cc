@@ -1,4 +1,5 @@
-// Reduce* (axes as an attribute; ReduceSum from opset 13 takes them as input 1) and ArgMax/ArgMin.
+// Reduce* and ArgMax/ArgMin. Axes are an attribute up to opset 17 and input 1 from opset 18
+// (ReduceSum from opset 13); ReduceMax/ReduceMin take int8/uint8 (opset 12) and bool (opset 20).
 //
 // Two loop shapes cover every axis set (see math_reduce.h for the grouping):
 //   inner dims reduced: each output reduces contiguous runs with lane-parallel accumulators;
@@ -80,16 +81,19 @@ class ReduceKernel final : public Kernel {
   Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const override {
     if (inputs.empty() || !inputs[0].present()) return invalid_argument(node_prefix(node_) + "missing input");
     const DType dt = inputs[0].dtype;
-    if (int_capable(op_))
+    if (op_ == ReduceOp::kMax || op_ == ReduceOp::kMin) {
+      SL_RETURN_IF_ERROR(check_dtype(
+          node_, dt, {DType::kFloat32, DType::kInt32, DType::kInt64, DType::kInt8, DType::kUInt8, DType::kBool}));
+    } else if (int_capable(op_)) {
       SL_RETURN_IF_ERROR(check_dtype(node_, dt, {DType::kFloat32, DType::kInt32, DType::kInt64}));
-    else
+    } else
       SL_RETURN_IF_ERROR(check_dtype(node_, dt, {DType::kFloat32}));
     const Shape& in = inputs[0].shape;
     const int64_t rank = static_cast<int64_t>(in.rank());
     if (rank > 32) return unsupported(node_prefix(node_) + "rank above 32");
 
     std::vector<int64_t> axes = node_.attr_ints("axes");
-    if (node_.op_type == "ReduceSum" && node_.opset >= 13) {
+    if (axes_from_input()) {
       axes.clear();
       if (inputs.size() > 1 && inputs[1].present()) {
         if (!inputs[1].value)
@@ -141,6 +145,13 @@ class ReduceKernel final : public Kernel {
       case DType::kInt64:
         run_int<int64_t>(ctx, st->plan);
         break;
+      case DType::kInt8:
+        run_int<int8_t>(ctx, st->plan);
+        break;
+      case DType::kUInt8:
+      case DType::kBool:  // max is "any", min is "all" on 0/1 bytes
+        run_int<uint8_t>(ctx, st->plan);
+        break;
       default:
         return internal_error(node_prefix(node_) + "unexpected dtype");
     }
@@ -148,6 +159,8 @@ class ReduceKernel final : public Kernel {
   }
 
  private:
+  bool axes_from_input() const { return node_.opset >= 18 || (op_ == ReduceOp::kSum && node_.opset >= 13); }
+
   // Writes comb-reduction of map(x) into y for every output (before any finalisation). `comb` must
   // accept mixed T / Acc<T> arguments (generic lambdas).
   template <typename T, typename Map, typename Combine>
@@ -429,20 +442,19 @@ class ArgReduceKernel final : public Kernel {
 struct ReduceSpec {
   const char* name;
   ReduceOp op;
-  int end;  // opset 18 moves axes to an input for all but ReduceSum (already there from 13)
 };
 
 constexpr ReduceSpec kReduceSpecs[] = {
-    {"ReduceSum", ReduceOp::kSum, INT_MAX},
-    {"ReduceMean", ReduceOp::kMean, 17},
-    {"ReduceMax", ReduceOp::kMax, 17},
-    {"ReduceMin", ReduceOp::kMin, 17},
-    {"ReduceProd", ReduceOp::kProd, 17},
-    {"ReduceL1", ReduceOp::kL1, 17},
-    {"ReduceL2", ReduceOp::kL2, 17},
-    {"ReduceLogSum", ReduceOp::kLogSum, 17},
-    {"ReduceLogSumExp", ReduceOp::kLogSumExp, 17},
-    {"ReduceSumSquare", ReduceOp::kSumSquare, 17},
+    {"ReduceSum", ReduceOp::kSum},
+    {"ReduceMean", ReduceOp::kMean},
+    {"ReduceMax", ReduceOp::kMax},
+    {"ReduceMin", ReduceOp::kMin},
+    {"ReduceProd", ReduceOp::kProd},
+    {"ReduceL1", ReduceOp::kL1},
+    {"ReduceL2", ReduceOp::kL2},
+    {"ReduceLogSum", ReduceOp::kLogSum},
+    {"ReduceLogSumExp", ReduceOp::kLogSumExp},
+    {"ReduceSumSquare", ReduceOp::kSumSquare},
 };
 
 }  // namespace
@@ -455,7 +467,7 @@ Status register_reduce(KernelRegistry& reg) {
   for (const math::ReduceSpec& spec : math::kReduceSpecs) {
     const math::ReduceOp op = spec.op;
     SL_RETURN_IF_ERROR(math::register_ops(
-        reg, {spec.name}, 1, spec.end, [op](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
+        reg, {spec.name}, 1, INT_MAX, [op](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
           return std::unique_ptr<Kernel>(std::make_unique<math::ReduceKernel>(args.node, op));
         }));
   }

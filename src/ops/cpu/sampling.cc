@@ -1,6 +1,11 @@
-// Spatial sampling: GridSample (opset 16; 4-D input, bilinear/nearest/bicubic, zeros/border/
-// reflection padding, align_corners) and RoiAlign (opset 10/16; avg and max, half_pixel and
+// Spatial sampling: GridSample (opset 16: 4-D input, bilinear/nearest/bicubic; opset 20 names them
+// linear/nearest/cubic and adds 5-D input for linear and nearest; zeros/border/reflection padding,
+// align_corners), AffineGrid (opset 20) and RoiAlign (opset 10/16; avg and max, half_pixel and
 // output_half_pixel coordinates, adaptive or fixed sampling_ratio). float32.
+//
+// AffineGrid makes the grid GridSample reads: for each output position the base coordinates
+// (x, y[, z]) in [-1, 1] (pixel centres, or the corner pixels with align_corners) times theta
+// [N, 2, 3] (or [N, 3, 4]): grid[n, (d,) h, w] = theta[n] @ (x, y, (z,) 1).
 //
 // GridSample maps a grid value g in [-1, 1] to a pixel coordinate: ((g + 1) / 2) * (size - 1) with
 // align_corners, ((g + 1) * size - 1) / 2 without. Border padding clamps the coordinate, reflection
@@ -95,7 +100,16 @@ class GridSampleKernel final : public DataKernel {
     if (in[0].dtype != DType::kFloat32 || in[1].dtype != DType::kFloat32) return unsupported_error("only float32");
     const Shape& x = in[0].shape;
     const Shape& g = in[1].shape;
-    if (x.rank() != 4) return unsupported_error("only 4-D input");
+    if (x.rank() == 5) {
+      if (opset_ < 20) return invalid("5-D input needs GridSample-20");
+      if (mode_ == Mode::kBicubic) return invalid("cubic mode takes 4-D input only");
+      if (g.rank() != 5 || g[0] != x[0] || g[4] != 3)
+        return invalid("grid must be [N, D_out, H_out, W_out, 3], got " + g.to_string());
+      ReshapeResult rr;
+      rr.outputs.push_back(OutputInfo{DType::kFloat32, Shape{x[0], x[1], g[1], g[2], g[3]}, Layout::kPlain});
+      return rr;
+    }
+    if (x.rank() != 4) return unsupported_error("only 4-D and 5-D input");
     if (g.rank() != 4 || g[0] != x[0] || g[3] != 2)
       return invalid("grid must be [N, H_out, W_out, 2], got " + g.to_string());
     ReshapeResult rr;
@@ -104,6 +118,7 @@ class GridSampleKernel final : public DataKernel {
   }
 
   Status run(const RunContext& ctx) const override {
+    if (ctx.inputs[0].shape().rank() == 5) return run_3d(ctx);
     const Shape& xs = ctx.inputs[0].shape();
     const Shape& gs = ctx.inputs[1].shape();
     const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], oh = gs[1], ow = gs[2];
@@ -124,6 +139,48 @@ class GridSampleKernel final : public DataKernel {
   }
 
  private:
+  // Volumetric sampling: grid (x, y, z) indexes (W, H, D); trilinear or nearest.
+  Status run_3d(const RunContext& ctx) const {
+    const Shape& xs = ctx.inputs[0].shape();
+    const Shape& gs = ctx.inputs[1].shape();
+    const int64_t n = xs[0], c = xs[1], d = xs[2], h = xs[3], w = xs[4];
+    const int64_t outs = gs[1] * gs[2] * gs[3];
+    const float* x = ctx.inputs[0].data<float>();
+    const float* grid = ctx.inputs[1].data<float>();
+    float* y = ctx.outputs[0].data<float>();
+    math::parallel_chunks(n * outs, 256, ctx.num_threads, [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        const int64_t ni = p / outs, pos = p % outs;
+        const float ix = pad_coord(unnormalize(grid[p * 3], w, align_), w, pad_, align_);
+        const float iy = pad_coord(unnormalize(grid[p * 3 + 1], h, align_), h, pad_, align_);
+        const float iz = pad_coord(unnormalize(grid[p * 3 + 2], d, align_), d, pad_, align_);
+        for (int64_t ci = 0; ci < c; ++ci) {
+          const float* vol = x + (ni * c + ci) * d * h * w;
+          const auto at3 = [&](int64_t z, int64_t yy, int64_t xx) {
+            return z >= 0 && z < d && yy >= 0 && yy < h && xx >= 0 && xx < w ? vol[(z * h + yy) * w + xx] : 0.f;
+          };
+          float v = 0.f;
+          if (mode_ == Mode::kNearest) {
+            v = at3(static_cast<int64_t>(std::nearbyint(iz)), static_cast<int64_t>(std::nearbyint(iy)),
+                    static_cast<int64_t>(std::nearbyint(ix)));
+          } else {
+            const float x0f = std::floor(ix), y0f = std::floor(iy), z0f = std::floor(iz);
+            const float lx = ix - x0f, ly = iy - y0f, lz = iz - z0f;
+            const int64_t x0 = static_cast<int64_t>(x0f), y0 = static_cast<int64_t>(y0f),
+                          z0 = static_cast<int64_t>(z0f);
+            for (int dz = 0; dz < 2; ++dz)
+              for (int dy = 0; dy < 2; ++dy)
+                for (int dx = 0; dx < 2; ++dx)
+                  v += at3(z0 + dz, y0 + dy, x0 + dx) * (dz ? lz : 1.f - lz) * (dy ? ly : 1.f - ly) *
+                       (dx ? lx : 1.f - lx);
+          }
+          y[(ni * c + ci) * outs + pos] = v;
+        }
+      }
+    });
+    return ok_status();
+  }
+
   float at(const float* plane, int64_t h, int64_t w, int64_t iy, int64_t ix) const {
     return iy >= 0 && iy < h && ix >= 0 && ix < w ? plane[iy * w + ix] : 0.f;
   }
@@ -163,6 +220,71 @@ class GridSampleKernel final : public DataKernel {
 
   Mode mode_ = Mode::kBilinear;
   Pad pad_ = Pad::kZeros;
+  bool align_ = false;
+};
+
+class AffineGridKernel final : public DataKernel {
+ public:
+  using DataKernel::DataKernel;
+
+  Status init(const KernelCreateArgs& a) {
+    align_ = a.node.attr_int("align_corners", 0) != 0;
+    return ok_status();
+  }
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    if (in.size() != 2 || !in[0].present() || !in[1].present()) return invalid("expected theta and size");
+    if (!is_float_dtype(in[0].dtype)) return unsupported_error(std::string("dtype ") + dtype_name(in[0].dtype));
+    SL_ASSIGN_OR_RETURN(std::vector<int64_t> size, constant_ints(in[1], "size", desc_));
+    const Shape& t = in[0].shape;
+    const bool two_d = size.size() == 4;
+    if (!two_d && size.size() != 5) return invalid("size must be [N, C, H, W] or [N, C, D, H, W]");
+    const int64_t k = two_d ? 2 : 3;
+    if (t.rank() != 3 || t[0] != size[0] || t[1] != k || t[2] != k + 1)
+      return invalid("theta must be [N, " + std::to_string(k) + ", " + std::to_string(k + 1) + "], got " +
+                     t.to_string());
+    for (int64_t v : size)
+      if (v < 0) return invalid("size values must be >= 0");
+    Shape out{size[0]};
+    for (size_t i = 2; i < size.size(); ++i) out.push_back(size[i]);
+    out.push_back(k);
+    ReshapeResult rr;
+    rr.outputs.push_back(OutputInfo{in[0].dtype, out, Layout::kPlain});
+    return rr;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    const Tensor& theta = ctx.inputs[0];
+    Tensor& grid = ctx.outputs[0];
+    const Shape& o = grid.shape();
+    const bool two_d = o.rank() == 4;
+    const int64_t k = two_d ? 2 : 3;
+    const int64_t n = o[0], dd = two_d ? 1 : o[1], hh = o[o.rank() - 3], ww = o[o.rank() - 2];
+    const DType dt = theta.dtype();
+    // Base coordinate i of an axis of `size` points in [-1, 1].
+    const auto base = [this](int64_t i, int64_t size) -> double {
+      if (align_) return size > 1 ? -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(size - 1) : 0.0;
+      return (2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(size) - 1.0;
+    };
+    int64_t at = 0;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t z = 0; z < dd; ++z)
+        for (int64_t yy = 0; yy < hh; ++yy)
+          for (int64_t xx = 0; xx < ww; ++xx) {
+            const double src[4] = {base(xx, ww), base(yy, hh), two_d ? 1.0 : base(z, dd), 1.0};
+            for (int64_t r = 0; r < k; ++r) {
+              double v = 0.0;
+              for (int64_t col = 0; col <= k; ++col) {
+                const double s = col == k ? 1.0 : src[col];
+                v += load_f(dt, theta.raw(), (b * k + r) * (k + 1) + col) * s;
+              }
+              store_f(dt, grid.raw(), at++, v);
+            }
+          }
+    return ok_status();
+  }
+
+ private:
   bool align_ = false;
 };
 
@@ -287,6 +409,7 @@ class RoiAlignKernel final : public DataKernel {
 
 Status register_sampling(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(add_typed_def(reg, "GridSample", 16, DType::kUndefined, make_factory<GridSampleKernel>()));
+  SL_RETURN_IF_ERROR(add_typed_def(reg, "AffineGrid", 20, DType::kUndefined, make_factory<AffineGridKernel>()));
   return add_typed_def(reg, "RoiAlign", 10, DType::kUndefined, make_factory<RoiAlignKernel>());
 }
 

@@ -1,9 +1,13 @@
 // Signal and text features: DFT (opset 17) and TfIdfVectorizer (opset 9, integer tokens).
 //
-// DFT: input [batch, n_1, ..., n_k, 1 | 2] (real or complex); the transform runs along `axis` over
-// dft_length points (the input's length by default; shorter truncates, longer zero-pads); `inverse`
-// divides by the length; `onesided` keeps the first length / 2 + 1 bins of a real input. Output
-// [.., 2] complex. Direct O(N^2) sums in double with a precomputed twiddle table in the workspace.
+// DFT: input [batch, n_1, ..., n_k, 1 | 2] (real or complex); the transform runs along `axis` (an
+// attribute, default 1, up to opset 19; input 2, default -2, from opset 20; negative counts from
+// the back, the complex dimension excluded) over dft_length points (the input's length by
+// default; shorter truncates, longer zero-pads); `inverse` divides by the length. `onesided` on a
+// forward transform keeps the first length / 2 + 1 bins of a real input (RFFT); on an inverse one
+// it takes those bins of a conjugate-symmetric spectrum (a real input's imaginary parts are 0) and
+// returns the real signal of dft_length points (IRFFT, default 2 * (bins - 1)). Output [..., 2] complex, or [..., 1]
+// for IRFFT. Direct O(N^2) sums in double with a precomputed twiddle table in the workspace.
 //
 // TfIdfVectorizer: counts, per row, the pool's n-grams (lengths min_gram_length..max_gram_length,
 // consecutive tokens or tokens `skip + 1` apart for skip in 0..max_skip_count; unigrams once) and
@@ -26,11 +30,17 @@ class DftKernel final : public DataKernel {
   using DataKernel::DataKernel;
 
   Status init(const KernelCreateArgs& a) {
-    axis_ = a.node.attr_int("axis", 1);
+    if (opset_ >= 20 && a.node.has_attr("axis")) return invalid("DFT-20 takes axis as input 2, not an attribute");
+    axis_ = a.node.attr_int("axis", opset_ >= 20 ? -2 : 1);
     inverse_ = a.node.attr_int("inverse", 0) != 0;
     onesided_ = a.node.attr_int("onesided", 0) != 0;
     return ok_status();
   }
+
+  struct Plan {
+    int64_t axis = 0, len = 0;
+    bool irfft = false;
+  };
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     if (in.empty() || !in[0].present()) return invalid("missing input");
@@ -39,26 +49,39 @@ class DftKernel final : public DataKernel {
     const Shape& s = in[0].shape;
     if (s.rank() < 3 || (s.back() != 1 && s.back() != 2))
       return invalid("input must be [batch, ..., 1 or 2], got " + s.to_string());
-    SL_ASSIGN_OR_RETURN(int64_t axis, signal_axis(s));
-    int64_t len = s[static_cast<size_t>(axis)];
+    int64_t axis_value = axis_;
+    if (opset_ >= 20 && in.size() > 2 && in[2].present()) {
+      SL_ASSIGN_OR_RETURN(std::vector<int64_t> a, constant_ints(in[2], "axis", desc_));
+      if (a.size() != 1) return invalid("axis must be a scalar");
+      axis_value = a[0];
+    }
+    SL_ASSIGN_OR_RETURN(int64_t axis, signal_axis(s, axis_value));
+    Plan plan;
+    plan.axis = axis;
+    plan.irfft = onesided_ && inverse_;
+    const int64_t n = s[static_cast<size_t>(axis)];
+    plan.len = plan.irfft ? 2 * (n - 1) : n;
     if (in.size() > 1 && in[1].present()) {
       SL_ASSIGN_OR_RETURN(std::vector<int64_t> l, constant_ints(in[1], "dft_length", desc_));
       if (l.size() != 1 || l[0] < 1) return invalid("dft_length must be a positive scalar");
-      len = l[0];
+      plan.len = l[0];
     }
-    if (onesided_ && s.back() == 2) return invalid("onesided needs a real input");
+    if (plan.len < 1) return invalid("the transform length must be positive");
+    if (onesided_ && !inverse_ && s.back() == 2) return invalid("a onesided forward transform needs a real input");
     Shape out = s;
-    out[static_cast<size_t>(axis)] = onesided_ ? len / 2 + 1 : len;
-    out[out.rank() - 1] = 2;
+    out[static_cast<size_t>(axis)] = onesided_ && !inverse_ ? plan.len / 2 + 1 : plan.len;
+    out[out.rank() - 1] = plan.irfft ? 1 : 2;
     ReshapeResult rr;
     rr.outputs.push_back(OutputInfo{in[0].dtype, out, Layout::kPlain});
-    rr.workspace_bytes = static_cast<size_t>(2 * len) * sizeof(double);
-    rr.state = std::make_shared<std::pair<int64_t, int64_t>>(axis, len);
+    rr.workspace_bytes = static_cast<size_t>(2 * plan.len) * sizeof(double);
+    rr.state = std::make_shared<Plan>(plan);
     return rr;
   }
 
   Status run(const RunContext& ctx) const override {
-    const auto [axis, len] = *static_cast<const std::pair<int64_t, int64_t>*>(ctx.state);
+    const Plan& plan = *static_cast<const Plan*>(ctx.state);
+    const int64_t axis = plan.axis, len = plan.len;
+    const bool irfft = plan.irfft;
     const Tensor& x = ctx.inputs[0];
     Tensor& y = ctx.outputs[0];
     const Shape& s = x.shape();
@@ -81,13 +104,26 @@ class DftKernel final : public DataKernel {
         const int64_t o = oi / inner, i = oi % inner;
         for (int64_t k = 0; k < n_out; ++k) {
           double re = 0, im = 0;
-          for (int64_t t = 0; t < used; ++t) {
-            const int64_t src = ((o * n_in + t) * inner + i) * comp_in;
+          // IRFFT: the full spectrum's bin t is the given bin t, or the conjugate of bin len - t.
+          const int64_t terms = irfft ? len : used;
+          for (int64_t t = 0; t < terms; ++t) {
+            int64_t from = t;
+            double conj = 1.0;
+            if (irfft && t >= n_in) {
+              from = len - t;
+              conj = -1.0;
+              if (from >= n_in) continue;
+            }
+            const int64_t src = ((o * n_in + from) * inner + i) * comp_in;
             const double xr = load_f(x.dtype(), x.raw(), src),
-                         xi = comp_in == 2 ? load_f(x.dtype(), x.raw(), src + 1) : 0.0;
+                         xi = comp_in == 2 ? conj * load_f(x.dtype(), x.raw(), src + 1) : 0.0;
             const int64_t m = (k * t) % len;
             re += xr * tw[2 * m] - xi * tw[2 * m + 1];
             im += xr * tw[2 * m + 1] + xi * tw[2 * m];
+          }
+          if (irfft) {
+            store_f(y.dtype(), y.raw(), (o * n_out + k) * inner + i, re * scale);
+            continue;
           }
           const int64_t dst = ((o * n_out + k) * inner + i) * 2;
           store_f(y.dtype(), y.raw(), dst, re * scale);
@@ -99,11 +135,12 @@ class DftKernel final : public DataKernel {
   }
 
  private:
-  Result<int64_t> signal_axis(const Shape& s) const {
-    // The last dimension holds the complex components and is not a signal axis.
-    const int64_t r = static_cast<int64_t>(s.rank()) - 1;
-    const int64_t a = axis_ < 0 ? axis_ + r : axis_;
-    if (a < 1 || a >= r) return invalid("axis " + std::to_string(axis_) + " is not a signal axis of " + s.to_string());
+  // Accepted: [-rank, -2] and [0, rank - 2]; the last dimension holds the complex components.
+  Result<int64_t> signal_axis(const Shape& s, int64_t axis) const {
+    const int64_t r = static_cast<int64_t>(s.rank());
+    const int64_t a = axis < 0 ? axis + r : axis;
+    if (a < 0 || a > r - 2)
+      return invalid("axis " + std::to_string(axis) + " is not a signal axis of " + s.to_string());
     return a;
   }
 

@@ -1,11 +1,13 @@
 // Softmax, LogSoftmax and Hardmax. Before opset 13 the input is flattened to 2-D at `axis` (default 1)
-// and each row is normalised; from opset 13 only the `axis` dimension (default -1) is.
+// and each row is normalised; from opset 13 only the `axis` dimension (default -1) is. float32 runs
+// the vectorised loops below; float64, float16 and bfloat16 a plain loop in double.
 //
 // Contiguous rows (the last axis, or any pre-13 axis) use lane-parallel max/sum reductions; an inner
 // axis is processed in tiles of columns so the loops still run over contiguous memory.
 
 #include <cmath>
 
+#include "ops/cpu/extra_common.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/math_common.h"
 #include "ops/cpu/math_vec.h"
@@ -106,16 +108,21 @@ class SoftmaxKernel final : public Kernel {
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const override {
     if (inputs.size() != 1 || !inputs[0].present()) return invalid_argument(node_prefix(node_) + "expected 1 input");
-    SL_RETURN_IF_ERROR(check_dtype(node_, inputs[0].dtype, {DType::kFloat32}));
+    SL_RETURN_IF_ERROR(
+        check_dtype(node_, inputs[0].dtype, {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}));
     SL_RETURN_IF_ERROR(geometry(inputs[0].shape).status());
     ReshapeResult rr;
-    rr.outputs.push_back(OutputInfo{DType::kFloat32, inputs[0].shape, Layout::kPlain});
+    rr.outputs.push_back(OutputInfo{inputs[0].dtype, inputs[0].shape, Layout::kPlain});
     rr.inplace = {0};
     return rr;
   }
 
   Status run(const RunContext& ctx) const override {
     SL_ASSIGN_OR_RETURN(Geometry g, geometry(ctx.inputs[0].shape()));
+    if (ctx.inputs[0].dtype() != DType::kFloat32) {
+      run_double(ctx, g);
+      return ok_status();
+    }
     const float* x = ctx.inputs[0].data<float>();
     float* y = ctx.outputs[0].data<float>();
     const SoftmaxKind kind = kind_;
@@ -141,6 +148,38 @@ class SoftmaxKernel final : public Kernel {
   }
 
  private:
+  // Any floating dtype through double: one pass for the max (and Hardmax's argmax), one for the sum.
+  void run_double(const RunContext& ctx, const Geometry& g) const {
+    const Tensor& xt = ctx.inputs[0];
+    Tensor& yt = ctx.outputs[0];
+    const DType dt = xt.dtype();
+    for (int64_t o = 0; o < g.outer; ++o)
+      for (int64_t i = 0; i < g.inner; ++i) {
+        const int64_t base = o * g.len * g.inner + i;
+        if (g.len == 0) continue;
+        double mx = load_f(dt, xt.raw(), base);
+        int64_t arg = 0;
+        for (int64_t k = 1; k < g.len; ++k) {
+          const double v = load_f(dt, xt.raw(), base + k * g.inner);
+          if (v > mx) {
+            mx = v;
+            arg = k;
+          }
+        }
+        double sum = 0;
+        for (int64_t k = 0; k < g.len && kind_ != SoftmaxKind::kHardmax; ++k)
+          sum += std::exp(load_f(dt, xt.raw(), base + k * g.inner) - mx);
+        for (int64_t k = 0; k < g.len; ++k) {
+          const int64_t e = base + k * g.inner;
+          const double v = load_f(dt, xt.raw(), e) - mx;
+          const double r = kind_ == SoftmaxKind::kHardmax   ? (k == arg ? 1.0 : 0.0)
+                           : kind_ == SoftmaxKind::kSoftmax ? std::exp(v) / sum
+                                                            : v - std::log(sum);
+          store_f(dt, yt.raw(), e, r);
+        }
+      }
+  }
+
   Result<Geometry> geometry(const Shape& s) const {
     const int64_t rank = static_cast<int64_t>(s.rank());
     Geometry g;

@@ -1,5 +1,6 @@
-// Concat, Split, Transpose, DepthToSpace, SpaceToDepth. Concat is layout-aware: rank-4 channels-last
-// inputs concatenate along the physical channel dim. Sub-families in data_*.cc register from here.
+// Concat, Split, Transpose, DepthToSpace, SpaceToDepth. Concat and Split are layout-aware: rank-4
+// channels-last and blocked tensors concatenate and split along the physical channel dim.
+// Sub-families in data_*.cc register from here.
 
 #include <algorithm>
 
@@ -19,12 +20,12 @@ struct ChunkState {
 };
 
 // Physical dims of a logical shape stored in `layout`.
-// The dimensions of a rank-4 tensor's memory: NHWC for channels-last, [N, C/8, H*W*8] for nChw8c
-// (concatenating along C then moves whole blocks).
+// The dimensions of a rank-4 tensor's memory: NHWC for channels-last, [N, C/B, H*W*B] for a
+// blocked layout of B channels per block (concatenating along C then moves whole blocks).
 Shape physical_dims(const Shape& s, Layout layout) {
   if (s.rank() != 4) return s;
   if (layout == Layout::kChannelsLast) return Shape{s[0], s[2], s[3], s[1]};
-  if (layout == Layout::kBlocked8) return Shape{s[0], s[1] / 8, s[2] * s[3] * 8};
+  if (const int64_t b = layout_block(layout)) return Shape{s[0], s[1] / b, s[2] * s[3] * b};
   return s;
 }
 
@@ -129,10 +130,12 @@ class ConcatKernel final : public DataKernel {
     if (f.layout == Layout::kChannelsLast) {
       if (rank != 4 || axis != 1) return unsupported_error("channels-last inputs concatenate only along axis 1");
       phys_axis = 3;
-    } else if (f.layout == Layout::kBlocked8) {
-      if (rank != 4 || axis != 1) return unsupported_error("nChw8c inputs concatenate only along axis 1");
+    } else if (const int64_t b = layout_block(f.layout)) {
+      const std::string name = layout_name(f.layout);
+      if (rank != 4 || axis != 1) return unsupported_error(name + " inputs concatenate only along axis 1");
       for (const auto& t : in)
-        if (t.shape[1] % 8 != 0) return unsupported_error("nChw8c inputs need channels divisible by 8");
+        if (t.shape[1] % b != 0)
+          return unsupported_error(name + " inputs need channels divisible by " + std::to_string(b));
       phys_axis = 1;
     }
     std::vector<Shape> parts;
@@ -172,6 +175,24 @@ class SplitKernel final : public DataKernel {
     return std::unique_ptr<Kernel>(std::move(k));
   }
 
+  LayoutSupport layout_support() const override { return LayoutSupport::kAny; }
+
+  // A rank-4 channels-last or blocked input splits along the channels in its own layout, into
+  // parts of whole blocks for a blocked one (so a C2f or CSP block's halves stay blocked).
+  bool accepts(std::span<const TensorInfo> in) const override {
+    if (in.empty() || !in[0].present()) return false;
+    const Layout l = in[0].layout;
+    if (l == Layout::kPlain) return true;
+    int64_t axis = 0;
+    if (in[0].shape.rank() != 4 || !normalize_axis(axis_, 4, &axis) || axis != 1) return false;
+    auto split = split_sizes(in, 1);
+    if (!split.ok()) return false;
+    const int64_t b = layout_block(l);
+    for (int64_t v : *split)
+      if (b != 0 && v % b != 0) return false;
+    return true;
+  }
+
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     if (in.empty() || !in[0].present()) return invalid("missing input 'input'");
     SL_RETURN_IF_ERROR(check_movable(in[0].dtype, desc_));
@@ -180,7 +201,35 @@ class SplitKernel final : public DataKernel {
     int64_t axis = 0;
     if (!normalize_axis(axis_, rank, &axis))
       return invalid("axis " + std::to_string(axis_) + " is out of range for rank " + std::to_string(rank));
-    const int64_t dim = s[static_cast<size_t>(axis)];
+    SL_ASSIGN_OR_RETURN(std::vector<int64_t> split, split_sizes(in, axis));
+    const Layout layout = in[0].layout;
+    int64_t phys_axis = axis;
+    if (layout != Layout::kPlain) {
+      if (!accepts(in)) return unsupported_error(std::string(layout_name(layout)) + " input cannot split so");
+      phys_axis = layout == Layout::kChannelsLast ? 3 : 1;
+    }
+    ReshapeResult r;
+    std::vector<Shape> parts;
+    for (int64_t v : split) {
+      Shape o = s;
+      o[static_cast<size_t>(axis)] = v;
+      parts.push_back(physical_dims(o, layout));
+      r.outputs.push_back({in[0].dtype, o, layout});
+    }
+    r.state = make_chunks(parts, phys_axis, dtype_size(in[0].dtype));
+    return r;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    const auto* st = static_cast<const ChunkState*>(ctx.state);
+    move_chunks(*st, ctx.inputs[0].data<uint8_t>(), ctx.outputs, false, ctx.num_threads);
+    return ok_status();
+  }
+
+ private:
+  // The part sizes along `axis` of input 0: the 'split' input or attribute, else equal parts.
+  Result<std::vector<int64_t>> split_sizes(std::span<const TensorInfo> in, int64_t axis) const {
+    const int64_t dim = in[0].shape[static_cast<size_t>(axis)];
     std::vector<int64_t> split = split_attr_;
     bool have = has_split_attr_;
     if (opset_ >= 13 && in.size() > 1 && in[1].present()) {
@@ -208,25 +257,9 @@ class SplitKernel final : public DataKernel {
                        " equal parts");
       split.assign(static_cast<size_t>(num_outputs_), dim / num_outputs_);
     }
-    ReshapeResult r;
-    std::vector<Shape> parts;
-    for (int64_t v : split) {
-      Shape o = s;
-      o[static_cast<size_t>(axis)] = v;
-      parts.push_back(o);
-      r.outputs.push_back({in[0].dtype, o, Layout::kPlain});
-    }
-    r.state = make_chunks(parts, axis, dtype_size(in[0].dtype));
-    return r;
+    return split;
   }
 
-  Status run(const RunContext& ctx) const override {
-    const auto* st = static_cast<const ChunkState*>(ctx.state);
-    move_chunks(*st, ctx.inputs[0].data<uint8_t>(), ctx.outputs, false, ctx.num_threads);
-    return ok_status();
-  }
-
- private:
   int64_t axis_ = 0;
   int64_t num_outputs_ = 1;
   bool has_split_attr_ = false;

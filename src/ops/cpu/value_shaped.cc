@@ -1,6 +1,6 @@
 // Operators whose output shape depends on input values: NonZero (9/13), Unique (11), Compress
-// (9/11), NonMaxSuppression (10/11) and the window generators HannWindow, HammingWindow and
-// BlackmanWindow (17).
+// (9/11), NonMaxSuppression (10/11) and the generators HannWindow, HammingWindow, BlackmanWindow
+// and MelWeightMatrix (17).
 //
 // A plan fixes every shape before anything runs, so these kernels can only be planned when the
 // inputs that decide the output shape are constants: reshape() then computes the result and hands
@@ -19,7 +19,7 @@
 namespace streamline::ops::cpu {
 namespace {
 
-enum class Kind { kNonZero, kUnique, kCompress, kNms, kHann, kHamming, kBlackman };
+enum class Kind { kNonZero, kUnique, kCompress, kNms, kHann, kHamming, kBlackman, kMel };
 
 class ValueShapedKernel final : public DataKernel {
  public:
@@ -70,6 +70,8 @@ class ValueShapedKernel final : public DataKernel {
         return compress(in);
       case Kind::kNms:
         return nms(in);
+      case Kind::kMel:
+        return mel(in);
       default:
         return window(in);
     }
@@ -257,7 +259,8 @@ class ValueShapedKernel final : public DataKernel {
         std::vector<int64_t> kept;
         for (const auto& [s, i] : cand) {
           if (static_cast<int64_t>(kept.size()) >= max_out) break;
-          if (std::none_of(kept.begin(), kept.end(), [&](int64_t j) { return suppresses(b, i, j); })) kept.push_back(i);
+          if (std::none_of(kept.begin(), kept.end(), [&, &i = i](int64_t j) { return suppresses(b, i, j); }))
+            kept.push_back(i);
         }
         for (int64_t i : kept) selected.insert(selected.end(), {b, c, i});
       }
@@ -285,6 +288,51 @@ class ValueShapedKernel final : public DataKernel {
     return std::vector<Tensor>{y};
   }
 
+  // MelWeightMatrix: [dft_length / 2 + 1, num_mel_bins] triangles on the mel scale,
+  // mel(f) = 2595 log10(1 + f / 700). num_mel_bins + 2 points equally spaced in mel from the lower
+  // edge, in steps of (high - low) / (num_mel_bins + 2), become DFT bins floor((dft_length + 1) *
+  // hz / sample_rate); band i rises from point i to point i + 1 (peak 1) and falls to point i + 2.
+  Result<std::vector<Tensor>> mel(const std::vector<Tensor>& in) const {
+    if (in.size() != 5) return invalid("expected num_mel_bins, dft_length, sample_rate, lower and upper edge hertz");
+    for (const Tensor& t : in)
+      if (!t.defined() || t.numel() != 1) return invalid("every input must be a scalar");
+    const int64_t bins = load_int(in[0].dtype(), in[0].raw(), 0), dft = load_int(in[1].dtype(), in[1].raw(), 0);
+    const int64_t rate = load_int(in[2].dtype(), in[2].raw(), 0);
+    const double lo = load_f(in[3].dtype(), in[3].raw(), 0), hi = load_f(in[4].dtype(), in[4].raw(), 0);
+    if (bins < 1 || dft < 1 || rate < 1) return invalid("num_mel_bins, dft_length and sample_rate must be positive");
+    const DType out = static_cast<DType>(node_.attr_int("output_datatype", 1));
+    if (!dtype_supported(out) || out == DType::kBool) return unsupported_error("output_datatype");
+    const int64_t spec = dft / 2 + 1;
+    // A corrupt model must not ask for an impossible matrix (2^28 elements is 1 GiB of float32).
+    if (bins > (int64_t{1} << 28) / spec) return invalid("a mel matrix of that size is too large");
+    const auto to_mel = [](double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); };
+    const double low_mel = to_mel(lo), step = (to_mel(hi) - low_mel) / static_cast<double>(bins + 2);
+    std::vector<int64_t> point(static_cast<size_t>(bins + 2));
+    for (int64_t m = 0; m < bins + 2; ++m) {
+      const double hz = 700.0 * (std::pow(10.0, (static_cast<double>(m) * step + low_mel) / 2595.0) - 1.0);
+      point[static_cast<size_t>(m)] =
+          static_cast<int64_t>(std::floor(static_cast<double>(dft + 1) * hz / static_cast<double>(rate)));
+    }
+    std::vector<double> w(static_cast<size_t>(spec * bins), 0.0);
+    const auto put = [&](int64_t j, int64_t i, double v) {
+      if (j >= 0 && j < spec) w[static_cast<size_t>(j * bins + i)] = v;
+    };
+    for (int64_t i = 0; i < bins; ++i) {
+      const int64_t left = point[static_cast<size_t>(i)], centre = point[static_cast<size_t>(i + 1)],
+                    right = point[static_cast<size_t>(i + 2)];
+      if (centre == left)
+        put(centre, i, 1.0);
+      else
+        for (int64_t j = left; j <= centre; ++j)
+          put(j, i, static_cast<double>(j - left) / static_cast<double>(centre - left));
+      for (int64_t j = centre; j < right; ++j)
+        put(j, i, static_cast<double>(right - j) / static_cast<double>(right - centre));
+    }
+    Tensor y = Tensor::empty(out, Shape{spec, bins});
+    for (int64_t k = 0; k < y.numel(); ++k) store_f(out, y.raw(), k, w[static_cast<size_t>(k)]);
+    return std::vector<Tensor>{y};
+  }
+
   Kind kind_;
   graph::Node node_;
 };
@@ -304,7 +352,8 @@ Status register_value_shaped(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(add_typed_def(reg, "NonMaxSuppression", 10, DType::kUndefined, value_factory(Kind::kNms)));
   SL_RETURN_IF_ERROR(add_typed_def(reg, "HannWindow", 17, DType::kUndefined, value_factory(Kind::kHann)));
   SL_RETURN_IF_ERROR(add_typed_def(reg, "HammingWindow", 17, DType::kUndefined, value_factory(Kind::kHamming)));
-  return add_typed_def(reg, "BlackmanWindow", 17, DType::kUndefined, value_factory(Kind::kBlackman));
+  SL_RETURN_IF_ERROR(add_typed_def(reg, "BlackmanWindow", 17, DType::kUndefined, value_factory(Kind::kBlackman)));
+  return add_typed_def(reg, "MelWeightMatrix", 17, DType::kUndefined, value_factory(Kind::kMel));
 }
 
 }  // namespace streamline::ops::cpu

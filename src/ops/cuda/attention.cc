@@ -6,7 +6,7 @@
 // element strides (AttentionDims, the per-shape state), so run() only launches.
 //
 // Limits: head dims D and Dv up to 128 (Unsupported above), at most 6 broadcast batch dims, all
-// inputs of the def's dtype and plain layout.
+// inputs of the def's dtype (no bool mask) and plain layout, no is_causal or softcap.
 
 #include <algorithm>
 #include <climits>
@@ -193,6 +193,8 @@ Result<std::unique_ptr<Kernel>> make_attention(const KernelCreateArgs& args, DTy
   const graph::Node& n = args.node;
   if (n.inputs.size() < 3 || n.inputs.size() > 4)
     return invalid_argument(n.describe() + ": expects Q, K, V and an optional mask");
+  if (n.attr_int("is_causal", 0) != 0 || n.attr_float("softcap", 0.f) != 0.f)
+    return unsupported(n.describe() + ": the CUDA kernel does not implement is_causal or softcap");
   std::vector<int64_t> perms[4];
   const char* names[4] = {"q_perm", "k_perm", "v_perm", "out_perm"};
   for (int i = 0; i < 4; ++i) {

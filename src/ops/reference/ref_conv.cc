@@ -2,6 +2,7 @@
 // or every input tap (ConvTranspose), following the ONNX operator specs. 1-D and 2-D convolutions
 // run as 3-D ones with leading unit spatial axes.
 
+#include "ops/reference/ref_ew.h"
 #include "ops/reference/ref_nn_util.h"
 #include "ops/reference/reference.h"
 
@@ -24,6 +25,7 @@ class RefConv final : public RefKernel {
   Status init() {
     SL_ASSIGN_OR_RETURN(act_, RefActivation::parse(node_));
     if (node_.domain != "streamline") act_ = RefActivation{};
+    SL_ASSIGN_OR_RETURN(epilogue_, graph::read_program_attrs(node_));
     return ok_status();
   }
 
@@ -166,12 +168,14 @@ class RefConv final : public RefKernel {
           }
     const int64_t total = g.y.numel();
     for (int64_t i = 0; i < total; ++i) y[i] = act_(z ? y[i] + z[i] : y[i]);
+    if (epilogue_ && in.size() >= 4) ref_apply_program(*epilogue_, y, g.y, in.subspan(4));
     return ok_status();
   }
 
  private:
   bool transposed_;
   RefActivation act_;
+  std::optional<graph::EwProgram> epilogue_;  // streamline.FusedConv's ew_* attributes
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Reference Gemm, MatMul, streamline.FusedGemm and streamline.FusedMatMul: triple loops in double
 // precision, per the ONNX specs (MatMul with NumPy semantics: 1-D operands and broadcast batch dims).
 
+#include "ops/reference/ref_ew.h"
 #include "ops/reference/ref_nn_util.h"
 #include "ops/reference/reference.h"
 
@@ -14,6 +15,7 @@ class RefGemm final : public RefKernel {
   Status init() {
     if (node_.domain == "streamline") {
       SL_ASSIGN_OR_RETURN(act_, RefActivation::parse(node_));
+      SL_ASSIGN_OR_RETURN(epilogue_, graph::read_program_attrs(node_));
     }
     return ok_status();
   }
@@ -58,11 +60,13 @@ class RefGemm final : public RefKernel {
         }
         y[i * n + j] = act_(static_cast<float>(v));
       }
+    if (epilogue_ && in.size() >= 3) ref_apply_program(*epilogue_, y, ys, in.subspan(3));
     return ok_status();
   }
 
  private:
   RefActivation act_;
+  std::optional<graph::EwProgram> epilogue_;  // ew_* attributes of the fused ops
 };
 
 class RefMatMul final : public RefKernel {
@@ -72,6 +76,7 @@ class RefMatMul final : public RefKernel {
   Status init() {
     if (node_.domain == "streamline") {
       SL_ASSIGN_OR_RETURN(act_, RefActivation::parse(node_));
+      SL_ASSIGN_OR_RETURN(epilogue_, graph::read_program_attrs(node_));
     }
     return ok_status();
   }
@@ -136,11 +141,13 @@ class RefMatMul final : public RefKernel {
           yb[i * n + j] = act_(static_cast<float>(acc));
         }
     }
+    if (epilogue_ && in.size() >= 3) ref_apply_program(*epilogue_, y, out[0].shape(), in.subspan(3));
     return ok_status();
   }
 
  private:
   RefActivation act_;
+  std::optional<graph::EwProgram> epilogue_;  // ew_* attributes of the fused ops
 };
 
 }  // namespace

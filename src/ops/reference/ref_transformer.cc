@@ -1,11 +1,13 @@
-// Reference streamline.LayerNormalization, streamline.Gelu and streamline.Attention: the ops'
-// definitions (see src/graph/pass_transformer.cc) written as plain loops in double precision,
-// with every transpose and broadcast done by unravelling indices.
+// Reference streamline.LayerNormalization, streamline.Gelu and streamline.Attention (the ops'
+// definitions, see src/graph/pass_transformer.cc), RotaryEmbedding and RMSNormalization (opset
+// 23), written as plain loops in double precision, with every transpose and broadcast done by
+// unravelling indices.
 
 #include "ops/reference/ref_transformer.h"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "ops/reference/ref_nn_util.h"
 
@@ -34,6 +36,12 @@ struct Dense {
   double at(const std::vector<int64_t>& idx) const { return v[static_cast<size_t>(ravel(idx, dims))]; }
 };
 
+// Element i of a float32 tensor, or of a bool mask as an additive bias (false: -inf).
+double element(const Tensor& t, int64_t i) {
+  if (t.dtype() == DType::kBool) return t.data<uint8_t>()[i] ? 0.0 : -std::numeric_limits<double>::infinity();
+  return t.data<float>()[i];
+}
+
 Dense transposed(const Tensor& t, const std::vector<int64_t>& perm) {
   const std::vector<int64_t> src = t.shape().to_vector();
   Dense d;
@@ -43,7 +51,7 @@ Dense transposed(const Tensor& t, const std::vector<int64_t>& perm) {
     const std::vector<int64_t> li = unravel(i, d.dims);
     std::vector<int64_t> si(src.size(), 0);
     for (size_t k = 0; k < src.size(); ++k) si[perm.empty() ? k : static_cast<size_t>(perm[k])] = li[k];
-    d.v[static_cast<size_t>(i)] = t.data<float>()[ravel(si, src)];
+    d.v[static_cast<size_t>(i)] = element(t, ravel(si, src));
   }
   return d;
 }
@@ -69,6 +77,13 @@ class RefAttention final : public RefKernel {
  public:
   explicit RefAttention(const graph::Node& node) : RefKernel(node) {}
   Status init() { return ok_status(); }
+
+  // A bool mask is allowed; the rest is float32 as for every reference kernel.
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const override {
+    std::vector<TensorInfo> in(inputs.begin(), inputs.end());
+    if (in.size() > 3 && in[3].dtype == DType::kBool) in[3].dtype = DType::kFloat32;
+    return RefKernel::reshape(in);
+  }
 
  protected:
   Result<std::vector<Shape>> shapes(const std::vector<Shape>& in, const std::vector<bool>& present) const override {
@@ -108,6 +123,8 @@ class RefAttention final : public RefKernel {
     const bool has_mask = in.size() > 3 && in[3].defined();
     const Dense mask = has_mask ? transposed(in[3], {}) : Dense{};
     const double scale = node_.attr_float("scale", 1.f);
+    const double softcap = node_.attr_float("softcap", 0.f);
+    const bool causal = node_.attr_int("is_causal", 0) != 0;
     std::vector<std::vector<int64_t>> ops = {q.dims, k.dims, v.dims};
     if (has_mask) ops.push_back(mask.dims.size() >= 2 ? mask.dims : std::vector<int64_t>{1, 1});
     std::vector<int64_t> batch;
@@ -132,15 +149,21 @@ class RefAttention final : public RefKernel {
           for (int64_t t = 0; t < d; ++t)
             s += q.at(broadcast_index(full(i, t), q.dims)) * k.at(broadcast_index(full(t, j), k.dims));
           s *= scale;
+          if (softcap > 0.0) s = softcap * std::tanh(s / softcap);
           if (has_mask) s += mask.at(broadcast_index(full(i, j), mask.dims));
+          if (causal && j > i) s = -INFINITY;
           p[static_cast<size_t>(j)] = s;
           mx = std::max(mx, s);
         }
+        // A row that sees no key gets zero weights.
         double sum = 0.0;
-        for (int64_t j = 0; j < sk; ++j) sum += p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx);
+        for (int64_t j = 0; j < sk; ++j)
+          sum += p[static_cast<size_t>(j)] = mx == -INFINITY ? 0.0 : std::exp(p[static_cast<size_t>(j)] - mx);
+        if (sum == 0.0) sum = 1.0;
         for (int64_t c = 0; c < dv; ++c) {
           double acc = 0.0;
-          for (int64_t j = 0; j < sk; ++j) acc += p[static_cast<size_t>(j)] / sum * v.at(broadcast_index(full(j, c), v.dims));
+          for (int64_t j = 0; j < sk; ++j)
+            acc += p[static_cast<size_t>(j)] / sum * v.at(broadcast_index(full(j, c), v.dims));
           o[static_cast<size_t>(ravel(full(i, c), od))] = acc;
         }
       }
@@ -256,11 +279,121 @@ class RefLayerNorm final : public RefKernel {
   }
 };
 
+// RMSNormalization: y = x / sqrt(mean(x^2 over the dims from axis) + epsilon) * Scale.
+class RefRmsNorm final : public RefKernel {
+ public:
+  explicit RefRmsNorm(const graph::Node& node) : RefKernel(node) {}
+  Status init() { return ok_status(); }
+
+ protected:
+  Result<std::vector<Shape>> shapes(const std::vector<Shape>& in, const std::vector<bool>& present) const override {
+    if (in.size() != 2 || !present[0] || !present[1]) return invalid_argument(node_.describe() + ": needs X and Scale");
+    const int64_t rank = static_cast<int64_t>(in[0].rank());
+    int64_t axis = node_.attr_int("axis", -1);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return invalid_argument(node_.describe() + ": axis out of range");
+    return std::vector<Shape>{in[0]};
+  }
+  Status compute(std::span<const Tensor> in, std::span<Tensor> out) const override {
+    const Tensor& x = in[0];
+    const int64_t rank = static_cast<int64_t>(x.shape().rank());
+    int64_t axis = node_.attr_int("axis", -1);
+    if (axis < 0) axis += rank;
+    const std::vector<int64_t> norm(x.shape().begin() + axis, x.shape().end());
+    const int64_t len = Shape(norm).numel();
+    const int64_t rows = len == 0 ? 0 : x.numel() / len;
+    const double eps = node_.attr_float("epsilon", 1e-5f);
+    const Dense scale = transposed(in[1], {});
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x.data<float>() + r * len;
+      double ms = 0.0;
+      for (int64_t i = 0; i < len; ++i) ms += double(xr[i]) * xr[i];
+      const double inv = 1.0 / std::sqrt(ms / static_cast<double>(len) + eps);
+      for (int64_t i = 0; i < len; ++i) {
+        const std::vector<int64_t> ni = unravel(i, norm);
+        std::vector<int64_t> si(scale.dims.size(), 0);
+        for (size_t k = 0; k < si.size(); ++k) {
+          const int64_t a = static_cast<int64_t>(ni.size()) - static_cast<int64_t>(si.size()) + static_cast<int64_t>(k);
+          si[k] = a < 0 || scale.dims[k] == 1 ? 0 : ni[static_cast<size_t>(a)];
+        }
+        out[0].data<float>()[r * len + i] = static_cast<float>(xr[i] * inv * scale.at(si));
+      }
+    }
+    return ok_status();
+  }
+};
+
+// RotaryEmbedding, as ONNX's definition: the head vectors of [B, H, S, D] (or [B, S, H * D] with
+// num_heads), their first R elements rotated by cos/sin rows (position_ids pick the row, else
+// [B, S, R/2] caches), as halves or interleaved pairs.
+class RefRotary final : public Kernel {
+ public:
+  explicit RefRotary(const graph::Node& node) : node_(node) {}
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    if (in.size() < 3) return invalid_argument(node_.describe() + ": needs input, cos_cache, sin_cache");
+    for (size_t i = 0; i < 3; ++i)
+      if (in[i].dtype != DType::kFloat32) return unsupported(node_.describe() + ": reference takes float32");
+    if (in.size() > 3 && in[3].present() && in[3].dtype != DType::kInt64)
+      return invalid_argument(node_.describe() + ": position_ids must be int64");
+    ReshapeResult r;
+    r.outputs.push_back(OutputInfo{DType::kFloat32, in[0].shape});
+    return r;
+  }
+
+  Status run(const RunContext& ctx) const override {
+    const Tensor& x = ctx.inputs[0];
+    const Shape& s = x.shape();
+    const bool four = s.rank() == 4;
+    const int64_t heads = four ? s[1] : node_.attr_int("num_heads", 0);
+    if (heads <= 0) return invalid_argument(node_.describe() + ": num_heads needed for 3-D input");
+    const int64_t b_n = s[0], seq = four ? s[2] : s[1], d = four ? s[3] : s[2] / heads;
+    const int64_t rot = node_.attr_int("rotary_embedding_dim", 0) > 0 ? node_.attr_int("rotary_embedding_dim", 0) : d;
+    const int64_t half = rot / 2;
+    const bool inter = node_.attr_int("interleaved", 0) != 0;
+    const bool has_pos = ctx.inputs.size() > 3 && ctx.inputs[3].defined();
+    const float* cos = ctx.inputs[1].data<float>();
+    const float* sin = ctx.inputs[2].data<float>();
+    for (int64_t b = 0; b < b_n; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t t = 0; t < seq; ++t) {
+          const int64_t base = four ? ((b * heads + h) * seq + t) * d : (b * seq + t) * heads * d + h * d;
+          const int64_t row = has_pos ? ctx.inputs[3].data<int64_t>()[b * seq + t] : b * seq + t;
+          if (has_pos && (row < 0 || row >= ctx.inputs[1].shape()[0]))
+            return invalid_argument(node_.describe() + ": position out of range");
+          const float* xv = x.data<float>() + base;
+          float* yv = ctx.outputs[0].data<float>() + base;
+          for (int64_t i = rot; i < d; ++i) yv[i] = xv[i];
+          for (int64_t i = 0; i < half; ++i) {
+            const double c = cos[row * half + i], sn = sin[row * half + i];
+            const int64_t i1 = inter ? 2 * i : i, i2 = inter ? 2 * i + 1 : i + half;
+            const double x1 = xv[i1], x2 = xv[i2];
+            yv[i1] = static_cast<float>(c * x1 - sn * x2);
+            yv[i2] = static_cast<float>(sn * x1 + c * x2);
+          }
+        }
+    return ok_status();
+  }
+
+ private:
+  graph::Node node_;
+};
+
 }  // namespace
 
 Status register_transformer(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(reg.add(ref_def<RefLayerNorm>("LayerNormalization", "streamline", 1)));
   SL_RETURN_IF_ERROR(reg.add(ref_def<RefGelu>("Gelu", "streamline", 1)));
+  SL_RETURN_IF_ERROR(reg.add(ref_def<RefRmsNorm>("RMSNormalization", "", 23)));
+  KernelDef rot;
+  rot.op = "RotaryEmbedding";
+  rot.since_version = 23;
+  rot.dtype = DType::kFloat32;
+  rot.provider = "reference";
+  rot.create = [](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
+    return std::unique_ptr<Kernel>(new RefRotary(args.node));
+  };
+  SL_RETURN_IF_ERROR(reg.add(std::move(rot)));
   return reg.add(ref_def<RefAttention>("Attention", "streamline", 1));
 }
 

@@ -20,7 +20,9 @@ Status register_reference_kernels(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(reference::register_optimizer(reg));
   SL_RETURN_IF_ERROR(reference::register_signal(reg));
   SL_RETURN_IF_ERROR(reference::register_value_shaped(reg));
+  SL_RETURN_IF_ERROR(reference::register_elementwise_program(reg));
   SL_RETURN_IF_ERROR(reference::register_transformer(reg));
+  SL_RETURN_IF_ERROR(reference::register_attention(reg));
   return ok_status();
 }
 

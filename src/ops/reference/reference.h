@@ -21,5 +21,6 @@ Status register_misc(KernelRegistry& reg);     // CumSum, TopK, Det, Shrink, Rev
 Status register_optimizer(KernelRegistry& reg);  // Adagrad, Momentum, Adam (ai.onnx.preview.training)
 Status register_signal(KernelRegistry& reg);   // DFT, TfIdfVectorizer
 Status register_value_shaped(KernelRegistry& reg);  // NonZero, Unique, Compress, NonMaxSuppression, *Window
+Status register_elementwise_program(KernelRegistry& reg);  // streamline.Elementwise (ref_ew.cc)
 
 }  // namespace streamline::ops::reference
