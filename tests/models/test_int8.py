@@ -1,9 +1,14 @@
 """Int8 model tests: the variants of scripts/make_int8.py (made with ONNX Runtime's own quantizer)
 run by the streamline CLI, compared with the fp32 model and with ONNX Runtime's int8 run.
 
-    .venv/bin/python -m pytest -q tests/models/test_int8.py                 # every family
+    .venv/bin/python -m pytest -q tests/models/test_int8.py                 # all 34 variants
+    .venv/bin/python -m pytest -q tests/models/test_int8.py -m "not extended"   # the default suite's 8
     .venv/bin/python -m pytest -q tests/models/test_int8.py -k resnet50
     .venv/bin/python -m pytest -q tests/models/test_int8.py -k bert
+
+The default suite (scripts/test.sh) runs DEFAULT_VARIANTS, which between them take every int8
+path; the other variants carry the pytest mark `extended` and the ctest label `extended`, which
+scripts/test.sh leaves out unless given --extended (see tests/models/CMakeLists.txt).
 
 Accuracy, per variant, on seeded inputs the calibration never saw: against the fp32 model's output
 (ONNX Runtime, float32), streamline's int8 error is at most 1.5x ONNX Runtime's int8 error, in
@@ -33,6 +38,30 @@ CNN_VARIANTS = [f"{base}_{kind}" for base in CNN_FAMILIES for kind in CNN_KINDS]
 # The int8 convolutions a plan may hold: QDQ graphs become QConv, QOperator's QLinearConv too.
 INT8_CONVS = ("QConv", "QLinearConv")
 ENCODER_VARIANTS = ["bert_tiny_dyn", "bert_dyn"]
+# The variants of the default suite, and the int8 paths each one takes; together every kernel
+# path and every rewrite of the int8 passes. The rest repeat these paths on more families and
+# combinations (mark `extended`).
+DEFAULT_VARIANTS = (
+    # QDQ, per-tensor weights, int8 activations; depthwise QConvs, residual adds without an
+    # activation (MobileNetV2's linear bottlenecks) folded into the QConv.
+    "mobilenet_v2_qdq",
+    # QDQ, per-channel weights, uint8 activations.
+    "mobilenet_v2_qdq_pc_u8",
+    # QDQ, per-channel, int8: Concat (inputs quantised straight to its scale), MaxPool on the
+    # 8-bit tensor, the global average pool.
+    "squeezenet1_1_qdq_pc",
+    # QDQ, per-channel, uint8: bottleneck residual add + Relu into the QConv (ResNet-50).
+    "resnet50_qdq_pc_u8",
+    # QOperator, int8 activations: QLinearConv, com.microsoft QLinearAdd (residual), QGemm.
+    "mobilenet_v2_qop",
+    # QOperator, uint8 activations: QLinearConcat, QLinearGlobalAveragePool.
+    "squeezenet1_1_qop_u8",
+    # QOperator, uint8: GoogLeNet's 13 MaxPools between QLinearConcats and QLinearConvs, whose
+    # 8-bit types come on import from the QLinear ops' zero points.
+    "googlenet_qop_u8",
+    # quantize_dynamic: DynamicQuantizeLinear + MatMulInteger -> MatMulIntegerToFloat.
+    "bert_tiny_dyn",
+)
 IMAGES = 8
 TOKENS = (2, 32)
 THREADS = 2
@@ -46,6 +75,11 @@ def ort():
 
     onnxruntime.set_default_logger_severity(3)
     return onnxruntime
+
+
+def params(names):
+    """NAMES as pytest parameters, those outside DEFAULT_VARIANTS marked `extended`."""
+    return [pytest.param(n, marks=() if n in DEFAULT_VARIANTS else pytest.mark.extended) for n in names]
 
 
 def variant(name):
@@ -95,7 +129,7 @@ def check_errors(name, sl, ox, ref):
     assert sl_max <= ERROR_FACTOR * ort_max and sl_mean <= ERROR_FACTOR * ort_mean, msg
 
 
-@pytest.mark.parametrize("name", CNN_VARIANTS)
+@pytest.mark.parametrize("name", params(CNN_VARIANTS))
 def test_int8_cnn_accuracy_and_kernels(name, streamline_binary, ort, tmp_path):
     p = variant(name)
     base = make_int8.VARIANTS[name].base
@@ -118,7 +152,7 @@ def test_int8_cnn_accuracy_and_kernels(name, streamline_binary, ort, tmp_path):
     assert not [o for o in ops if o.startswith("QLinear") and o != "QLinearConv"], f"{name}: plan {ops}"
 
 
-@pytest.mark.parametrize("name", ENCODER_VARIANTS)
+@pytest.mark.parametrize("name", params(ENCODER_VARIANTS))
 def test_int8_encoder_accuracy_and_kernels(name, streamline_binary, ort, tmp_path):
     p = variant(name)
     base = make_int8.VARIANTS[name].base
