@@ -71,12 +71,12 @@ def run_json(cmd, timeout):
 
 
 class Server:
-    def __init__(self, binary: Path, repo: Path):
+    def __init__(self, binary: Path, repo: Path, extra=()):
         self.http, self.grpc, self.metrics = free_port(), free_port(), free_port()
         self.log = open(repo.parent / "server.log", "w")
         self.proc = subprocess.Popen([str(binary), "serve", "--model-repository", str(repo),
                                       "--http-port", str(self.http), "--grpc-port", str(self.grpc),
-                                      "--metrics-port", str(self.metrics)],
+                                      "--metrics-port", str(self.metrics), *extra],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 300
         while time.time() < deadline:

@@ -131,6 +131,7 @@ for p in 8000 8001 8002; do port_free "$p" || fail "port $p is in use on this ma
 
 step "README, main job: scripts/setup.sh && scripts/demo.sh (until its sample answer, then Ctrl-C)"
 DEMO_LOG=$LOG_DIR/demo.log
+: > "$DEMO_LOG"  # exists before the loop below first reads it
 # As from a terminal: the demo runs as its own process group (job control on, so SIGINT is not
 # ignored as it is for a plain background command), and Ctrl-C is a SIGINT to that group. chroot
 # is started directly (not through in_root) so that $! is the process that becomes demo.sh.

@@ -131,6 +131,66 @@ struct BatchPolicy {
   bool preserve_ordering = false;
 };
 
+// Cores shared by the controllers of the models one server serves: each model holds its active
+// instances x threads per instance, and a controller adds an instance only while the total stays
+// within cores(). A model's first instance is always held, also past the budget (every model must
+// be able to serve). Thread-safe; share it with std::shared_ptr.
+class CoreBudget {
+ public:
+  // `cores` <= 0: the cores this process may use.
+  explicit CoreBudget(int cores = 0);
+  int cores() const { return cores_; }
+  // Sets what `owner` holds to `held` cores when that keeps the total within cores(), or when it
+  // holds less than before, or when `held` <= `floor` (the owner's first instance). True if done.
+  bool try_hold(const void* owner, int held, int floor);
+  // `owner` holds nothing from now on.
+  void release(const void* owner);
+  // Cores held by every owner but `owner` (all of them for nullptr).
+  int held_by_others(const void* owner) const;
+
+ private:
+  int cores_;
+  mutable std::mutex mu_;
+  std::map<const void*, int> held_;
+};
+
+// One change the controller made (runtime/controller.h has the rules).
+struct ControllerDecision {
+  std::string knob;       // "queue_delay", "preferred_batch" or "instances"
+  std::string direction;  // "up" or "down"
+  int64_t from = 0, to = 0;
+  std::string reason;   // "p99 31.0 ms over the 20.0 ms objective with queue depth 14.0: +1 instance"
+  int64_t time_us = 0;  // when (ServingOptions::clock)
+};
+
+struct ControllerOptions {
+  // Adapt queue delay, preferred batch and active instances to the load each window. Acts only
+  // with a latency objective (batching.queue.latency_objective_us > 0); instances is the most it
+  // activates, and it starts with one.
+  bool enabled = false;
+  // Length of one control window (microseconds, > 0).
+  int64_t window_us = 1'000'000;
+  // Cores shared with the other models of a server; null = a budget of this process's cores for
+  // this model alone.
+  std::shared_ptr<CoreBudget> budget;
+  // Names the model in the controller's log lines.
+  std::string name;
+  // Called on the control thread after each decision is applied; must not block.
+  std::function<void(const ControllerDecision&)> on_decision;
+  // Windows run on a thread of the model's own; false = only when step_controller() is called.
+  bool thread = true;
+};
+
+// What the controller has done and what is in force now.
+struct ControllerStats {
+  bool enabled = false;
+  int active_instances = 0;  // instances taking batches now (all of them without a controller)
+  int64_t queue_delay_us = 0;
+  int preferred_batch = 0;  // 0 = none
+  // Decisions since load by (knob, direction).
+  std::map<std::pair<std::string, std::string>, uint64_t> decisions;
+};
+
 enum class ShutdownMode {
   kDrain,   // run every queued request, then stop
   kCancel,  // answer every queued request Cancelled; batches already running finish
@@ -154,6 +214,8 @@ struct ServingOptions {
   std::vector<double> latency_buckets_us;
   // Time source for queue delays, deadlines and timings; not owned, must outlive the model.
   const Clock* clock = &SteadyClock::instance();
+  // The online controller (off unless enabled and a latency objective is set).
+  ControllerOptions controller;
 };
 
 struct LatencySummary {
@@ -206,11 +268,13 @@ struct ServingStats {
   int64_t in_flight = 0;                  // accepted and not yet answered (queued or running)
   int64_t queued = 0;                     // waiting in the queue now
   std::vector<int64_t> instance_busy_us;  // per instance: time spent running batches since load
+  ControllerStats controller;             // the online controller's settings and decisions
 };
 
 namespace runtime {
 class Scheduler;
 class InstancePool;
+class ControlLoop;
 }  // namespace runtime
 
 class ServingModel {
@@ -247,6 +311,9 @@ class ServingModel {
 
   // Counters since load. Thread-safe; cheap enough to poll while serving.
   ServingStats stats() const;
+  // Runs one control window now (ControllerOptions::thread false, or tests); its decisions, none
+  // when the controller is off. Thread-safe.
+  std::vector<ControllerDecision> step_controller();
 
   const Model& model() const { return *model_; }
   const ServingOptions& options() const { return options_; }
@@ -267,7 +334,8 @@ class ServingModel {
   std::vector<int> planned_;
   std::unique_ptr<runtime::InstancePool> pool_;
   std::unique_ptr<runtime::Scheduler> scheduler_;
-  bool free_shape_ = false;  // some non-batch input dim is free: requests need batching keys
+  std::unique_ptr<runtime::ControlLoop> control_;  // null when the controller is off
+  bool free_shape_ = false;                        // some non-batch input dim is free: requests need batching keys
   std::mutex keys_mu_;
   std::map<std::string, uint32_t> keys_;  // non-batch shape signature -> batching key
 };

@@ -26,8 +26,12 @@ Scheduler::Scheduler(SchedulerOptions options, BatchExecutor executor)
       stats_(options_.stats_window, options_.latency_buckets_us) {
   options_.instances = std::max(1, options_.instances);
   for (int i = 0; i < options_.instances; ++i) stats_.on_busy(i, 0);  // every instance reported, idle ones too
+  live_policy_ = options_.policy;
   drain_policy_ = options_.policy;
   drain_policy_.max_queue_delay_us = 0;
+  active_ =
+      options_.active_instances > 0 ? std::min(options_.active_instances, options_.instances) : options_.instances;
+  control_.time_us = depth_since_us_ = clock_->now_us();
 }
 
 Scheduler::~Scheduler() {
@@ -72,6 +76,7 @@ void Scheduler::enqueue(InferRequest request, int rows, uint32_t shape_key, Infe
   Status refusal;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    ++control_.arrivals;
     if (stopping_) {
       refusal = unavailable("the model is shutting down");
     } else if (p.queue.max_queue_size > 0 && queue_.size() >= static_cast<size_t>(p.queue.max_queue_size)) {
@@ -83,13 +88,67 @@ void Scheduler::enqueue(InferRequest request, int rows, uint32_t shape_key, Infe
       pending->seq = next_seq_++;
       stats_.on_accepted();
       queue_.push_back(std::move(pending));
+      note_depth_locked();
+      notify_locked();
     }
+    if (!refusal.ok()) ++control_.refused;
   }
-  if (!refusal.ok()) {
-    refuse(pending->request, refusal, pending->done);
-    return;
+  if (!refusal.ok()) refuse(pending->request, refusal, pending->done);
+}
+
+void Scheduler::note_depth_locked() {
+  const int64_t now = clock_->now_us();
+  const int64_t depth = static_cast<int64_t>(queue_.size());
+  // The old depth held from the last change until now; the new one holds from now.
+  control_.depth_integral +=
+      static_cast<double>(last_depth_) * static_cast<double>(std::max<int64_t>(0, now - depth_since_us_));
+  depth_since_us_ = now;
+  last_depth_ = depth;
+  control_.depth_max = std::max(control_.depth_max, depth);
+}
+
+void Scheduler::notify_locked() {
+  if (active_ < options_.instances)
+    cv_.notify_all();  // an inactive worker woken alone would take nothing and wake no one
+  else
+    cv_.notify_one();
+}
+
+void Scheduler::set_control(const ControlSettings& c) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_policy_.max_queue_delay_us = std::max<int64_t>(0, c.queue_delay_us);
+    // The configured list stays until the preferred size (its largest) changes.
+    int largest = 0;
+    for (int p : live_policy_.preferred_batch_sizes) largest = std::max(largest, p);
+    if (c.preferred_batch != largest) {
+      live_policy_.preferred_batch_sizes.clear();
+      if (c.preferred_batch > 0)
+        live_policy_.preferred_batch_sizes.push_back(std::min(c.preferred_batch, live_policy_.max_batch_size));
+    }
+    drain_policy_ = live_policy_;
+    drain_policy_.max_queue_delay_us = 0;
+    active_ = std::clamp(c.active_instances, 1, options_.instances);
   }
-  cv_.notify_one();
+  cv_.notify_all();
+}
+
+ControlSettings Scheduler::control_settings() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ControlSettings c;
+  c.queue_delay_us = live_policy_.max_queue_delay_us;
+  for (int p : live_policy_.preferred_batch_sizes) c.preferred_batch = std::max(c.preferred_batch, p);
+  c.active_instances = active_;
+  return c;
+}
+
+ControlCounters Scheduler::control_counters() {
+  std::lock_guard<std::mutex> lock(mu_);
+  note_depth_locked();
+  ControlCounters out = control_;
+  out.time_us = depth_since_us_;
+  control_.depth_max = last_depth_;
+  return out;
 }
 
 Status Scheduler::admission_locked(const QueuedItem& item, int64_t timeout_us) const {
@@ -99,7 +158,7 @@ Status Scheduler::admission_locked(const QueuedItem& item, int64_t timeout_us) c
     v.rows_ahead += q->item.rows;
     ++v.requests_ahead;
   }
-  v.instances = options_.instances;
+  v.instances = active_;
   v.busy_instances = busy_;
   v.max_batch = options_.policy.max_batch_size;
   v.rows = item.rows;
@@ -129,6 +188,7 @@ void Scheduler::shutdown(ShutdownMode mode) {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
     if (mode == ShutdownMode::kCancel) cancelled.swap(queue_);
+    note_depth_locked();
   }
   cv_.notify_all();
   stats_.on_dequeued(static_cast<int>(cancelled.size()));
@@ -140,6 +200,7 @@ void Scheduler::shutdown(ShutdownMode mode) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     rest.swap(queue_);
+    note_depth_locked();
   }
   stats_.on_dequeued(static_cast<int>(rest.size()));
   answer_all(rest, streamline::cancelled("the model was shut down before the request ran"));
@@ -159,6 +220,11 @@ void Scheduler::worker_main(int instance) {
   PendingList batch, expired;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
+    if (instance >= active_) {  // inactive: takes no batch until set_control() activates it
+      if (stopping_) break;
+      cv_.wait(lock);
+      continue;
+    }
     if (queue_.empty()) {
       if (stopping_) break;
       cv_.wait(lock);
@@ -168,17 +234,24 @@ void Scheduler::worker_main(int instance) {
     view.clear();
     for (const auto& p : queue_) view.push_back(p->item);
     const int64_t now = clock_->now_us();
-    const Decision d = decide(view, now, stopping_ ? drain_policy_ : options_.policy);
+    const Decision d = decide(view, now, stopping_ ? drain_policy_ : live_policy_);
     for (size_t i : d.expired) expired.push_back(std::move(queue_[i]));
     for (size_t i : d.launch) batch.push_back(std::move(queue_[i]));
-    if (!d.expired.empty() || !d.launch.empty())
+    if (!d.expired.empty() || !d.launch.empty()) {
       std::erase_if(queue_, [](const std::unique_ptr<Pending>& p) { return p == nullptr; });
+      note_depth_locked();
+    }
     if (!batch.empty()) {
       stats_.on_batch(d.rows, static_cast<int>(batch.size()));
       ++busy_;
+      ++control_.batches;
+      control_.batch_rows += static_cast<uint64_t>(d.rows);
     }
-    if (!expired.empty()) stats_.on_dequeued(static_cast<int>(expired.size()));
-    if (!batch.empty() && !queue_.empty()) cv_.notify_one();  // another free instance may launch too
+    if (!expired.empty()) {
+      stats_.on_dequeued(static_cast<int>(expired.size()));
+      control_.expired += expired.size();
+    }
+    if (!batch.empty() && !queue_.empty()) notify_locked();  // another free instance may launch too
     if (!batch.empty() || !expired.empty()) {
       lock.unlock();
       answer_all(expired, deadline_exceeded("timed out in the queue"));
@@ -211,6 +284,12 @@ void Scheduler::run_batch(int instance, PendingList& batch, int rows) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     run_times_.observe(rows, end - start);
+    control_.busy_us += std::max<int64_t>(0, end - start);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!responses[i].status.ok()) continue;
+      ++control_.completed;
+      ++control_.latency[control_latency_bucket(static_cast<double>(end - batch[i]->item.enqueue_us))];
+    }
   }
   if (!responses.empty())
     stats_.on_batch_timing(rows, responses[0].compute_input_us, responses[0].compute_infer_us,

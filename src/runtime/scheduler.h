@@ -17,6 +17,12 @@
 // A request never gets another's error: when a batch of several fails (one request's values can
 // fail the whole run), each failed request runs again alone on the same instance.
 // Thread-safe: enqueue, refuse, wake, stats and shutdown may be called from any thread.
+//
+// The controller (control_loop.h) retunes a running scheduler with set_control(): the queue delay
+// and preferred batch of the policy the batcher decides with, and how many instances take batches
+// (instances with index >= active finish the batch they run, then take no new one). A change
+// applies at the next decision; a running batch keeps the settings it was launched with, and
+// nothing queued is dropped or reordered. control_counters() gives the controller its windows.
 
 #include <condition_variable>
 #include <functional>
@@ -30,6 +36,7 @@
 #include "core/clock.h"
 #include "runtime/admission.h"
 #include "runtime/batcher.h"
+#include "runtime/controller.h"
 #include "runtime/stats.h"
 #include "streamline/serving.h"
 
@@ -53,6 +60,9 @@ struct SchedulerOptions {
   std::vector<double> latency_buckets_us;
   // Runs first on each instance thread (pinning, warm-up); an error makes start() fail.
   std::function<Status(int instance)> on_instance_start;
+  // Instances that take batches from the start (the first ones); 0 = all. The others start (and
+  // warm up) too, idle until set_control() activates them.
+  int active_instances = 0;
 };
 
 class Scheduler {
@@ -83,7 +93,17 @@ class Scheduler {
   void shutdown(ShutdownMode mode);
 
   ServingStats stats() const { return stats_.snapshot(); }
+  // The policy as configured (set_control() changes the one decisions use, not this one).
   const BatchPolicy& policy() const { return options_.policy; }
+
+  // Applies the controller's settings from the next decision on: queue delay, preferred batch
+  // (clamped to max_batch_size; 0 = none; the configured list of sizes stays while its largest is
+  // the one asked for) and active instances (clamped to [1, instances]).
+  void set_control(const ControlSettings& settings);
+  // The settings in force (the configured ones until set_control()).
+  ControlSettings control_settings() const;
+  // Cumulative counters for the controller, read now; resets the deepest-queue mark.
+  ControlCounters control_counters();
 
  private:
   struct Pending {
@@ -95,6 +115,10 @@ class Scheduler {
   using PendingList = std::vector<std::unique_ptr<Pending>>;
 
   void worker_main(int instance);
+  // The queue changed size: time-weighted depth and deepest mark, for control_counters(); mu_ held.
+  void note_depth_locked();
+  // Wakes one worker that may take a batch (all of them while some are inactive); mu_ held.
+  void notify_locked();
   // Admission's verdict on `item` (not yet queued) with its queueing timeout; mu_ held.
   Status admission_locked(const QueuedItem& item, int64_t timeout_us) const;
   // Runs one batch on `instance` and answers its requests; when several shared the batch, each
@@ -109,17 +133,22 @@ class Scheduler {
   static void invoke(const InferCallback& done, InferResponse r);
 
   SchedulerOptions options_;
-  BatchPolicy drain_policy_;  // the policy with no queue delay, used while draining
+  BatchPolicy live_policy_;   // the policy decisions use (set_control() retunes it); mu_
+  BatchPolicy drain_policy_;  // live_policy_ with no queue delay, used while draining; mu_
   BatchExecutor executor_;
   const Clock* clock_;
   StatsRecorder stats_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  PendingList queue_;  // arrival order
-  int busy_ = 0;             // instances running a batch
-  RunTimeModel run_times_;   // every batch's run, for admission
+  PendingList queue_;       // arrival order
+  int busy_ = 0;            // instances running a batch
+  RunTimeModel run_times_;  // every batch's run, for admission
   uint64_t next_seq_ = 0;
+  int active_ = 1;              // instances that take batches
+  ControlCounters control_;     // for control_counters()
+  int64_t depth_since_us_ = 0;  // when the queue last changed size
+  int64_t last_depth_ = 0;      // its size since then
   bool stopping_ = false;
   bool started_ = false;
 

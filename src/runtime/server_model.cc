@@ -8,6 +8,7 @@
 
 #include "core/cpu_set.h"
 #include "core/logging.h"
+#include "runtime/control_loop.h"
 #include "runtime/instance_pool.h"
 #include "runtime/scheduler.h"
 #include "streamline/serving.h"
@@ -22,16 +23,24 @@ Status check_options(const ServingOptions& o) {
   if (o.threads_per_instance < 0) return invalid_argument("threads_per_instance must be >= 0");
   if (o.stats_window < 1) return invalid_argument("stats_window must be >= 1");
   if (!o.clock) return invalid_argument("clock must not be null");
+  if (o.controller.enabled && o.controller.window_us <= 0)
+    return invalid_argument("controller.window_us must be > 0, got " + std::to_string(o.controller.window_us));
   for (size_t i = 0; i < o.latency_buckets_us.size(); ++i)
     if (!(o.latency_buckets_us[i] > 0) || (i > 0 && !(o.latency_buckets_us[i] > o.latency_buckets_us[i - 1])))
       return invalid_argument("latency_buckets_us must be positive and increasing");
   return runtime::validate_policy(o.batching);
 }
 
-// Batch sizes to plan at load: the preferred sizes plus 1 and the maximum, else 1..max.
-std::vector<int> batch_sizes_to_plan(const BatchPolicy& p) {
+// Whether the online controller runs for these options.
+bool controlled(const ServingOptions& o) {
+  return o.controller.enabled && o.batching.queue.latency_objective_us > 0;
+}
+
+// Batch sizes to plan at load: the preferred sizes plus 1 and the maximum, else (or when the
+// controller may pick any preferred size) 1..max.
+std::vector<int> batch_sizes_to_plan(const BatchPolicy& p, bool every_size) {
   std::set<int> sizes{1, p.max_batch_size};
-  if (p.preferred_batch_sizes.empty()) {
+  if (p.preferred_batch_sizes.empty() || every_size) {
     for (int b = 1; b <= p.max_batch_size; ++b) sizes.insert(b);
   } else {
     sizes.insert(p.preferred_batch_sizes.begin(), p.preferred_batch_sizes.end());
@@ -69,7 +78,7 @@ Result<std::unique_ptr<ServingModel>> ServingModel::create(std::shared_ptr<const
   }
   // Pass 2: plans for the configured batch sizes, made now; outputs must follow the batch.
   std::vector<Shape> warm;
-  for (int b : batching ? batch_sizes_to_plan(bp) : std::vector<int>{1}) {
+  for (int b : batching ? batch_sizes_to_plan(bp, controlled(options)) : std::vector<int>{1}) {
     auto shapes = mdl.default_shapes(b);
     if (!shapes.ok()) {
       SL_LOG(kWarning) << "no plans made at load (" << shapes.status().to_string() << "); they are made on first use";
@@ -112,6 +121,7 @@ Result<std::unique_ptr<ServingModel>> ServingModel::create(std::shared_ptr<const
   so.clock = options.clock;
   so.stats_window = static_cast<size_t>(options.stats_window);
   so.latency_buckets_us = options.latency_buckets_us;
+  so.active_instances = controlled(options) ? 1 : 0;  // the controller adds instances as the load needs
   runtime::InstancePool* pool = m->pool_.get();
   const bool do_warm = options.warmup && !warm.empty();
   so.on_instance_start = [pool, warm, do_warm](int i) { return pool->start_instance(i, do_warm ? &warm : nullptr); };
@@ -119,10 +129,26 @@ Result<std::unique_ptr<ServingModel>> ServingModel::create(std::shared_ptr<const
       std::make_unique<runtime::Scheduler>(so, [pool](int i, std::span<const InferRequest* const> reqs,
                                                       std::span<InferResponse> out) { pool->run_batch(i, reqs, out); });
   SL_RETURN_IF_ERROR(m->scheduler_->start());
+  // Pass 5: the online controller, over every instance started.
+  if (controlled(options)) {
+    const ControllerOptions& co = options.controller;
+    runtime::ControlLoopOptions lo;
+    lo.window_us = co.window_us;
+    lo.limits.latency_objective_us = bp.queue.latency_objective_us;
+    lo.limits.max_batch = bp.max_batch_size;
+    lo.limits.max_instances = options.instances;
+    lo.limits.threads_per_instance = m->threads_per_instance_;
+    lo.budget = co.budget;
+    lo.name = co.name;
+    lo.on_decision = co.on_decision;
+    m->control_ = std::make_unique<runtime::ControlLoop>(*m->scheduler_, std::move(lo));
+    if (co.thread) m->control_->start();
+  }
   return m;
 }
 
 ServingModel::~ServingModel() {
+  if (control_) control_->stop();
   if (scheduler_) scheduler_->shutdown(ShutdownMode::kDrain);
 }
 
@@ -214,11 +240,25 @@ InferResponse ServingModel::infer(InferRequest request) {
 }
 
 void ServingModel::shutdown(ShutdownMode mode) {
+  if (control_) control_->stop();
   scheduler_->shutdown(mode);
 }
 
 ServingStats ServingModel::stats() const {
-  return scheduler_->stats();
+  ServingStats s = scheduler_->stats();
+  if (control_) {
+    s.controller = control_->stats();
+  } else {
+    const runtime::ControlSettings c = scheduler_->control_settings();
+    s.controller.active_instances = c.active_instances;
+    s.controller.queue_delay_us = c.queue_delay_us;
+    s.controller.preferred_batch = c.preferred_batch;
+  }
+  return s;
+}
+
+std::vector<ControllerDecision> ServingModel::step_controller() {
+  return control_ ? control_->step() : std::vector<ControllerDecision>{};
 }
 
 std::vector<size_t> ServingModel::arena_bytes() const {

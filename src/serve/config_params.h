@@ -19,7 +19,11 @@ std::optional<bool> parse_config_bool(const std::string& s);
 // Milliseconds above 0 and at most kMaxConfigMs, decimals allowed (latency_slo_ms).
 inline constexpr double kMaxConfigMs = 3600e3;
 std::optional<double> parse_config_ms(const std::string& s);
-// The latency objective admission holds every request of the model to.
+// The latency objective admission holds every request of the model to, and the controller steers by.
 inline constexpr const char* kLatencySloParam = "latency_slo_ms";
+// The online controller: on by default when latency_slo_ms is set; "false" turns it off.
+inline constexpr const char* kControllerParam = "controller";
+// Length of the controller's window in milliseconds (default 1000).
+inline constexpr const char* kControlWindowParam = "control_window_ms";
 
 }  // namespace streamline::serve

@@ -95,6 +95,7 @@ void grpc_infer(ServerCore& core, const pb::ModelInferRequest& req, uint64_t id,
     request.trace = true;
     trace->note_inputs(request.inputs);
     trace->note_submit(id);
+    if (options.on_trace) options.on_trace(trace->traceparent());
   }
   if (decoupled && !shm_outputs->empty())
     return respond(unsupported("decoupled model '" + echo(req.model_name()) +

@@ -29,6 +29,9 @@ struct GrpcInferOptions {
   bool streaming = false;
   // The call's W3C traceparent metadata ("" = none), for a traced request.
   std::string traceparent;
+  // Called once, before the request is queued, when it is traced, with the traceparent of its
+  // span (a unary call sends it back as initial metadata, as the HTTP front end sends a header).
+  std::function<void(const std::string& traceparent)> on_trace;
 };
 
 // Called once per response message; `last` is true on the final call. A non-ok status is the

@@ -216,7 +216,7 @@ class InferenceService final : public RawService {
 
   grpc::ServerUnaryReactor* ModelInfer(Ctx* ctx, const Bytes* in, Bytes* out) override {
     return run<pb::ModelInferRequest, pb::ModelInferResponse>(ctx, in, out,
-                                                              [this, ctx](auto& c) { infer(c, traceparent_of(ctx)); });
+                                                              [this, ctx](auto& c) { infer(c, ctx); });
   }
 
   // Requests of one stream run concurrently; each error is a message of the stream, which stays
@@ -406,11 +406,14 @@ class InferenceService final : public RawService {
     return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
   }
 
-  void infer(Call<pb::ModelInferRequest, pb::ModelInferResponse>& c, std::string traceparent) {
+  void infer(Call<pb::ModelInferRequest, pb::ModelInferResponse>& c, Ctx* ctx) {
     // From here the call belongs to the callback, which may run before grpc_infer() returns.
     auto* call = &c;
+    // A traced call's span goes back in the initial metadata, sent with the answer (on_trace runs
+    // before the request is queued, so before any finish()).
+    auto on_trace = [ctx](const std::string& tp) { ctx->AddInitialMetadata("traceparent", tp); };
     grpc_infer(core_, c.request, next_id_.fetch_add(1, std::memory_order_relaxed),
-               {.streaming = false, .traceparent = std::move(traceparent)},
+               {.streaming = false, .traceparent = traceparent_of(ctx), .on_trace = on_trace},
                [call](const Status& s, pb::ModelInferResponse r, bool last) {
                  (void)last;  // unary: exactly one call
                  if (!s.ok()) return call->finish(s);

@@ -76,7 +76,7 @@ void StreamReactor::OnReadDone(bool ok) {
   } else {
     const std::string id = req.id();
     grpc_infer(core_, req, ids_.fetch_add(1, std::memory_order_relaxed),
-               {.streaming = true, .traceparent = traceparent_},
+               {.streaming = true, .traceparent = traceparent_, .on_trace = nullptr},
                [this, id](const Status& s, pb::ModelInferResponse r, bool last) {
                  pb::ModelStreamInferResponse m;
                  if (s.ok()) {

@@ -59,6 +59,8 @@ std::optional<Response> HttpSession::route(Request& req) {
   if (!state_.options.metrics_only && !seg.empty() && seg[0] == "dashboard") {
     if (!get) return method_not_allowed("GET");
     if (seg.size() == 2 && seg[1] == "trace.json") return make_response(200, core.traces().last_trace_json(), kJson);
+    if (seg.size() == 2 && seg[1] == "server_events.json")
+      return make_response(200, core.traces().server_events_json(), kJson);
     const EmbeddedFile* f = dashboard_file(target);
     if (!f) return error_response(404, no_route);
     Response res = make_response(200, std::string(reinterpret_cast<const char*>(f->data), f->size), f->content_type);

@@ -46,22 +46,29 @@ struct HttpServer::Impl {
 
   void accept() {
     acceptor->async_accept(asio::make_strand(state->ioc), [this](beast::error_code ec, tcp::socket socket) {
-      if (ec == asio::error::operation_aborted || !acceptor->is_open() || state->stopping()) return;
-      if (ec) {
-        SL_LOG(kWarning) << "HTTP accept failed: " << ec.message();
-        retry->expires_after(std::chrono::milliseconds(100));
-        retry->async_wait([this](beast::error_code e) {
-          if (!e && acceptor->is_open() && !state->stopping()) accept();
-        });
+      if (!ec) {
+        // Taken even as the listener closes (this completion was already queued): its client
+        // may have sent a request.
+        adopt(std::move(socket));
+        if (acceptor->is_open() && !state->stopping()) accept();
         return;
       }
-      beast::error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
-      const int cap = state->options.max_connections;
-      const bool over_cap = cap > 0 && state->connections.load() >= cap;
-      std::make_shared<HttpSession>(std::move(socket), *state, over_cap)->start();
-      accept();
+      if (ec == asio::error::operation_aborted || !acceptor->is_open() || state->stopping()) return;
+      SL_LOG(kWarning) << "HTTP accept failed: " << ec.message();
+      retry->expires_after(std::chrono::milliseconds(100));
+      retry->async_wait([this](beast::error_code e) {
+        if (!e && acceptor->is_open() && !state->stopping()) accept();
+      });
     });
+  }
+
+  // A new connection: served, or refused with a 503 over the connection cap.
+  void adopt(tcp::socket socket) {
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    const int cap = state->options.max_connections;
+    const bool over_cap = cap > 0 && state->connections.load() >= cap;
+    std::make_shared<HttpSession>(std::move(socket), *state, over_cap)->start();
   }
 
   // Every open connection, run on its strand.
@@ -164,10 +171,18 @@ void HttpServer::stop() {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 
-  // 2. Stop accepting (the acceptor lives on its strand).
+  // 2. Stop accepting (the acceptor lives on its strand). Closing a listener resets the
+  // connections in its backlog, whose clients may have sent a request already: take every one
+  // waiting first (they are answered like the others), then close at once.
   std::promise<void> closed;
   asio::post(impl_->acceptor->get_executor(), [this, &closed] {
     beast::error_code ec;
+    impl_->acceptor->non_blocking(true, ec);
+    while (!ec) {
+      tcp::socket socket(asio::make_strand(impl_->state->ioc));
+      impl_->acceptor->accept(socket, ec);
+      if (!ec) impl_->adopt(std::move(socket));
+    }
     impl_->acceptor->close(ec);
     impl_->retry->cancel();
     closed.set_value();

@@ -157,7 +157,7 @@ RequestLimits HttpSession::limits() const {
 
 void HttpSession::read() {
   if (close_after_ || finishing_) return finish();
-  if (state_.stopping() && !more_pending()) return finish();
+  if (state_.stopping() && !fresh_ && !more_pending()) return finish();
   reader_.emplace(limits());
   if (state_.stopping())
     stream_.expires_after(kStopReadTimeout);
@@ -195,8 +195,11 @@ void HttpSession::read_body() {
 void HttpSession::on_read(beast::error_code ec) {
   reading_ = false;
   if (ec) {
-    // release() cancelled the wait for a next request: answer anything that arrived meanwhile.
-    if (ec == asio::error::operation_aborted && state_.stopping()) return more_pending() ? read() : finish();
+    // release() cancelled the wait for a next request: answer anything that arrived meanwhile, and
+    // give a connection that has had no request yet a short while for its first (its client has
+    // probably sent it already: it was accepted just before the listener closed).
+    if (ec == asio::error::operation_aborted && state_.stopping())
+      return more_pending() || fresh_ ? read() : finish();
     std::optional<Response> answer = reader_->refusal_for(ec);
     if (!answer) return close();
     // Malformed or oversized: answer, then close (the rest of the stream cannot be trusted).
@@ -205,6 +208,7 @@ void HttpSession::on_read(beast::error_code ec) {
     return send(std::move(*answer));
   }
   state_.touch();
+  fresh_ = false;
   Request req = reader_->parser().release();
   reader_.reset();
   keep_alive_ = req.keep_alive();
@@ -259,7 +263,8 @@ void HttpSession::release() {
     held_.reset();
     return send(std::move(res));
   }
-  // Waiting for a next request that has not begun to arrive: stop waiting (on_read closes).
+  // Waiting for a next request that has not begun to arrive: stop waiting (on_read closes, or
+  // waits for a first request on a connection that has had none under the stop deadline).
   if (reading_ && reader_ && !reader_->parser().got_some() && !more_pending()) {
     beast::error_code ignored;
     stream_.socket().cancel(ignored);

@@ -118,6 +118,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool keep_alive_ = true;
   bool close_after_ = false;
   bool finishing_ = false;
+  // No request has arrived on this connection yet: one accepted just before the listener closed
+  // still gets its first request answered (with a short deadline) rather than being closed.
+  bool fresh_ = true;
   unsigned version_ = 11;
   std::optional<BodyEncoding> accept_;  // the request's Accept-Encoding, for its response
 };

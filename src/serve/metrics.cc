@@ -130,8 +130,8 @@ void histogram_family(Exposition& x, const char* name, const char* help, const s
 // pending count, and the first-response histogram in milliseconds (one response per request
 // here, so it is the request duration's).
 void triton_families(Exposition& x, const std::vector<ModelSample>& models) {
-  counter_family(x, "nv_inference_request_success", "Number of successful inference requests, all batch sizes",
-                 models, [](const ModelSample& m) { return static_cast<double>(m.stats.succeeded); });
+  counter_family(x, "nv_inference_request_success", "Number of successful inference requests, all batch sizes", models,
+                 [](const ModelSample& m) { return static_cast<double>(m.stats.succeeded); });
   x.family("nv_inference_request_failure", "counter", "Number of failed inference requests, all batch sizes");
   for (const auto& m : models) {
     std::map<std::string, uint64_t> by_reason{{"REJECTED", 0}, {"CANCELED", 0}, {"BACKEND", 0}, {"OTHER", 0}};
@@ -144,16 +144,14 @@ void triton_families(Exposition& x, const std::vector<ModelSample>& models) {
   counter_family(x, "nv_inference_exec_count",
                  "Number of model executions performed (does not include cached requests)", models,
                  [](const ModelSample& m) { return static_cast<double>(m.stats.batches); });
-  counter_family(x, "nv_inference_request_duration_us", "Cumulative inference request duration in microseconds",
-                 models, [](const ModelSample& m) { return m.stats.total.sum_us; });
-  counter_family(x, "nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds",
-                 models, [](const ModelSample& m) { return m.stats.queue.sum_us; });
-  counter_family(x, "nv_inference_compute_input_duration_us",
-                 "Cumulative compute input duration in microseconds", models,
-                 [](const ModelSample& m) { return m.stats.compute_input.sum_us; });
-  counter_family(x, "nv_inference_compute_infer_duration_us",
-                 "Cumulative compute inference duration in microseconds", models,
-                 [](const ModelSample& m) { return m.stats.compute_infer.sum_us; });
+  counter_family(x, "nv_inference_request_duration_us", "Cumulative inference request duration in microseconds", models,
+                 [](const ModelSample& m) { return m.stats.total.sum_us; });
+  counter_family(x, "nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds", models,
+                 [](const ModelSample& m) { return m.stats.queue.sum_us; });
+  counter_family(x, "nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds",
+                 models, [](const ModelSample& m) { return m.stats.compute_input.sum_us; });
+  counter_family(x, "nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds",
+                 models, [](const ModelSample& m) { return m.stats.compute_infer.sum_us; });
   counter_family(x, "nv_inference_compute_output_duration_us",
                  "Cumulative inference compute output duration in microseconds", models,
                  [](const ModelSample& m) { return m.stats.compute_output.sum_us; });
@@ -309,6 +307,30 @@ std::string ServerCore::metrics_text() const {
       x.sample("streamline_instance_busy_us_total",
                {{"model", m.name}, {"version", m.version}, {"instance", std::to_string(i)}},
                static_cast<double>(m.stats.instance_busy_us[i]));
+  // The online controller (models with latency_slo_ms): its decisions and the settings in force.
+  x.family("streamline_controller_decisions_total", "counter",
+           "Changes the online controller made, by knob (queue_delay, preferred_batch, instances) and direction.");
+  for (const auto& m : models)
+    for (const auto& [key, n] : m.stats.controller.decisions)
+      x.sample("streamline_controller_decisions_total",
+               {{"model", m.name}, {"version", m.version}, {"knob", key.first}, {"direction", key.second}},
+               static_cast<double>(n));
+  x.family("streamline_controller_active_instances", "gauge", "Instances taking batches now.");
+  for (const auto& m : models)
+    x.sample("streamline_controller_active_instances", model_labels(m),
+             static_cast<double>(m.stats.controller.active_instances));
+  x.family("streamline_controller_queue_delay_us", "gauge", "Queue delay the batcher uses now, in microseconds.");
+  for (const auto& m : models)
+    x.sample("streamline_controller_queue_delay_us", model_labels(m),
+             static_cast<double>(m.stats.controller.queue_delay_us));
+  x.family("streamline_controller_preferred_batch", "gauge", "Preferred batch size in force now (0 = none).");
+  for (const auto& m : models)
+    x.sample("streamline_controller_preferred_batch", model_labels(m),
+             static_cast<double>(m.stats.controller.preferred_batch));
+  x.family("streamline_core_budget_cores", "gauge", "Cores the models' controllers share.");
+  x.sample("streamline_core_budget_cores", {}, static_cast<double>(repo_.core_budget()->cores()));
+  x.family("streamline_core_budget_held", "gauge", "Cores held now by the controlled models' active instances.");
+  x.sample("streamline_core_budget_held", {}, static_cast<double>(repo_.core_budget()->held_by_others(nullptr)));
   x.family("streamline_model_ready", "gauge", "1 when the model is served, else 0.");
   for (const auto& e : repo_.index())
     x.sample("streamline_model_ready", {{"model", e.name}}, e.state == ModelState::kReady ? 1 : 0);

@@ -132,7 +132,8 @@ struct IntParam {
 };
 constexpr IntParam kIntParams[] = {
     {"streams", 1, 64}, {"threads", 0, 1024}, {"threads_per_stream", 0, 1024}, {"split_convs", 0, 64}};
-constexpr const char* kBoolParams[] = {"pin", "warmup", "elastic_threads", "cuda_graphs", "winograd", "admission"};
+constexpr const char* kBoolParams[] = {"pin",      "warmup",    "elastic_threads", "cuda_graphs",
+                                       "winograd", "admission", kControllerParam};
 
 Status check_parameters(const std::map<std::string, std::string>& params, const std::string& where) {
   for (const auto& [key, value] : params) {
@@ -151,7 +152,7 @@ Status check_parameters(const std::map<std::string, std::string>& params, const 
       known = true;
       if (!parse_config_bool(value)) return invalid_argument(at + "expected true or false, got '" + value + "'");
     }
-    if (key == kLatencySloParam) {
+    if (key == kLatencySloParam || key == kControlWindowParam) {
       known = true;
       if (!parse_config_ms(value))
         return invalid_argument(at + "expected milliseconds above 0 and at most 3600000, got '" + value + "'");

@@ -124,7 +124,13 @@ ServingOptions serving_options(const ModelConfig& config) {
   so.warmup = bool_param(config, "warmup", true);
   so.batching.queue.admission = bool_param(config, "admission", true);
   if (auto it = config.parameters.find(kLatencySloParam); it != config.parameters.end())
-    if (auto ms = parse_config_ms(it->second)) so.batching.queue.latency_objective_us = static_cast<int64_t>(*ms * 1000);
+    if (auto ms = parse_config_ms(it->second))
+      so.batching.queue.latency_objective_us = static_cast<int64_t>(*ms * 1000);
+  so.controller.enabled = so.batching.queue.latency_objective_us > 0 && bool_param(config, kControllerParam, true);
+  if (auto it = config.parameters.find(kControlWindowParam); it != config.parameters.end())
+    if (auto ms = parse_config_ms(it->second))
+      so.controller.window_us = std::max<int64_t>(1, static_cast<int64_t>(*ms * 1000));
+  so.controller.name = config.name;
   return so;
 }
 

@@ -124,6 +124,11 @@ void accumulate_stats(ServingStats& into, const ServingStats& from) {
   if (into.instance_busy_us.size() < from.instance_busy_us.size())
     into.instance_busy_us.resize(from.instance_busy_us.size(), 0);
   for (size_t i = 0; i < from.instance_busy_us.size(); ++i) into.instance_busy_us[i] += from.instance_busy_us[i];
+  // The controller: decisions add up over loads; what is in force is the live load's.
+  std::map<std::pair<std::string, std::string>, uint64_t> decisions = std::move(into.controller.decisions);
+  for (const auto& [k, n] : from.controller.decisions) decisions[k] += n;
+  into.controller = from.controller;
+  into.controller.decisions = std::move(decisions);
 }
 
 const char* model_state_name(ModelState s) {
@@ -140,7 +145,18 @@ const char* model_state_name(ModelState s) {
   return "UNAVAILABLE";
 }
 
-Repository::Repository(std::string root, RepositoryOptions options) : root_(std::move(root)), options_(options) {}
+Repository::Repository(std::string root, RepositoryOptions options)
+    : root_(std::move(root)), options_(options), budget_(std::make_shared<CoreBudget>(options.core_budget)) {}
+
+void Repository::set_decision_listener(DecisionListener listener) {
+  std::lock_guard<std::mutex> lock(listener_mu_);
+  listener_ = std::move(listener);
+}
+
+void Repository::notify_decision(const std::string& model, const ControllerDecision& d) const {
+  std::lock_guard<std::mutex> lock(listener_mu_);
+  if (listener_) listener_(model, d);
+}
 
 Repository::~Repository() {
   std::map<std::string, Versions> models;
@@ -278,6 +294,8 @@ Result<std::vector<std::shared_ptr<LoadedModel>>> Repository::load_model(const s
     ServingOptions so = serving_options(vc);
     so.threads_per_instance = threads;
     so.latency_buckets_us = options_.latency_buckets_us;
+    so.controller.budget = budget_;
+    so.controller.on_decision = [this, name](const ControllerDecision& d) { notify_decision(name, d); };
     SL_ASSIGN_OR_RETURN(std::unique_ptr<ServingModel> serving, ServingModel::create(model, so));
     auto loaded = std::make_shared<LoadedModel>();
     loaded->config = std::move(vc);

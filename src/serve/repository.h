@@ -15,6 +15,7 @@
 // Thread-safe. A LoadedModel stays valid while a shared_ptr to it is held, also after unload.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -62,7 +63,13 @@ struct RepositoryOptions {
   // Bounds of every model's latency histograms (ServingOptions::latency_buckets_us); empty =
   // kDefaultLatencyBucketsUs. Read at each load.
   std::vector<double> latency_buckets_us;
+  // Cores the controllers of every model share (active instances x threads stay within it);
+  // 0 = the cores this process may use. A larger number lets them oversubscribe.
+  int core_budget = 0;
 };
+
+// Told of each controller decision of any model (on that model's control thread).
+using DecisionListener = std::function<void(const std::string& model, const ControllerDecision& decision)>;
 
 // Adds `from`'s counters, sums and histograms to `into` (a model's counters over its reloads).
 // Percentiles, in-flight and queued counts are `from`'s, the live ones.
@@ -99,6 +106,11 @@ class Repository {
   // the same name and version (reloads, unload and load again) plus `m`'s own. Monotonic.
   ServingStats cumulative_stats(const LoadedModel& m) const;
   const std::string& root() const { return root_; }
+  // The core budget every model's controller shares.
+  const std::shared_ptr<CoreBudget>& core_budget() const { return budget_; }
+  // Sets who hears of controller decisions from now on (models loaded earlier included); an
+  // empty function stops it. Thread-safe.
+  void set_decision_listener(DecisionListener listener);
 
  private:
   // Every version the model's version_policy serves, highest first; *version = the highest.
@@ -108,6 +120,11 @@ class Repository {
   using Versions = std::map<int64_t, std::shared_ptr<LoadedModel>>;  // by version number
   std::string root_;
   RepositoryOptions options_;
+  std::shared_ptr<CoreBudget> budget_;
+  mutable std::mutex listener_mu_;
+  DecisionListener listener_;
+  // Hands a decision to the listener.
+  void notify_decision(const std::string& model, const ControllerDecision& d) const;
   mutable std::mutex mu_;    // guards entries_ and models_; never held while loading or draining
   std::mutex lifecycle_mu_;  // one load/unload at a time
   std::map<std::string, RepositoryEntry> entries_;

@@ -27,8 +27,8 @@ std::string shape_string(const std::vector<int64_t>& dims, bool batch) {
 Status check_against_config(const ModelConfig& c, const InferRequest& r) {
   const bool batch = c.max_batch_size > 0;
   for (const auto& [name, t] : r.inputs) {
-    auto it =
-        std::find_if(c.inputs.begin(), c.inputs.end(), [&name = name](const TensorConfig& x) { return x.name == name; });
+    auto it = std::find_if(c.inputs.begin(), c.inputs.end(),
+                           [&name = name](const TensorConfig& x) { return x.name == name; });
     if (it == c.inputs.end()) continue;  // the runtime names unknown inputs
     const Shape& s = t.shape();
     const std::string where = "input '" + name + "': ";
@@ -112,9 +112,20 @@ int grpc_status_code(const Status& s) {
 }
 
 ServerCore::ServerCore(Repository& repository, ServerOptions options)
-    : repo_(repository), options_(std::move(options)) {}
+    : repo_(repository), options_(std::move(options)) {
+  // The controllers' decisions go into the traces as server events.
+  repo_.set_decision_listener([this](const std::string& model, const ControllerDecision& d) {
+    traces_.note_server_event(model, "controller " + d.knob + " " + d.direction,
+                              {{"knob", d.knob},
+                               {"direction", d.direction},
+                               {"from", std::to_string(d.from)},
+                               {"to", std::to_string(d.to)},
+                               {"reason", d.reason}});
+  });
+}
 
 ServerCore::~ServerCore() {
+  repo_.set_decision_listener({});
   // Callbacks of accepted requests still refer to this object: wait for every one.
   draining_.store(true);
   std::unique_lock<std::mutex> lock(mu_);

@@ -128,6 +128,26 @@ class Events {
     o.w.EndObject();
     events_.push_back(o.str());
   }
+  // An instant event of global scope at `ts_ns`, with string arguments.
+  void instant(int tid, const std::string& name, const char* cat, int64_t ts_ns,
+               const std::map<std::string, std::string>& args) {
+    JsonOut o;
+    o.w.StartObject();
+    json_key_string(o.w, "ph", "i");
+    json_key_string(o.w, "s", "g");
+    json_key_string(o.w, "name", name);
+    json_key_string(o.w, "cat", cat);
+    json_key_uint(o.w, "pid", pid_);
+    json_key_int(o.w, "tid", tid);
+    json_key(o.w, "ts");
+    o.w.Double(static_cast<double>(ts_ns) / 1000.0);
+    json_key(o.w, "args");
+    o.w.StartObject();
+    for (const auto& [k, v] : args) json_key_string(o.w, k, v);
+    o.w.EndObject();
+    o.w.EndObject();
+    events_.push_back(o.str());
+  }
   void slice(int tid, const std::string& name, const char* cat, int64_t b, int64_t e) {
     slice(tid, name, cat, b, e, [](JsonWriter&) {});
   }
@@ -149,7 +169,8 @@ std::string document(const std::vector<std::string>& events) {
 
 constexpr int kRequestTrack = 0;
 constexpr int kBatchTrack = 1;
-constexpr int kStreamTrack0 = 2;  // stream s is track 2 + s
+constexpr int kStreamTrack0 = 2;    // stream s is track 2 + s
+constexpr uint64_t kServerPid = 0;  // server events (traces are numbered from 1)
 
 }  // namespace
 
@@ -392,6 +413,30 @@ Status TraceManager::write_locked(const std::string& path, const std::vector<std
   f << document(events);
   if (!f) return unavailable("short write to trace file '" + path + "'");
   return ok_status();
+}
+
+void TraceManager::note_server_event(const std::string& model, const std::string& name,
+                                     const std::map<std::string, std::string>& args) {
+  Events ev(kServerPid);
+  ev.process("server events");
+  std::map<std::string, std::string> all = args;
+  all["model"] = model;
+  ev.instant(0, name, "server", now_ns(), all);
+  std::lock_guard<std::mutex> lock(mu_);
+  server_events_.push_back(ev.list().back());
+  if (server_events_.size() > kServerEventsKept) server_events_.pop_front();
+  const Effective e = effective(model);
+  if (e.file.empty() || (!e.timestamps && !e.tensors)) return;
+  for (auto& s : ev.list()) pending_.push_back(std::move(s));
+}
+
+std::string TraceManager::server_events_json() const {
+  Events ev(kServerPid);
+  ev.process("server events");
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> list = ev.list();
+  list.insert(list.end(), server_events_.begin(), server_events_.end());
+  return document(list);
 }
 
 Status TraceManager::flush() {

@@ -16,6 +16,10 @@
 // is made. Files: with log_frequency N > 0 every N traces go to "<trace_file>.<k>" (k = 0, 1, ...);
 // with 0 they are kept and written to <trace_file> by flush() (at shutdown) or when trace_file
 // changes. Thread-safe.
+//
+// Server events (the online controller's decisions) are instant events on a "server events"
+// track (pid 0): written beside a model's traces while that model is traced to a file, and the
+// latest kServerEventsKept of them are kept for server_events_json().
 
 #include <cstdint>
 #include <deque>
@@ -84,6 +88,14 @@ class TraceManager {
   // Writes the traces kept for log_frequency 0 to trace_file. Unavailable when it cannot.
   [[nodiscard]] Status flush();
 
+  // Records a server event of `model` now: `name` ("controller instances up") and its arguments
+  // (key -> value, written as strings).
+  void note_server_event(const std::string& model, const std::string& name,
+                         const std::map<std::string, std::string>& args);
+  // The latest server events, as a Chrome trace-event document.
+  std::string server_events_json() const;
+  static constexpr size_t kServerEventsKept = 256;
+
  private:
   struct Effective;
   Effective effective(const std::string& model) const;  // needs mu_
@@ -98,7 +110,8 @@ class TraceManager {
   std::vector<std::string> pending_;
   int64_t pending_traces_ = 0;
   int file_index_ = 0;
-  std::string last_;  // the last trace's events
+  std::string last_;                       // the last trace's events
+  std::deque<std::string> server_events_;  // the latest server events (JSON objects)
 };
 
 }  // namespace streamline::serve

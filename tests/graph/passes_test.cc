@@ -782,11 +782,10 @@ TEST(FoldConstants, SkipsRandomFailingLargeSubgraphAndOutputProducers) {
 
 // THROUGH THE REAL CPU KERNELS (ops::KernelEvaluator), the only test here that is: MatMul + bias +
 // Relu on constants is fused into FusedMatMul, which is then folded by the oneDNN kernel; the result
-// must equal relu(A @ W + bias) computed by hand. Skipped while no FusedMatMul kernel is registered.
+// must equal relu(A @ W + bias) computed by hand.
 TEST(FoldConstants, FusedMatMulThroughKernelEvaluator) {
   const ops::KernelRegistry& reg = ops::default_cpu_registry();
-  if (!reg.has_op("FusedMatMul", kStreamlineDomain, 1, ops::Device::kCpu))
-    GTEST_SKIP() << "no CPU FusedMatMul kernel registered";
+  ASSERT_TRUE(reg.has_op("FusedMatMul", kStreamlineDomain, 1, ops::Device::kCpu)) << "no CPU FusedMatMul kernel";
   Builder b(13);
   const std::vector<float> av = {1, -2, 3, 0.5f, 4, -1};
   const std::vector<float> wv = {1, 0, -1, 2, 0.5f, 1, 1, -1, -2, 3, 0, 1};

@@ -1,7 +1,8 @@
 // The HTTP front end under hostile or heavy traffic: limits answer with their status (trailers,
 // JSON bodies, connections), a large decode never holds up other connections, a drain answers
-// every request already sent before the connection closes, model loads share one thread, and
-// errors neither grow with the input nor name paths of this machine.
+// every request already sent before the connection closes (a stop too, even one not yet read on a
+// connection just accepted), model loads share one thread, and errors neither grow with the input
+// nor name paths of this machine.
 
 #include <gtest/gtest.h>
 
@@ -231,6 +232,46 @@ TEST(HttpHardeningTest, ADrainAnswersEveryPipelinedRequestThenClosesTheConnectio
   // Only the last answer closes the connection: the ones before leave room for the next.
   EXPECT_EQ(count(replies, "Connection: close"), 1) << replies;
   EXPECT_GT(replies.rfind("Connection: close"), replies.rfind("HTTP/1.1 503 ")) << replies;
+}
+
+// A connection accepted before the listener closed whose first request comes only after the
+// others have been answered and closed still gets its answer (its client may have sent it already),
+// rather than being closed with it unread.
+TEST(HttpHardeningTest, StopAnswersTheFirstRequestOfAConnectionThatHadNoneYet) {
+  Fixture f({});
+  asio::io_context io;
+  const tcp::endpoint at(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(f.port()));
+  beast::tcp_stream served(io), fresh(io);
+  served.expires_after(10s);
+  served.connect(at);
+  fresh.expires_after(10s);
+  fresh.connect(at);
+  const std::string live = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n";
+  asio::write(served.socket(), asio::buffer(live));
+  beast::flat_buffer buffer;
+  http::response<http::string_body> first;
+  http::read(served, buffer, first);
+  ASSERT_EQ(first.result_int(), 200u);
+
+  std::thread stopper([&] { f.http->stop(); });
+  // The connection that has been served is closed by the stop: once it reads the end, every
+  // connection has been told to finish.
+  beast::error_code ec;
+  char byte;
+  served.expires_after(20s);
+  served.read_some(asio::buffer(&byte, 1), ec);
+  EXPECT_EQ(ec, asio::error::eof) << ec.message();
+  served.close();
+
+  asio::write(fresh.socket(), asio::buffer(live), ec);
+  EXPECT_FALSE(ec) << ec.message();
+  http::response<http::string_body> late;
+  fresh.expires_after(20s);
+  http::read(fresh, buffer, late, ec);
+  EXPECT_FALSE(ec) << "the stop closed a connection without reading its first request: " << ec.message();
+  EXPECT_EQ(late.result_int(), 200u);
+  EXPECT_FALSE(late.keep_alive());
+  stopper.join();
 }
 
 TEST(HttpHardeningTest, ModelLoadsShareOneThread) {

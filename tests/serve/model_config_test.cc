@@ -133,8 +133,8 @@ TEST(ModelConfig, WithoutDynamicBatchingEachRequestRunsAsIs) {
 // The latency objective that admission holds requests to, in milliseconds with decimals; admission
 // is on unless the config turns it off, and a bad value is an error naming the parameter.
 TEST(ModelConfig, LatencyObjectiveAndAdmission) {
-  auto r = parse_model_config("parameters { key: \"latency_slo_ms\" value: { string_value: \"12.5\" } }\n",
-                              "config.pbtxt");
+  auto r =
+      parse_model_config("parameters { key: \"latency_slo_ms\" value: { string_value: \"12.5\" } }\n", "config.pbtxt");
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   ServingOptions so = serving_options(*r);
   EXPECT_EQ(so.batching.queue.latency_objective_us, 12'500);
@@ -145,11 +145,40 @@ TEST(ModelConfig, LatencyObjectiveAndAdmission) {
   EXPECT_FALSE(so.batching.queue.admission);
   EXPECT_EQ(so.batching.queue.latency_objective_us, 0);
   for (const char* bad : {"0", "-3", "fast", "1e9"}) {
-    auto b = parse_model_config(std::string("parameters { key: \"latency_slo_ms\" value: { string_value: \"") + bad +
-                                    "\" } }\n",
-                                "m/config.pbtxt");
+    auto b = parse_model_config(
+        std::string("parameters { key: \"latency_slo_ms\" value: { string_value: \"") + bad + "\" } }\n",
+        "m/config.pbtxt");
     ASSERT_FALSE(b.ok()) << bad;
     EXPECT_NE(b.status().message().find("latency_slo_ms"), std::string::npos) << b.status().message();
+  }
+}
+
+// The online controller: on with a latency objective unless `controller` says false; its window
+// in milliseconds (default 1 s); bad values are errors naming the parameter.
+TEST(ModelConfig, ControllerFollowsTheLatencyObjective) {
+  auto param = [](const char* key, const char* value) {
+    return std::string("parameters { key: \"") + key + "\" value: { string_value: \"" + value + "\" } }\n";
+  };
+  auto r = parse_model_config("name: \"m\"\n" + param("latency_slo_ms", "20"), "config.pbtxt");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ServingOptions so = serving_options(*r);
+  EXPECT_TRUE(so.controller.enabled);
+  EXPECT_EQ(so.controller.window_us, 1'000'000);
+  EXPECT_EQ(so.controller.name, "m");
+  r = parse_model_config(
+      param("latency_slo_ms", "20") + param("controller", "false") + param("control_window_ms", "250"), "config.pbtxt");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  so = serving_options(*r);
+  EXPECT_FALSE(so.controller.enabled);
+  EXPECT_EQ(so.controller.window_us, 250'000);
+  r = parse_model_config(param("controller", "true"), "config.pbtxt");  // no objective: nothing to steer by
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(serving_options(*r).controller.enabled);
+  for (auto [key, bad] : {std::pair{"controller", "sometimes"}, std::pair{"control_window_ms", "0"},
+                          std::pair{"control_window_ms", "soon"}}) {
+    auto b = parse_model_config(param(key, bad), "m/config.pbtxt");
+    ASSERT_FALSE(b.ok()) << key << "=" << bad;
+    EXPECT_NE(b.status().message().find(key), std::string::npos) << b.status().message();
   }
 }
 

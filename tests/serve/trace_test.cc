@@ -206,6 +206,34 @@ TEST_F(TraceManagerTest, LogFrequencyZeroKeepsTracesForOneFileWrittenAtFlush) {
   EXPECT_EQ(n, 3u) << text;
 }
 
+TEST_F(TraceManagerTest, ServerEventsAreKeptAndWrittenBesideATracedModelsTraces) {
+  const fs::path file = dir_ / "events.json";
+  {
+    TraceManager t;
+    t.note_server_event("m", "controller instances up", {{"reason", "p99 over: +1 instance"}});
+    rapidjson::Document d;
+    d.Parse(t.server_events_json().c_str());
+    ASSERT_TRUE(d.IsObject() && d["traceEvents"].IsArray());
+    const auto& ev = d["traceEvents"];
+    ASSERT_EQ(ev.Size(), 2u);  // the track's name, then the event
+    EXPECT_STREQ(ev[1]["ph"].GetString(), "i");
+    EXPECT_STREQ(ev[1]["name"].GetString(), "controller instances up");
+    EXPECT_STREQ(ev[1]["args"]["model"].GetString(), "m");
+    EXPECT_STREQ(ev[1]["args"]["reason"].GetString(), "p99 over: +1 instance");
+    for (size_t i = 0; i < TraceManager::kServerEventsKept + 5; ++i) t.note_server_event("m", "e", {});
+    d.Parse(t.server_events_json().c_str());
+    EXPECT_EQ(d["traceEvents"].Size(), TraceManager::kServerEventsKept + 1);
+    // Tracing on with a file: the events go there too, with the traces.
+    ASSERT_TRUE(
+        t.update("", set({{"trace_level", {"TIMESTAMPS"}}, {"trace_rate", {"1"}}, {"trace_file", {file.string()}}}))
+            .ok());
+    t.note_server_event("m", "controller queue_delay down", {{"reason", "idle"}});
+  }  // the destructor flushes
+  const std::string text = read_file(file);
+  EXPECT_NE(text.find("\"controller queue_delay down\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("\"controller instances up\""), std::string::npos) << "noted before tracing was on";
+}
+
 TEST(Classification, TopKPerRowWithLabelsAndTiesByIndex) {
   const Tensor t = Tensor::from_vector<float>(Shape{2, 4}, {0.1f, 0.9f, 0.5f, 0.9f, -1.f, -3.f, -2.f, 4.f});
   const std::vector<std::string> labels = {"cat", "dog", "owl", "yak"};

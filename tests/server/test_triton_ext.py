@@ -422,6 +422,37 @@ def test_trace_settings_and_a_chrome_trace_of_the_request(srv, tmp_path):
         h.update_trace_settings(settings={"trace_level": ["OFF"], "trace_count": "-1", "trace_rate": "1000"})
 
 
+def test_a_traced_grpc_call_sends_its_traceparent_back(srv, repo, tmp_path):
+    """As the HTTP front end answers with a traceparent header, a traced unary gRPC call gets its
+    span's traceparent in the initial metadata: same trace id, its own span id."""
+    import grpc
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+    g = grpcclient.InferenceServerClient(srv.grpc_addr)
+    x = x16(1, seed=21)
+    req = service_pb2.ModelInferRequest(model_name="tiny")
+    req.inputs.add(name="x", datatype="FP32", shape=list(x.shape))
+    req.raw_input_contents.append(x.tobytes())
+    sent = (("traceparent", f"00-{TRACE_ID}-{PARENT_ID}-01"),)
+    channel = grpc.insecure_channel(srv.grpc_addr)
+    stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+    g.update_trace_settings(settings={"trace_level": ["TIMESTAMPS"], "trace_rate": "1", "log_frequency": "1",
+                                      "trace_file": str(tmp_path / "u.json")})
+    try:
+        resp, call = stub.ModelInfer.with_call(req, metadata=sent, timeout=30)
+        got = dict(call.initial_metadata()).get("traceparent", "")
+        assert got.startswith(f"00-{TRACE_ID}-"), got
+        assert len(got) == 55 and got[36:52] != PARENT_ID, got
+        y = np.frombuffer(resp.raw_output_contents[0], dtype=np.float32).reshape(1, 8)
+        np.testing.assert_allclose(y, tiny_ref(repo, x), rtol=1e-4, atol=1e-5)
+        # Not traced: nothing sent back.
+        g.update_trace_settings(settings={"trace_level": ["OFF"]})
+        _, call = stub.ModelInfer.with_call(req, metadata=sent, timeout=30)
+        assert "traceparent" not in dict(call.initial_metadata())
+    finally:
+        g.update_trace_settings(settings={"trace_level": ["OFF"], "trace_rate": "1000"})
+        channel.close()
+
+
 def test_trace_settings_over_grpc_and_a_traced_stream(srv, tmp_path):
     import json as js
     g = grpcclient.InferenceServerClient(srv.grpc_addr)

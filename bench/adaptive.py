@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""The online controller under a stepped load, against static configurations.
+
+One `streamline serve` per configuration serves the model (or, with --mix, two models together)
+while `streamline perf` drives the phases one after another on the same server: 1 client, then 4,
+then 32, then 1 again (--phases), each --warmup-s to settle plus --seconds measured. Configurations:
+
+    adaptive   instance_group count = the cores, max_batch_size 8, dynamic batching with no delay,
+               latency_slo_ms (--slo-ms) and control_window_ms (--window-ms): the controller starts
+               with one instance and retunes queue delay, preferred batch and active instances
+    default    what a Triton user starts from: one instance, no dynamic batching
+    static     the grid the best static configuration is searched in: instances 1 or the cores,
+               times no batching, batching with no delay, batching with a 2 ms delay
+
+Per phase it reports each configuration's throughput, p50 and p99 (perf, the measured window), and
+from the server's own histograms over the whole phase: goodput (answers within the SLO per second),
+the share of admitted requests within the SLO, and refusals. The best static configuration of a
+phase is the one with the lowest p50 in the low-load phases (1 client) and the highest throughput
+in the loaded ones. Targets: adaptive within 10% of each phase's best static (p50 or throughput),
+at the highest load at least 1.3x the default's goodput, at least 99% of admitted requests within
+the SLO. Prints a table; --json writes every figure.
+
+    .venv/bin/python bench/adaptive.py
+    .venv/bin/python bench/adaptive.py --model squeezenet1_1 --slo-ms 40 --seconds 10 --warmup-s 5
+    .venv/bin/python bench/adaptive.py --mix --json bench/adaptive.json
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import compare_ort as co  # noqa: E402
+from server_overhead import Server, run_json  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def mlp(path: Path, width: int, layers: int, seed: int) -> None:
+    """x [N, width] -> layers x (MatMul + Add + Relu): a few ms a row on one core at width 512."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    nodes, inits, cur = [], [], "x"
+    for i in range(layers):
+        w = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
+        inits += [numpy_helper.from_array(w, f"W{i}"), numpy_helper.from_array(np.zeros(width, np.float32), f"b{i}")]
+        out = "y" if i == layers - 1 else f"h{i}"
+        nodes += [helper.make_node("MatMul", [cur, f"W{i}"], [f"m{i}"]),
+                  helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
+                  helper.make_node("Relu", [f"a{i}"], [out])]
+        cur = out
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", width])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", width])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+
+
+def config_text(name: str, c: dict, args) -> str:
+    lines = [f'name: "{name}"', "max_batch_size: 8", f'instance_group [ {{ count: {c["instances"]} kind: KIND_CPU }} ]']
+    if c["batching"]:
+        lines.append(f'dynamic_batching {{ max_queue_delay_microseconds: {c["delay_us"]} }}')
+    if c.get("adaptive"):
+        lines += [f'parameters {{ key: "latency_slo_ms" value: {{ string_value: "{args.slo_ms}" }} }}',
+                  f'parameters {{ key: "control_window_ms" value: {{ string_value: "{args.window_ms}" }} }}',
+                  'parameters { key: "admission" value: { string_value: "false" } }']
+    return "\n".join(lines) + "\n"
+
+
+def configurations(cores: int) -> list:
+    out = [{"name": "adaptive", "instances": cores, "batching": True, "delay_us": 0, "adaptive": True},
+           {"name": "default", "instances": 1, "batching": False, "delay_us": 0}]
+    for n in sorted({1, cores}):
+        out.append({"name": f"static {n}i nobatch", "instances": n, "batching": False, "delay_us": 0})
+        out.append({"name": f"static {n}i batch", "instances": n, "batching": True, "delay_us": 0})
+        out.append({"name": f"static {n}i batch+2ms", "instances": n, "batching": True, "delay_us": 2000})
+    return out
+
+
+def scrape(server, models, slo_ms) -> dict:
+    """Per model: successes, failures, and requests within the SLO (server-side request duration)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for m in models:
+        def value(pattern):
+            hit = re.search(pattern, text, re.M)
+            return float(hit.group(1)) if hit else 0.0
+        fails = sum(float(v) for v in re.findall(
+            rf'^streamline_inference_request_failure_total\{{[^}}]*model="{m}"[^}}]*\}} (\S+)$', text, re.M))
+        out[m] = {"success": value(rf'^streamline_inference_request_success_total\{{[^}}]*model="{m}"[^}}]*\}} (\S+)$'),
+                  "failure": fails,
+                  "within": value(rf'^streamline_inference_request_duration_ms_bucket\{{[^}}]*model="{m}"[^}}]*'
+                                  rf'le="{slo_ms:g}"[^}}]*\}} (\S+)$'),
+                  "active": value(rf'^streamline_controller_active_instances\{{[^}}]*model="{m}"[^}}]*\}} (\S+)$'),
+                  "decisions": {f"{k} {d}": float(v) for k, d, v in re.findall(
+                      rf'^streamline_controller_decisions_total\{{[^}}]*model="{m}"[^}}]*knob="(\w+)",'
+                      rf'direction="(\w+)"\}} (\S+)$', text, re.M)}}
+    return out
+
+
+def perf(binary, server, model, shape, clients, args) -> dict:
+    cmd = [binary, "perf", "-m", model, "-u", f"127.0.0.1:{server.grpc}", "-i", "grpc", "--concurrency-range",
+           f"{clients}:{clients}", "--seconds", args.seconds, "--warmup-s", args.warmup_s, "--json"]
+    if shape:
+        cmd += ["--shape", shape]
+    return run_json(cmd, timeout=args.seconds + args.warmup_s + 300)["steps"][0]
+
+
+def run_config(binary, c, models, args, root: Path) -> list:
+    repo = root / c["name"].replace(" ", "_").replace("+", "_")
+    for name, (path, _) in models.items():
+        (repo / name / "1").mkdir(parents=True)
+        os.symlink(path, repo / name / "1" / "model.onnx")
+        (repo / name / "config.pbtxt").write_text(config_text(name, c, args))
+    server = Server(binary, repo, extra=["--metrics-buckets-ms", f"{args.slo_ms:g}"])
+    phases = []
+    try:
+        for clients in args.phases:
+            before, t0 = scrape(server, models, args.slo_ms), time.time()
+            results, threads = {}, []
+            for name, (_, shape) in models.items():
+                t = threading.Thread(target=lambda n=name, s=shape: results.__setitem__(
+                    n, perf(binary, server, n, s, clients, args)))
+                threads.append(t)
+                t.start()
+            for t in threads:
+                t.join()
+            after, elapsed = scrape(server, models, args.slo_ms), time.time() - t0
+            row = {"clients": clients, "models": {}}
+            for name in models:
+                p, a, b = results.get(name, {}), before[name], after[name]
+                ok = b["success"] - a["success"]
+                row["models"][name] = {
+                    "throughput": p.get("throughput"), "p50_ms": p.get("latency_ms", {}).get("p50"),
+                    "p99_ms": p.get("latency_ms", {}).get("p99"), "errors": p.get("errors"),
+                    "goodput": (b["within"] - a["within"]) / elapsed, "within_slo": (b["within"] - a["within"]) / ok
+                    if ok else None, "refused": b["failure"] - a["failure"], "active_instances": b["active"],
+                    "decisions": {k: v - a["decisions"].get(k, 0) for k, v in b["decisions"].items()}}
+            phases.append(row)
+            print(f"  {c['name']:<22} {clients:>3} clients: " + ", ".join(
+                f"{n} {m['throughput'] or 0:.0f}/s p50 {m['p50_ms'] or 0:.2f} ms p99 {m['p99_ms'] or 0:.2f} ms "
+                f"active {m['active_instances']:.0f} {m['decisions'] or ''}" for n, m in row["models"].items()),
+                file=sys.stderr, flush=True)
+    finally:
+        server.stop()
+    return phases
+
+
+def summarise(results: dict, models, args) -> list:
+    rows = []
+    for i, clients in enumerate(args.phases):
+        low = clients == min(args.phases)
+        for name in models:
+            get = lambda c: results[c][i]["models"][name]  # noqa: E731
+            statics = [c for c in results if c.startswith("static")]
+            key = (lambda c: get(c)["p50_ms"] or 1e9) if low else (lambda c: -(get(c)["throughput"] or 0))
+            if not statics:
+                continue
+            best = min(statics, key=key)
+            a, b, d = get("adaptive"), get(best), get("default")
+            if low:
+                ratio = (b["p50_ms"] or 0) / a["p50_ms"] if a["p50_ms"] else None  # >= 0.9: within 10%
+            else:
+                ratio = (a["throughput"] or 0) / b["throughput"] if b["throughput"] else None
+            rows.append({"phase": i + 1, "clients": clients, "model": name, "metric": "p50" if low else "throughput",
+                         "adaptive": a, "best_static": best, "best": b, "default": d, "vs_best": ratio,
+                         "goodput_vs_default": a["goodput"] / d["goodput"] if d["goodput"] else None})
+    return rows
+
+
+def print_table(rows) -> None:
+    head = ["phase", "clients", "model", "adaptive thr/p50/p99", "best static", "its thr/p50/p99", "default thr/p50",
+            "vs best", "goodput x default", "in SLO", "active"]
+    fmt = lambda m: f"{m['throughput'] or 0:.0f}/{m['p50_ms'] or 0:.2f}/{m['p99_ms'] or 0:.2f}"  # noqa: E731
+    table = [head] + [[str(r["phase"]), str(r["clients"]), r["model"], fmt(r["adaptive"]), r["best_static"],
+                       fmt(r["best"]), f"{r['default']['throughput'] or 0:.0f}/{r['default']['p50_ms'] or 0:.2f}",
+                       co.fmt(r["vs_best"]), co.fmt(r["goodput_vs_default"]),
+                       co.fmt(100 * r["adaptive"]["within_slo"] if r["adaptive"]["within_slo"] is not None else None,
+                              1) + "%", f"{r['adaptive']['active_instances']:.0f}"] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    for row in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--binary", default=str(REPO / "build" / "tools" / "streamline"))
+    ap.add_argument("--model", help="a zoo model (scripts/export_models.py) instead of the generated MLP")
+    ap.add_argument("--model-dir", default=str(REPO / "build" / "models"))
+    ap.add_argument("--mix", action="store_true", help="serve two models together (the MLP at two widths)")
+    ap.add_argument("--phases", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 32, 1],
+                    help="clients per phase (default 1,4,32,1)")
+    ap.add_argument("--seconds", type=float, default=5, help="measured time per phase")
+    ap.add_argument("--warmup-s", type=float, default=3, help="time per phase to settle, not measured by perf")
+    ap.add_argument("--slo-ms", type=float, default=20)
+    ap.add_argument("--window-ms", type=float, default=500, help="the controller's window")
+    ap.add_argument("--only", help="comma-separated configuration names to run (default all)")
+    ap.add_argument("--json", help="write every figure to this file")
+    args = ap.parse_args(argv)
+    cores = len(os.sched_getaffinity(0))
+    with tempfile.TemporaryDirectory(prefix="sl-adaptive-") as tmp:
+        root = Path(tmp)
+        models = {}
+        if args.model:
+            models[args.model] = (co.ensure_models([args.model], Path(args.model_dir))[args.model], None)
+        else:
+            mlp(root / "mlp.onnx", 512, 8, seed=1)
+            models["mlp"] = (root / "mlp.onnx", None)
+        if args.mix:
+            mlp(root / "mlp_small.onnx", 256, 4, seed=2)
+            models["mlp_small"] = (root / "mlp_small.onnx", None)
+        configs = configurations(cores)
+        if args.only:
+            keep = set(args.only.split(","))
+            configs = [c for c in configs if c["name"] in keep or c["name"] in ("adaptive", "default")]
+        results = {}
+        for c in configs:
+            print(f"{c['name']}:", file=sys.stderr, flush=True)
+            results[c["name"]] = run_config(args.binary, c, models, args, root)
+    rows = summarise(results, models, args)
+    print_table(rows)
+    report = {"cores": cores, "cpu": co.cpu_model(), "args": {k: v for k, v in vars(args).items()},
+              "configurations": configs, "phases": results, "summary": rows}
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    print(json.dumps({"summary": [{k: r[k] for k in ("phase", "clients", "model", "metric", "best_static", "vs_best",
+                                                      "goodput_vs_default")} for r in rows]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

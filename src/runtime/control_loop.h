@@ -1,0 +1,85 @@
+#pragma once
+// The online controller's loop: once a window it reads a scheduler's counters, asks the pure
+// decision (controller.h) what to change, takes or returns cores in the shared budget, and
+// applies the new settings to the scheduler between batches.
+//
+//   ControlLoopOptions o;
+//   o.limits.latency_objective_us = 20000;  o.limits.max_batch = 8;  o.limits.max_instances = 4;
+//   o.limits.threads_per_instance = 1;  o.budget = server_budget;  o.window_us = 1'000'000;
+//   ControlLoop loop(scheduler, o);          // holds one instance's cores in the budget
+//   loop.start();                            // a window every window_us of real time
+//   std::vector<ControllerDecision> d = loop.step();   // or: one window now (tests, FakeClock)
+//   loop.stop();                             // joins; the destructor does too and frees the cores
+//
+// Windows are timed by the real clock (the thread sleeps window_us); what a window saw is timed by
+// the scheduler's clock, so a FakeClock drives the observations of step(). Each change is logged
+// with its reason, counted in stats() and handed to on_decision. An instance added only when the
+// budget grants it at the moment of applying (another model may have taken the cores since).
+// Thread-safe: step, stats and stop may be called from any thread.
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/controller.h"
+#include "runtime/scheduler.h"
+#include "streamline/serving.h"
+
+namespace streamline::runtime {
+
+struct ControlLoopOptions {
+  // Real time between windows (microseconds, > 0).
+  int64_t window_us = 1'000'000;
+  // The objective and bounds of the decision; cores_granted is filled from the budget each window.
+  ControlLimits limits;
+  // Shared with other models; null = a budget of this process's cores for this loop alone.
+  std::shared_ptr<CoreBudget> budget;
+  // Names the model in log lines.
+  std::string name;
+  // Called after each applied change, on the thread that ran the window.
+  std::function<void(const ControllerDecision&)> on_decision;
+};
+
+class ControlLoop {
+ public:
+  // Not owned: `scheduler` must outlive the loop. Holds the scheduler's active instances' cores.
+  ControlLoop(Scheduler& scheduler, ControlLoopOptions options);
+  // stop().
+  ~ControlLoop();
+  ControlLoop(const ControlLoop&) = delete;
+  ControlLoop& operator=(const ControlLoop&) = delete;
+
+  // Runs windows on a thread of its own until stop(). Call at most once.
+  void start();
+  // Joins the thread and returns the cores to the budget; no window runs after it. Idempotent.
+  void stop();
+  // One window now: the observations since the previous one, the decision, and what was applied.
+  std::vector<ControllerDecision> step();
+  // Settings in force and decisions so far.
+  ControllerStats stats() const;
+
+ private:
+  void thread_main();
+
+  Scheduler& scheduler_;
+  ControlLoopOptions options_;
+  std::shared_ptr<CoreBudget> budget_;
+
+  mutable std::mutex mu_;  // serialises step(); guards what follows
+  ControlCounters last_;
+  ControlSettings settings_;
+  ControllerState state_;
+  ControllerStats stats_;
+  bool stopped_ = false;  // stop() ran: no window runs, no core is held
+
+  std::mutex thread_mu_;
+  std::condition_variable thread_cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace streamline::runtime

@@ -1,0 +1,200 @@
+#include "runtime/controller.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace streamline::runtime {
+namespace {
+
+// Batches "hold about one row" below this mean: a queue delay buys nothing then.
+constexpr double kSingleRowBatches = 1.5;
+// Batches "reach" a size at this fraction of it.
+constexpr double kBatchFull = 0.75;
+// Instances count as busy above this fraction (a longer queue delay can fill their batches).
+constexpr double kBusyFraction = 0.8;
+// Queue delays under this are dropped to 0 rather than halved.
+constexpr int64_t kMinQueueDelayUs = 100;
+
+std::string ms(double us) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f ms", us / 1000.0);
+  return buf;
+}
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", v);
+  return buf;
+}
+
+// Why the window counts as pressure, in words ("" when it does not).
+std::string pressure(const ControlWindow& w, const ControlSettings& s, int64_t objective_us) {
+  if (w.refused > 0)
+    return std::to_string(w.refused) + " requests refused or timed out (p99 " + ms(w.p99_us) + ", objective " +
+           ms(static_cast<double>(objective_us)) + ")";
+  if (w.p99_us > static_cast<double>(objective_us))
+    return "p99 " + ms(w.p99_us) + " over the " + ms(static_cast<double>(objective_us)) +
+           " objective with queue depth " + num(w.queue_depth_mean);
+  if (w.queue_depth_mean > kBacklogPerInstance * s.active_instances)
+    return "queue depth " + num(w.queue_depth_mean) + " over " + num(kBacklogPerInstance) + " per instance (" +
+           std::to_string(s.active_instances) + " active, p99 " + ms(w.p99_us) + ")";
+  if (w.busy_fraction > kSaturatedBusy && w.queue_depth_mean >= kSaturatedDepth * s.active_instances)
+    return "instances " + num(100 * w.busy_fraction) + "% busy with queue depth " + num(w.queue_depth_mean) +
+           " (p99 " + ms(w.p99_us) + ")";
+  return "";
+}
+
+bool slack(const ControlWindow& w, const ControlSettings& s, int64_t objective_us) {
+  return w.refused == 0 && w.p99_us < kSlackFraction * static_cast<double>(objective_us) &&
+         w.queue_depth_mean < 0.5 * s.active_instances;
+}
+
+}  // namespace
+
+int control_latency_bucket(double us) {
+  if (!(us > kControlLatencyBaseUs)) return 0;
+  const int i = static_cast<int>(std::ceil(std::log(us / kControlLatencyBaseUs) / std::log(kControlLatencyGrowth)));
+  return std::clamp(i, 0, kControlLatencyBuckets - 1);
+}
+
+double control_latency_bound(int i) {
+  return kControlLatencyBaseUs * std::pow(kControlLatencyGrowth, i);
+}
+
+const char* control_knob_name(ControlKnob k) {
+  switch (k) {
+    case ControlKnob::kQueueDelay:
+      return "queue_delay";
+    case ControlKnob::kPreferredBatch:
+      return "preferred_batch";
+    case ControlKnob::kInstances:
+      return "instances";
+  }
+  return "?";
+}
+
+ControlWindow window_between(const ControlCounters& a, const ControlCounters& b, int active_instances) {
+  ControlWindow w;
+  w.length_us = std::max<int64_t>(1, b.time_us - a.time_us);
+  const double len = static_cast<double>(w.length_us);
+  w.arrival_rate = static_cast<double>(b.arrivals - a.arrivals) * 1e6 / len;
+  w.queue_depth_mean = std::max(0.0, (b.depth_integral - a.depth_integral) / len);
+  w.queue_depth_max = b.depth_max;
+  const uint64_t batches = b.batches - a.batches;
+  w.mean_batch_rows = batches > 0 ? static_cast<double>(b.batch_rows - a.batch_rows) / static_cast<double>(batches) : 0;
+  w.completed = b.completed - a.completed;
+  w.refused = (b.refused - a.refused) + (b.expired - a.expired);
+  w.busy_fraction =
+      std::clamp(static_cast<double>(b.busy_us - a.busy_us) / (len * std::max(1, active_instances)), 0.0, 1.0);
+  // Percentiles from the histogram's difference: the upper bound of the bucket that reaches them.
+  uint64_t total = 0;
+  for (int i = 0; i < kControlLatencyBuckets; ++i) total += b.latency[i] - a.latency[i];
+  if (total == 0) return w;
+  const auto percentile = [&](double q) {
+    const double want = q * static_cast<double>(total);
+    uint64_t seen = 0;
+    for (int i = 0; i < kControlLatencyBuckets; ++i) {
+      seen += b.latency[i] - a.latency[i];
+      if (static_cast<double>(seen) >= want) return control_latency_bound(i);
+    }
+    return control_latency_bound(kControlLatencyBuckets - 1);
+  };
+  w.p50_us = percentile(0.50);
+  w.p99_us = percentile(0.99);
+  return w;
+}
+
+ControlDecision control_step(const ControlWindow& w, const ControlSettings& current, const ControlLimits& lim,
+                             ControllerState* state) {
+  ControlDecision d;
+  d.settings = current;
+  ++state->windows_since_change;
+  const int64_t objective = lim.latency_objective_us;
+  if (objective <= 0) return d;
+  const int threads = std::max(1, lim.threads_per_instance);
+  const int active = std::clamp(current.active_instances, 1, std::max(1, lim.max_instances));
+  d.settings.active_instances = active;
+
+  ControlChange c;
+  bool have = false;
+  bool forced = false;
+  const auto propose = [&](ControlKnob knob, int64_t from, int64_t to, std::string reason) {
+    c.knob = knob;
+    c.from = from;
+    c.to = to;
+    c.reason = std::move(reason);
+    have = true;
+  };
+
+  // Rule 1: the core budget shrank under this model.
+  if (active > 1 && active * threads > lim.cores_granted) {
+    propose(ControlKnob::kInstances, active, active - 1,
+            std::to_string(active) + " instances x " + std::to_string(threads) + " threads hold " +
+                std::to_string(active * threads) + " cores, over the " + std::to_string(lim.cores_granted) +
+                " granted: -1 instance");
+    forced = true;
+  }
+  // Rule 3: pressure.
+  const std::string why = have ? "" : pressure(w, d.settings, objective);
+  if (!have && !why.empty()) {
+    const int target = current.preferred_batch > 0 ? current.preferred_batch : lim.max_batch;
+    const int64_t delay_cap = objective / 4;
+    const int64_t delay_step = std::max<int64_t>(kMinQueueDelayUs, objective / 10);
+    if (active < lim.max_instances && (active + 1) * threads <= lim.cores_granted) {
+      propose(ControlKnob::kInstances, active, active + 1, why + ": +1 instance");
+    } else if (lim.max_batch > 1 && current.preferred_batch > 0 && current.preferred_batch < lim.max_batch &&
+               w.mean_batch_rows >= kBatchFull * current.preferred_batch) {
+      const int to = std::min(lim.max_batch, current.preferred_batch * 2);
+      propose(ControlKnob::kPreferredBatch, current.preferred_batch, to,
+              why + ", batches at the preferred " + std::to_string(current.preferred_batch) + ": preferred batch " +
+                  std::to_string(to));
+    } else if (lim.max_batch > 1 && current.queue_delay_us < delay_cap && w.busy_fraction > kBusyFraction &&
+               w.mean_batch_rows < kBatchFull * target) {
+      const int64_t to = std::min(delay_cap, current.queue_delay_us + delay_step);
+      propose(ControlKnob::kQueueDelay, current.queue_delay_us, to,
+              why + ", instances " + num(100 * w.busy_fraction) + "% busy with batches of " + num(w.mean_batch_rows) +
+                  " rows: queue delay " + ms(static_cast<double>(to)));
+    }
+  }
+  // Rule 4: slack.
+  if (!have && why.empty() && slack(w, d.settings, objective)) {
+    const std::string idle = "p99 " + ms(w.p99_us) + " under half the " + ms(static_cast<double>(objective)) +
+                             " objective, queue depth " + num(w.queue_depth_mean);
+    if (current.queue_delay_us > 0) {
+      const int64_t half = current.queue_delay_us / 2;
+      const int64_t to = w.mean_batch_rows < kSingleRowBatches || half < kMinQueueDelayUs ? 0 : half;
+      propose(ControlKnob::kQueueDelay, current.queue_delay_us, to,
+              idle + ", batches of " + num(w.mean_batch_rows) + " rows: queue delay " + ms(static_cast<double>(to)));
+    } else if (active > 1 && w.busy_fraction * active / (active - 1) < kShedBusyFraction) {
+      propose(ControlKnob::kInstances, active, active - 1,
+              idle + ", instances " + num(100 * w.busy_fraction) + "% busy: -1 instance");
+    }
+  }
+  if (!have) return d;
+
+  // Rule 2 and hysteresis: a change waits out the cooldown; undoing the last one waits longer.
+  const int direction = c.to > c.from ? 1 : -1;
+  const bool reverses = state->last_knob == static_cast<int>(c.knob) && state->last_direction == -direction;
+  const int wait = reverses ? lim.reverse_cooldown_windows : lim.cooldown_windows;
+  if (!forced && state->windows_since_change <= wait) return d;
+
+  switch (c.knob) {
+    case ControlKnob::kQueueDelay:
+      d.settings.queue_delay_us = c.to;
+      break;
+    case ControlKnob::kPreferredBatch:
+      d.settings.preferred_batch = static_cast<int>(c.to);
+      break;
+    case ControlKnob::kInstances:
+      d.settings.active_instances = static_cast<int>(c.to);
+      break;
+  }
+  state->windows_since_change = 0;
+  state->last_knob = static_cast<int>(c.knob);
+  state->last_direction = direction;
+  d.changes.push_back(std::move(c));
+  return d;
+}
+
+}  // namespace streamline::runtime

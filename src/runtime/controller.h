@@ -1,0 +1,138 @@
+#pragma once
+// The online controller's decision: a pure function of one control window's observations of a
+// model, its current settings and its limits. It returns the settings for the next window (queue
+// delay, preferred batch, active instances), with each change and its reason.
+//
+//   ControlCounters before = scheduler.control_counters();  ...one window later...
+//   ControlWindow w = window_between(before, scheduler.control_counters(), current.active_instances);
+//   ControlLimits lim;  lim.latency_objective_us = 20000;  lim.max_batch = 8;  lim.max_instances = 4;
+//   lim.threads_per_instance = 1;  lim.cores_granted = 2;
+//   ControlDecision d = control_step(w, current, lim, &state);   // state: hysteresis, kept by the caller
+//   for (const ControlChange& c : d.changes) log(c.reason);     // "p99 31.0 ms over the 20.0 ms ..."
+//   scheduler.set_control(d.settings);
+//
+// No clock, no threads, no locks: the control loop (control_loop.h) calls it once a window, and
+// tests call it with scripted windows.
+//
+// Rules, in order (the first that applies decides; at most one knob changes per window):
+//  1. Budget: more cores held than granted (active x threads > cores_granted, another model took
+//     them): -1 instance, at once, cooldown or not.
+//  2. Cooldown: for `cooldown_windows` windows after a change nothing else changes.
+//  3. Pressure (p99 over the objective, requests refused or timed out, a queue deeper than
+//     kBacklogPerInstance per active instance, or instances over kSaturatedBusy busy with requests
+//     waiting: throughput is capped there): +1 instance while the instance limit and the core
+//     budget allow; else, when batches reach the preferred size that caps them, a larger one
+//     (doubled, up to max_batch); else, when batches stay small while the instances are busy, a
+//     longer queue delay (one step of objective / 10, up to objective / 4) so that they fill.
+//  4. Slack (p99 under objective x kSlackFraction, nothing refused, a shallow queue): queue delay
+//     to 0 when batches hold about one row (waiting gains nothing), else halved; then -1 instance
+//     when the others would stay under kShedBusyFraction busy. The preferred batch stays: with no
+//     queue delay it only caps batches, which a light load does not fill.
+//  5. Otherwise (between the two bands): no change.
+// A change that reverses the previous one on the same knob waits `reverse_cooldown_windows`
+// windows instead, so a load at the edge of a band does not flap the setting.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace streamline::runtime {
+
+// Bounds of the window latency histogram: bucket i holds (bound(i-1), bound(i)] microseconds,
+// bound(i) = kLatencyBase * kLatencyGrowth^i; the last bucket holds everything above.
+inline constexpr int kControlLatencyBuckets = 64;
+inline constexpr double kControlLatencyBaseUs = 20;
+inline constexpr double kControlLatencyGrowth = 1.25;
+// Bucket of a latency in microseconds.
+int control_latency_bucket(double us);
+// Upper bound of bucket i (microseconds).
+double control_latency_bound(int i);
+
+// Cumulative counters a scheduler keeps for its controller; two of them a window apart give that
+// window's observations (window_between).
+struct ControlCounters {
+  int64_t time_us = 0;        // when they were read (the scheduler's clock)
+  uint64_t arrivals = 0;      // requests offered (accepted or refused at enqueue)
+  uint64_t refused = 0;       // refused at enqueue (queue full, admission)
+  uint64_t expired = 0;       // timed out in the queue
+  uint64_t completed = 0;     // answered with outputs
+  uint64_t batches = 0;       // batches launched
+  uint64_t batch_rows = 0;    // rows over those batches
+  double depth_integral = 0;  // sum of queue depth x microseconds
+  int64_t depth_max = 0;      // deepest queue since the previous read (reset by each read)
+  int64_t busy_us = 0;        // time instances spent running batches, all instances together
+  std::array<uint64_t, kControlLatencyBuckets> latency{};  // end-to-end latency of completed requests
+};
+
+// One window's observations of a model.
+struct ControlWindow {
+  int64_t length_us = 0;
+  double arrival_rate = 0;      // requests offered per second
+  double queue_depth_mean = 0;  // time-weighted
+  int64_t queue_depth_max = 0;
+  double mean_batch_rows = 0;     // 0 when no batch ran
+  double p50_us = 0, p99_us = 0;  // end-to-end, completed requests; 0 when none completed
+  uint64_t completed = 0;
+  uint64_t refused = 0;      // refused at enqueue plus timed out in the queue
+  double busy_fraction = 0;  // of the active instances' time, in [0, 1]
+};
+
+// The observations between two reads; `active_instances` were active through the window.
+ControlWindow window_between(const ControlCounters& before, const ControlCounters& after, int active_instances);
+
+// What the controller sets.
+struct ControlSettings {
+  int64_t queue_delay_us = 0;  // BatchPolicy::max_queue_delay_us
+  int preferred_batch = 0;     // the one preferred batch size; 0 = none (batches fill to max_batch)
+  int active_instances = 1;    // instances that take batches (the first ones)
+  bool operator==(const ControlSettings&) const = default;
+};
+
+// What it may set.
+struct ControlLimits {
+  int64_t latency_objective_us = 0;  // the model's SLO (> 0 for the controller to act)
+  int max_batch = 1;                 // BatchPolicy::max_batch_size; 1 = no batching knobs
+  int max_instances = 1;             // instances the model was started with
+  int threads_per_instance = 1;      // intra-op threads each active instance uses
+  int cores_granted = 1;             // cores this model may hold (its share of the core budget)
+  int cooldown_windows = 2;          // windows without change after a change
+  int reverse_cooldown_windows = 5;  // windows before a change may undo the previous one
+};
+
+// The controller's memory between windows (hysteresis); start with the default.
+struct ControllerState {
+  int windows_since_change = 1 << 20;
+  int last_knob = -1;      // ControlKnob of the last change, -1 = none yet
+  int last_direction = 0;  // +1 up, -1 down
+};
+
+enum class ControlKnob { kQueueDelay, kPreferredBatch, kInstances };
+const char* control_knob_name(ControlKnob k);  // "queue_delay", "preferred_batch", "instances"
+
+struct ControlChange {
+  ControlKnob knob = ControlKnob::kInstances;
+  int64_t from = 0, to = 0;
+  std::string reason;  // one line: the observation, the objective, the change
+  const char* direction() const { return to > from ? "up" : "down"; }
+};
+
+struct ControlDecision {
+  ControlSettings settings;            // for the next window (the current ones when unchanged)
+  std::vector<ControlChange> changes;  // at most one
+};
+
+// Pressure: a mean queue deeper than this many requests per active instance.
+inline constexpr double kBacklogPerInstance = 2.0;
+// Pressure: instances busier than this with at least kSaturatedDepth queued per instance.
+inline constexpr double kSaturatedBusy = 0.9;
+inline constexpr double kSaturatedDepth = 0.5;
+// Slack: p99 under this fraction of the objective.
+inline constexpr double kSlackFraction = 0.5;
+// An instance is shed when the remaining ones would be busy less than this.
+inline constexpr double kShedBusyFraction = 0.6;
+
+[[nodiscard]] ControlDecision control_step(const ControlWindow& w, const ControlSettings& current,
+                                           const ControlLimits& limits, ControllerState* state);
+
+}  // namespace streamline::runtime

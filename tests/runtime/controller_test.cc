@@ -1,0 +1,278 @@
+// The controller's decision with scripted windows: no clock, no threads, no model.
+
+#include "runtime/controller.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace streamline::runtime {
+namespace {
+
+ControlLimits limits(int max_instances, int threads, int cores, int max_batch = 8) {
+  ControlLimits l;
+  l.latency_objective_us = 20'000;
+  l.max_batch = max_batch;
+  l.max_instances = max_instances;
+  l.threads_per_instance = threads;
+  l.cores_granted = cores;
+  return l;
+}
+
+ControlSettings settings(int64_t delay_us, int preferred, int active) {
+  ControlSettings s;
+  s.queue_delay_us = delay_us;
+  s.preferred_batch = preferred;
+  s.active_instances = active;
+  return s;
+}
+
+// A window of a model under more load than it can serve.
+ControlWindow overloaded(double batch_rows = 4) {
+  ControlWindow w;
+  w.length_us = 1'000'000;
+  w.p50_us = 12'000;
+  w.p99_us = 31'000;
+  w.queue_depth_mean = 14;
+  w.queue_depth_max = 20;
+  w.mean_batch_rows = batch_rows;
+  w.completed = 500;
+  w.busy_fraction = 1.0;
+  return w;
+}
+
+// A window of a model that is nearly idle.
+ControlWindow idle() {
+  ControlWindow w;
+  w.length_us = 1'000'000;
+  w.p50_us = 1'500;
+  w.p99_us = 2'000;
+  w.mean_batch_rows = 1;
+  w.completed = 20;
+  w.busy_fraction = 0.05;
+  return w;
+}
+
+// A served model in steady state, as queueing theory roughly has it: requests arrive at `rate`
+// per second, each takes `service_us` on one instance; the p99 grows as utilisation nears 1.
+ControlWindow steady(double rate, double service_us, const ControlSettings& s) {
+  ControlWindow w;
+  w.length_us = 1'000'000;
+  const double rho = rate * service_us / 1e6 / s.active_instances;
+  w.completed = static_cast<uint64_t>(rate);
+  w.arrival_rate = rate;
+  if (rho >= 0.95) {
+    w.busy_fraction = 1;
+    w.queue_depth_mean = 50;
+    w.p99_us = 200'000;
+    w.mean_batch_rows = 8;
+    return w;
+  }
+  w.busy_fraction = rho;
+  w.queue_depth_mean = rho * rho / (1 - rho);
+  w.p50_us = service_us / (1 - rho) + static_cast<double>(s.queue_delay_us);
+  w.p99_us = 4.6 * service_us / (1 - rho) + static_cast<double>(s.queue_delay_us);
+  w.mean_batch_rows = 1 + w.queue_depth_mean / s.active_instances;
+  return w;
+}
+
+TEST(Controller, RisingLoadAddsInstancesThenBatching) {
+  const ControlLimits lim = limits(/*max_instances=*/3, /*threads=*/1, /*cores=*/4);
+  ControllerState st;
+  ControlSettings s = settings(0, 4, 1);
+  ControlDecision d = control_step(overloaded(), s, lim, &st);
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_EQ(d.changes[0].knob, ControlKnob::kInstances);
+  EXPECT_EQ(d.settings.active_instances, 2);
+  EXPECT_EQ(d.changes[0].reason, "p99 31.0 ms over the 20.0 ms objective with queue depth 14.0: +1 instance");
+  EXPECT_STREQ(d.changes[0].direction(), "up");
+  s = d.settings;
+  // Under the same pressure: one knob at a time, each after the cooldown; instances first (up to
+  // the configured 3), then a larger preferred batch (batches reach 4), then a queue delay.
+  std::vector<ControlKnob> knobs;
+  for (int i = 0; i < 20; ++i) {
+    d = control_step(overloaded(s.preferred_batch), s, lim, &st);
+    if (!d.changes.empty()) knobs.push_back(d.changes[0].knob);
+    EXPECT_LE(d.changes.size(), 1u);
+    s = d.settings;
+  }
+  EXPECT_EQ(knobs, (std::vector<ControlKnob>{ControlKnob::kInstances, ControlKnob::kPreferredBatch}));
+  EXPECT_EQ(s.active_instances, 3);
+  EXPECT_EQ(s.preferred_batch, 8);
+  EXPECT_EQ(s.queue_delay_us, 0);  // batches of 8 fill without waiting
+}
+
+TEST(Controller, BusyInstancesWithSmallBatchesGetAQueueDelay) {
+  const ControlLimits lim = limits(1, 2, 2);
+  ControllerState st;
+  ControlDecision d = control_step(overloaded(/*batch_rows=*/1.2), settings(0, 0, 1), lim, &st);
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_EQ(d.changes[0].knob, ControlKnob::kQueueDelay);
+  EXPECT_EQ(d.settings.queue_delay_us, 2000);  // one step: objective / 10
+  ControlSettings s = d.settings;
+  for (int i = 0; i < 30; ++i) s = control_step(overloaded(1.2), s, lim, &st).settings;
+  EXPECT_EQ(s.queue_delay_us, 5000);  // never past objective / 4
+}
+
+TEST(Controller, SaturatedInstancesGetAnotherBeforeTheObjectiveIsMissed) {
+  ControllerState st;
+  ControlWindow w = idle();
+  w.p99_us = 12'000;  // within the objective
+  w.busy_fraction = 0.95;
+  w.queue_depth_mean = 1.0;
+  const ControlDecision d = control_step(w, settings(0, 0, 1), limits(2, 1, 2), &st);
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_EQ(d.settings.active_instances, 2);
+  EXPECT_EQ(d.changes[0].reason, "instances 95.0% busy with queue depth 1.0 (p99 12.0 ms): +1 instance");
+  // Busy but nothing waiting: the load fits.
+  w.queue_depth_mean = 0.2;
+  ControllerState fresh;
+  EXPECT_TRUE(control_step(w, settings(0, 0, 1), limits(2, 1, 2), &fresh).changes.empty());
+}
+
+TEST(Controller, CooldownHoldsAfterAChange) {
+  const ControlLimits lim = limits(4, 1, 4);
+  ControllerState st;
+  ControlSettings s = control_step(overloaded(), settings(0, 4, 1), lim, &st).settings;
+  EXPECT_TRUE(control_step(overloaded(), s, lim, &st).changes.empty());
+  EXPECT_TRUE(control_step(overloaded(), s, lim, &st).changes.empty());
+  EXPECT_EQ(control_step(overloaded(), s, lim, &st).settings.active_instances, 3);
+}
+
+TEST(Controller, LowLoadLowersQueueDelayToZeroAndShedsInstances) {
+  const ControlLimits lim = limits(4, 1, 4);
+  ControllerState st;
+  ControlSettings s = settings(5000, 4, 3);
+  ControlDecision d = control_step(idle(), s, lim, &st);
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_EQ(d.changes[0].knob, ControlKnob::kQueueDelay);
+  EXPECT_EQ(d.settings.queue_delay_us, 0);
+  EXPECT_STREQ(d.changes[0].direction(), "down");
+  EXPECT_NE(d.changes[0].reason.find("queue delay 0.0 ms"), std::string::npos) << d.changes[0].reason;
+  s = d.settings;
+  int changes = 0;
+  for (int i = 0; i < 20; ++i) {
+    d = control_step(idle(), s, lim, &st);
+    changes += static_cast<int>(d.changes.size());
+    s = d.settings;
+  }
+  EXPECT_EQ(changes, 2);
+  EXPECT_EQ(s, settings(0, 4, 1));  // one instance left; the preferred batch stays
+}
+
+TEST(Controller, HalvesTheQueueDelayWhileBatchesStillForm) {
+  ControllerState st;
+  ControlWindow w = idle();
+  w.mean_batch_rows = 3;
+  EXPECT_EQ(control_step(w, settings(4000, 0, 1), limits(1, 1, 1), &st).settings.queue_delay_us, 2000);
+}
+
+TEST(Controller, UndoingTheLastChangeWaitsLonger) {
+  ControlLimits lim = limits(4, 1, 4);
+  lim.cooldown_windows = 1;
+  lim.reverse_cooldown_windows = 4;
+  ControllerState st;
+  ControlSettings s = control_step(overloaded(), settings(0, 4, 1), lim, &st).settings;
+  ASSERT_EQ(s.active_instances, 2);
+  int held = 0;
+  for (; held < 10; ++held) {
+    const ControlDecision d = control_step(idle(), s, lim, &st);
+    if (!d.changes.empty()) {
+      s = d.settings;
+      break;
+    }
+  }
+  EXPECT_EQ(held, 4);
+  EXPECT_EQ(s.active_instances, 1);
+}
+
+TEST(Controller, SteadyLoadConvergesWithoutOscillating) {
+  const ControlLimits lim = limits(4, 1, 4);
+  for (double rate : {50.0, 180.0, 330.0, 480.0}) {
+    ControllerState st;
+    ControlSettings s = settings(0, 0, 1);
+    int late_changes = 0;
+    for (int i = 0; i < 80; ++i) {
+      const ControlDecision d = control_step(steady(rate, /*service_us=*/2000, s), s, lim, &st);
+      if (i >= 30) late_changes += static_cast<int>(d.changes.size());
+      s = d.settings;
+    }
+    EXPECT_EQ(late_changes, 0) << "rate " << rate;
+    // Settled where the objective holds.
+    EXPECT_LE(steady(rate, 2000, s).p99_us, lim.latency_objective_us) << "rate " << rate;
+  }
+}
+
+TEST(Controller, NeverGrowsPastTheCoreBudget) {
+  std::mt19937 rng(7);
+  ControllerState st;
+  ControlSettings s = settings(0, 2, 1);
+  for (int i = 0; i < 2000; ++i) {
+    const int threads = 1 + static_cast<int>(rng() % 2);
+    const int cores = 1 + static_cast<int>(rng() % 6);
+    const ControlLimits lim = limits(6, threads, cores);
+    const ControlWindow w = rng() % 2 ? overloaded(static_cast<double>(rng() % 9)) : idle();
+    const ControlDecision d = control_step(w, s, lim, &st);
+    if (d.settings.active_instances > s.active_instances) {
+      EXPECT_LE(d.settings.active_instances * threads, cores) << "window " << i;
+    }
+    if (s.active_instances > 1 && s.active_instances * threads > cores) {
+      EXPECT_EQ(d.settings.active_instances, s.active_instances - 1) << "over budget: shed at once, window " << i;
+    }
+    s = d.settings;
+  }
+}
+
+TEST(Controller, WithoutAnObjectiveNothingChanges) {
+  ControlLimits lim = limits(4, 1, 4);
+  lim.latency_objective_us = 0;
+  ControllerState st;
+  EXPECT_TRUE(control_step(overloaded(), settings(0, 0, 1), lim, &st).changes.empty());
+}
+
+TEST(Controller, WindowBetweenTwoReads) {
+  ControlCounters a, b;
+  a.time_us = 1'000'000;
+  b.time_us = 1'500'000;
+  a.arrivals = 10;
+  b.arrivals = 110;
+  b.refused = 3;
+  b.expired = 2;
+  b.completed = 95;
+  b.batches = 20;
+  b.batch_rows = 90;
+  a.depth_integral = 100;
+  b.depth_integral = 100 + 2.0 * 500'000;
+  b.depth_max = 7;
+  b.busy_us = 750'000;
+  // 90 requests at ~1 ms, 9 at ~40 ms: p50 in the 1 ms bucket, p99 in the 40 ms one.
+  b.latency[control_latency_bucket(1000)] = 90;
+  b.latency[control_latency_bucket(40'000)] = 9;
+  a.latency[control_latency_bucket(40'000)] = 0;
+  const ControlWindow w = window_between(a, b, /*active_instances=*/2);
+  EXPECT_EQ(w.length_us, 500'000);
+  EXPECT_DOUBLE_EQ(w.arrival_rate, 200);
+  EXPECT_DOUBLE_EQ(w.queue_depth_mean, 2.0);
+  EXPECT_EQ(w.queue_depth_max, 7);
+  EXPECT_DOUBLE_EQ(w.mean_batch_rows, 4.5);
+  EXPECT_EQ(w.refused, 5u);
+  EXPECT_DOUBLE_EQ(w.busy_fraction, 0.75);
+  EXPECT_GE(w.p50_us, 1000);
+  EXPECT_LT(w.p50_us, 1250);
+  EXPECT_GE(w.p99_us, 40'000);
+  EXPECT_LT(w.p99_us, 50'000);
+}
+
+TEST(Controller, LatencyBucketsCoverTheRange) {
+  EXPECT_EQ(control_latency_bucket(0), 0);
+  EXPECT_EQ(control_latency_bucket(kControlLatencyBaseUs), 0);
+  for (double us : {21.0, 100.0, 999.0, 20'000.0, 1e6}) {
+    const int i = control_latency_bucket(us);
+    EXPECT_GE(control_latency_bound(i), us);
+    EXPECT_LT(control_latency_bound(i - 1), us);
+  }
+  EXPECT_EQ(control_latency_bucket(1e12), kControlLatencyBuckets - 1);
+}
+
+}  // namespace
+}  // namespace streamline::runtime
