@@ -45,6 +45,13 @@ if [ ! -f "$stamp" ] || ! cmp -s scripts/requirements.txt "$stamp"; then
   .venv/bin/python -m pip install -q --disable-pip-version-check -r scripts/requirements.txt
   cp scripts/requirements.txt "$stamp"
 fi
+qstamp=.venv/.requirements-quant-installed
+if [ ! -f "$qstamp" ] || ! cmp -s scripts/requirements-quant.txt "$qstamp"; then
+  echo "setup: installing the quantizer's ONNX package (scripts/requirements-quant.txt)"
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --upgrade \
+    --target .venv/quant-packages -r scripts/requirements-quant.txt
+  cp scripts/requirements-quant.txt "$qstamp"
+fi
 
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 # Paths relative to the checkout, so a fresh clone elsewhere hits the same cache entries.

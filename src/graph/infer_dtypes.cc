@@ -16,6 +16,19 @@ DType body_output_dtype(const Node& node, const char* attr, size_t index) {
   return v.constant ? v.constant->dtype() : v.dtype;
 }
 
+// The input position of the output zero point of onnxruntime's quantised com.microsoft ops
+// (QLinearAdd: A, A_scale, A_zp, B, B_scale, B_zp, C_scale, C_zp; QLinearConcat: Y_scale, Y_zp,
+// then the inputs; QGemm: A, a_scale, a_zp, B, b_scale, b_zp, C, y_scale, y_zp), or -1.
+int microsoft_output_zero_point(const std::string& op) {
+  if (op == "QLinearAdd" || op == "QLinearMul") return 7;
+  if (op == "QLinearConcat") return 1;
+  if (op == "QLinearGlobalAveragePool" || op == "QLinearAveragePool" || op == "QLinearSigmoid" ||
+      op == "QLinearLeakyRelu" || op == "QLinearSoftmax")
+    return 4;
+  if (op == "QGemm") return 8;
+  return -1;
+}
+
 DType first_present(const std::vector<DType>& in) {
   for (DType t : in)
     if (t != DType::kUndefined) return t;
@@ -95,6 +108,18 @@ std::vector<DType> fallback_output_dtypes(const Node& node, const std::vector<DT
   };
   const DType first = first_present(in);
   std::vector<DType> out(n, first);
+  if (node.domain == "com.microsoft") {
+    // onnxruntime's quantised contrib ops write their output zero point's type; their first
+    // input is often a float scale (QLinearConcat) that says nothing about it.
+    const int zp = microsoft_output_zero_point(op);
+    if (n > 0 && op == "QGemm")  // without y_scale the output is float32; without y_zp uint8
+      out[0] = input(7) == DType::kUndefined   ? DType::kFloat32
+               : input(8) != DType::kUndefined ? input(8)
+                                               : DType::kUInt8;
+    else if (n > 0 && zp >= 0)
+      out[0] = input(static_cast<size_t>(zp));
+    return out;
+  }
   if (!node.domain.empty() && node.domain != "streamline") return out;
   if (kInt64.count(op)) {
     out.assign(n, DType::kInt64);

@@ -9,7 +9,8 @@
 //
 // The rules follow each operator's output type in the ONNX specification (Cast's `to`, CastLike's
 // second input, QuantizeLinear's zero point, a branch's outputs, bool for comparisons, int64 for
-// indices); every other op gives its first present input's dtype. What stays unknown is
+// indices), and onnxruntime's quantised com.microsoft ops (QLinearAdd, QLinearConcat, QGemm, ...)
+// write their output zero point's type; every other op gives its first present input's dtype. What stays unknown is
 // kUndefined; reshape computes the real dtypes once shapes are bound.
 
 #include <vector>

@@ -50,7 +50,7 @@ DimList dims_of(const Tensor& t) {
 // Evaluates, in topological order, every node whose inputs are all constants, so a chain of such
 // nodes folds in one call. A node is left alone when evaluation fails, a result is missing or has
 // a dtype other than the declared one, or a result exceeds `max_bytes`.
-int fold_constants(Graph& g, ConstantEvaluator& evaluator, int64_t max_bytes) {
+int fold_constants(Graph& g, ConstantEvaluator& evaluator, int64_t max_bytes, FoldScope scope) {
   auto order = detail::live_order(g);
   if (!order) return 0;
   const ProtectedValues prot(g);
@@ -58,6 +58,7 @@ int fold_constants(Graph& g, ConstantEvaluator& evaluator, int64_t max_bytes) {
   for (NodeId id : *order) {
     Node& n = g.node(id);
     if (!foldable(g, prot, n)) continue;
+    if (scope == FoldScope::kKeepDequantize && detail::is_onnx_op(n, "DequantizeLinear")) continue;
     std::vector<Tensor> inputs;
     inputs.reserve(n.inputs.size());
     for (ValueId i : n.inputs) inputs.push_back(i == kNoValue ? Tensor() : *constant_of(g, i));

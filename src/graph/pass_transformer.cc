@@ -580,8 +580,11 @@ int fuse_matmul_gelu(Graph& g) {
     Node& prod = g.node(p);
     if (prod.dead || prod.outputs.size() != 1 || detail::has_subgraph(prod)) continue;
     const bool onnx_product = prod.domain.empty() && (prod.op_type == "MatMul" || prod.op_type == "Gemm");
+    // The int8 products writing float32 (pass_quant.cc) take a GELU as well.
+    const bool float_qmatmul = prod.op_type == "QMatMul" && (prod.inputs.size() < 7 || prod.inputs[6] == kNoValue);
     const bool fused_product = prod.domain == kStreamlineDomain &&
-                               (prod.op_type == "FusedMatMul" || prod.op_type == "FusedGemm") &&
+                               (prod.op_type == "FusedMatMul" || prod.op_type == "FusedGemm" ||
+                                prod.op_type == "MatMulIntegerToFloat" || float_qmatmul) &&
                                prod.attr_string("activation", "").empty();
     if (!onnx_product && !fused_product) continue;
     if (onnx_product) {

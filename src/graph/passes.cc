@@ -52,7 +52,8 @@ std::string PassReport::to_string() const {
          (attention_fused ? " attention_fused=" + std::to_string(attention_fused) : "") +
          (elementwise_fused ? " elementwise_fused=" + std::to_string(elementwise_fused) : "") +
          (pads_fused ? " pads_fused=" + std::to_string(pads_fused) : "") +
-         (convs_split ? " convs_split=" + std::to_string(convs_split) : "");
+         (convs_split ? " convs_split=" + std::to_string(convs_split) : "") +
+         (quant_fused ? " quant_fused=" + std::to_string(quant_fused) : "");
 }
 
 // Removes Identity and inference-mode Dropout by sending their consumers to the input. When the
@@ -111,9 +112,10 @@ int eliminate_dead_code(Graph& g) {
 }
 
 // Order: (1) Identity/Dropout elimination and constant folding, repeated until neither changes
-// anything, since each can expose work for the other; (2) BatchNormalization folded into Conv
-// weights, which needs the weights already constant; (3) zero Pads into the Conv/AveragePool after
-// them, then Conv fusion after the BN fold so the Relu
+// anything, since each can expose work for the other (DequantizeLinear left alone), then the
+// int8 rewrites (pass_quant.cc) and (1) again with DequantizeLinear folded too; (2)
+// BatchNormalization folded into Conv weights, which needs the weights already constant; (3) zero
+// Pads into the Conv/AveragePool after them, then Conv fusion after the BN fold so the Relu
 // behind a BN reaches the Conv; (4) transformer fusions (LayerNorm, GELU, attention), before (5)
 // Gemm/MatMul fusion so that the attention MatMuls are still plain and a MatMul's bias Add is not
 // taken for part of a pattern; (6) a GELU into the product before it; (7) the remaining
@@ -129,20 +131,31 @@ Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evalu
     auto order = g.topological_order();
     if (!order.ok()) return order.status().with_context("graph passes");
   }
-  constexpr int kMaxRounds = 16;  // each productive round removes nodes, so this is a safety net
-  for (int round = 0; round < kMaxRounds; ++round) {
-    int changed = 0;
-    if (options.eliminate_identity) {
-      const int n = eliminate_identity(g);
-      r.eliminated += n;
-      changed += n;
+  // Rounds of Identity elimination and folding, each able to expose work for the other.
+  auto simplify = [&](FoldScope scope) {
+    constexpr int kMaxRounds = 16;  // each productive round removes nodes, so this is a safety net
+    for (int round = 0; round < kMaxRounds; ++round) {
+      int changed = 0;
+      if (options.eliminate_identity) {
+        const int n = eliminate_identity(g);
+        r.eliminated += n;
+        changed += n;
+      }
+      if (options.constant_folding && evaluator) {
+        const int n = fold_constants(g, *evaluator, options.max_folded_bytes, scope);
+        r.folded += n;
+        changed += n;
+      }
+      if (changed == 0) break;
     }
-    if (options.constant_folding && evaluator) {
-      const int n = fold_constants(g, *evaluator, options.max_folded_bytes);
-      r.folded += n;
-      changed += n;
-    }
-    if (changed == 0) break;
+  };
+  simplify(options.fuse_quant ? FoldScope::kKeepDequantize : FoldScope::kAll);
+  if (options.fuse_quant) {
+    r.quant_fused += fuse_quantized(g, options.constant_folding ? evaluator : nullptr);
+    // The weights' DequantizeLinear nodes the int8 ops took over are dead now; drop them before
+    // folding would dequantize them. Those still read (by float ops) fold as before.
+    if (r.quant_fused && options.dead_code) r.dead_removed += eliminate_dead_code(g);
+    simplify(FoldScope::kAll);
   }
   if (options.fold_batchnorm) r.batchnorm_folded += fold_batchnorm_into_conv(g);
   if (options.fuse_pad) r.pads_fused += fuse_pad_into_consumer(g);
@@ -157,7 +170,9 @@ Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evalu
   if (options.split_conv_parts >= 2)
     r.convs_split += split_heavy_convolutions(g, options.split_conv_parts, options.split_conv_min_share);
   if (options.dead_code) r.dead_removed += eliminate_dead_code(g);
-  if (r.conv_fused + r.gemm_fused + r.layer_norm_fused + r.gelu_fused + r.attention_fused + r.elementwise_fused > 0)
+  if (r.conv_fused + r.gemm_fused + r.layer_norm_fused + r.gelu_fused + r.attention_fused + r.elementwise_fused +
+          r.quant_fused >
+      0)
     g.opsets[kStreamlineDomain] = 1;
   g.compact();
   return ok_status();

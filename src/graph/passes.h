@@ -8,11 +8,12 @@
 // ConstantEvaluator the ops layer provides), Identity/Dropout elimination, BatchNormalization
 // folded into a preceding Conv, Conv + residual Add + Relu/Clip fusion, Gemm/MatMul + bias +
 // activation fusion, transformer fusions (decomposed LayerNorm, erf GELU, scaled-dot-product
-// attention; see pass_transformer.cc), elementwise fusion (any group of elementwise nodes into
-// its producer's epilogue or one Elementwise node; pass_elementwise.cc), and dead-code
-// elimination. Fused nodes use the op types and attributes documented in docs/architecture.md
-// ("FusedConv", "FusedGemm", "FusedMatMul", "LayerNormalization", "Gelu", "Attention",
-// "Elementwise" in domain "streamline").
+// attention; see pass_transformer.cc), int8 rewrites of QDQ and dynamically quantised graphs
+// (pass_quant.cc), elementwise fusion (any group of elementwise nodes into its producer's epilogue
+// or one Elementwise node; pass_elementwise.cc), and dead-code elimination. Fused nodes use the op
+// types and attributes documented in docs/architecture.md ("FusedConv", "FusedGemm",
+// "FusedMatMul", "LayerNormalization", "Gelu", "Attention", "Elementwise", "QConv", "QMatMul",
+// "MatMulIntegerToFloat", "QAdd", "QGlobalAveragePool" in domain "streamline").
 
 #include <span>
 #include <string>
@@ -30,8 +31,7 @@ class ConstantEvaluator {
  public:
   virtual ~ConstantEvaluator() = default;
   // Returns the node's outputs, or an error (e.g. Unsupported) in which case the node is left alone.
-  virtual Result<std::vector<Tensor>> evaluate(const Graph& g, const Node& node,
-                                               std::span<const Tensor> inputs) = 0;
+  virtual Result<std::vector<Tensor>> evaluate(const Graph& g, const Node& node, std::span<const Tensor> inputs) = 0;
 };
 
 struct PassOptions {
@@ -45,10 +45,13 @@ struct PassOptions {
   bool fuse_layer_norm = true;     // ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div [+ Mul + Add] -> LayerNormalization
   bool fuse_gelu = true;           // x * 0.5 * (1 + Erf(x / sqrt 2)) -> Gelu, then into a preceding MatMul/Gemm
   bool fuse_attention = true;      // [Transpose] MatMul [scale] [+ mask] Softmax MatMul [Transpose] -> Attention
+  // DequantizeLinear/QuantizeLinear patterns and dynamic quantisation (MatMulInteger chains) onto
+  // the int8 ops QConv, QMatMul, QAdd, QGlobalAveragePool, MatMulIntegerToFloat (pass_quant.cc).
+  bool fuse_quant = true;
   // Groups of elementwise nodes -> the epilogue of the Conv/MatMul/Gemm producing their input, or
   // one streamline.Elementwise (pass_elementwise.cc)
   bool fuse_elementwise = true;
-  bool dead_code = true;           // drop nodes no output depends on
+  bool dead_code = true;  // drop nodes no output depends on
   // Largest tensor (bytes) constant folding may create; bigger results are left to run time.
   int64_t max_folded_bytes = int64_t{64} << 20;
   // >= 2: every ungrouped convolution (after fusion, without a residual operand) that has at
@@ -66,11 +69,12 @@ struct PassReport {
   int conv_fused = 0;
   int gemm_fused = 0;
   int layer_norm_fused = 0;
-  int gelu_fused = 0;         // Gelu nodes made (some then move into a MatMul as its activation)
+  int gelu_fused = 0;  // Gelu nodes made (some then move into a MatMul as its activation)
   int attention_fused = 0;
   int elementwise_fused = 0;  // groups made into an epilogue or an Elementwise node
   int dead_removed = 0;
   int convs_split = 0;
+  int quant_fused = 0;  // int8 rewrites (pass_quant.cc), zero points switched to uint8 included
   std::string to_string() const;
 };
 
@@ -79,7 +83,12 @@ Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evalu
 
 // Individual passes (each returns the number of rewrites). Exposed for tests.
 int eliminate_identity(Graph& g);
-int fold_constants(Graph& g, ConstantEvaluator& evaluator, int64_t max_bytes);
+// Which nodes fold_constants may evaluate.
+enum class FoldScope {
+  kAll,             // every node whose inputs are all constants
+  kKeepDequantize,  // all but DequantizeLinear, so fuse_quantized still sees int8 weights
+};
+int fold_constants(Graph& g, ConstantEvaluator& evaluator, int64_t max_bytes, FoldScope scope = FoldScope::kAll);
 int fold_batchnorm_into_conv(Graph& g);
 int fuse_pad_into_consumer(Graph& g);
 int fuse_conv_activation(Graph& g);
@@ -91,13 +100,25 @@ int fuse_attention(Graph& g);
 // ONNX Attention (opset 23+) -> streamline.Attention where they overlap, absorbing the Transposes
 // around it (pass_attention.cc); runs with fuse_attention.
 int fuse_onnx_attention(Graph& g);
-// streamline.Gelu after a MatMul/Gemm/FusedMatMul/FusedGemm without activation -> its activation.
+// streamline.Gelu after a MatMul/Gemm/FusedMatMul/FusedGemm, or an int8 product writing float32
+// (MatMulIntegerToFloat, QMatMul), without activation -> its activation.
 int fuse_matmul_gelu(Graph& g);
 // Elementwise groups -> epilogues and streamline.Elementwise nodes (pass_elementwise.cc).
 int fuse_elementwise(Graph& g);
 // BatchNormalization left after folding -> Mul and Add of per-channel constants (pass_elementwise.cc).
 int decompose_batchnorm(Graph& g);
 int eliminate_dead_code(Graph& g);
+// Int8 rewrites (pass_quant.cc): QDQ patterns and dynamic quantisation onto the int8 ops, then
+// normalize_int8_activations. `evaluator` (may be null: no QLookup tables) evaluates regions.
+int fuse_quantized(Graph& g, ConstantEvaluator* evaluator);
+// onnxruntime's com.microsoft QLinear* / QGemm ops onto streamline's int8 ops (pass_quant_qop.cc).
+int convert_qoperator_ops(Graph& g);
+// Element-wise regions from one 8-bit tensor to a QuantizeLinear as streamline.QLookup tables,
+// evaluated with `evaluator` (pass_quant_lookup.cc).
+int fuse_quantized_lookups(Graph& g, ConstantEvaluator& evaluator);
+// int8 activation tensors between ops that all take zero points become uint8 with the zero
+// points shifted by 128 (pass_quant_unsigned.cc); same real values.
+int normalize_int8_activations(Graph& g);
 // Heavy convolutions -> `parts` slices along output channels (pass_split.cc); see PassOptions.
 int split_heavy_convolutions(Graph& g, int parts, double min_share);
 

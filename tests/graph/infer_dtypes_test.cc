@@ -76,6 +76,27 @@ TEST(InferDtypes, IfOutputsFollowTheBranchNotTheCondition) {
   EXPECT_EQ(dtype_of(then_g, "then_y"), DType::kFloat16);
 }
 
+// onnxruntime's QOperator graphs: a QLinearConcat's first input is its float output scale, yet it
+// writes its output zero point's uint8, and so does the MaxPool behind it (GoogLeNet's
+// inception branches). Kernels are picked by these dtypes: a float32 guess picks the float MaxPool.
+TEST(InferDtypes, MicrosoftQuantizedOpsWriteTheirZeroPointsType) {
+  OnnxModel m(13);
+  m.import_opset("com.microsoft", 1);
+  m.input("a", TensorProto::UINT8, {"1", "2", "4", "4"});
+  m.input("b", TensorProto::UINT8, {"1", "2", "4", "4"});
+  m.initializer(testing::float_tensor("s", {}, {0.1f}));
+  m.initializer(testing::raw_tensor<uint8_t>("z", TensorProto::UINT8, {}, {128}));
+  m.node("QLinearConcat", "cat", {"s", "z", "a", "s", "z", "b", "s", "z"}, {"c"}, "com.microsoft");
+  auto* pool = m.node("MaxPool", "pool", {"c"}, {"p"});
+  testing::attr_ints(pool, "kernel_shape", {2, 2});
+  m.node("QLinearAdd", "add", {"p", "s", "z", "p", "s", "z", "s", "z"}, {"y"}, "com.microsoft");
+  m.output("y", TensorProto::UINT8, {"?", "?", "?", "?"});
+  Result<Graph> g = import_onnx_bytes(m.bytes(), "");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_EQ(dtype_of(*g, "c"), DType::kUInt8);
+  EXPECT_EQ(dtype_of(*g, "p"), DType::kUInt8);
+}
+
 TEST(InferDtypes, RulesPerOperator) {
   Graph g;
   auto node_of = [&](const std::string& op, size_t outputs) {
@@ -107,6 +128,15 @@ TEST(InferDtypes, RulesPerOperator) {
   {
     Node& n = g.node(node_of("QuantizeLinear", 1));
     EXPECT_EQ(fallback_output_dtypes(n, {DType::kFloat32, DType::kFloat32}), std::vector<DType>{DType::kUInt8});
+  }
+  {
+    // QGemm: the y_zero_point's type, uint8 with y_scale alone, float32 without y_scale.
+    Node& n = g.node(node_of("QGemm", 1));
+    n.domain = "com.microsoft";
+    const DType u8 = DType::kUInt8, s8 = DType::kInt8, f = DType::kFloat32, none = DType::kUndefined;
+    EXPECT_EQ(fallback_output_dtypes(n, {s8, f, s8, s8, f, s8, DType::kInt32, f, s8}), std::vector<DType>{s8});
+    EXPECT_EQ(fallback_output_dtypes(n, {u8, f, u8, s8, f, s8, none, f}), std::vector<DType>{u8});
+    EXPECT_EQ(fallback_output_dtypes(n, {u8, f, u8, s8, f, s8}), std::vector<DType>{f});
   }
   {
     Node& n = g.node(node_of("GreaterOrEqual", 1));

@@ -19,6 +19,12 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 import export_models  # noqa: E402  (needs the path above)
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "extended: more variants of paths the default suite covers (ctest label extended, "
+        "left out of scripts/test.sh unless --extended)")
+
+
 # One inference on a CNN takes well under a second; this only bounds a hang.
 RUN_TIMEOUT_S = 600
 

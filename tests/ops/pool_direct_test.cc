@@ -60,6 +60,30 @@ TEST(DirectPool, MaxPoolIndicesRowAndColumnMajor) {
   }
 }
 
+// 8-bit MaxPool runs on the int8 kernel (qelementwise.cc) when 2-D without Indices; with Indices,
+// or 1-D, it runs on these direct loops.
+TEST(DirectPool, EightBitMaxPoolWithIndicesOrOneDimension) {
+  for (DType dt : {DType::kUInt8, DType::kInt8}) {
+    const Tensor x = converted(Tensor::from_vector<float>(Shape{1, 1, 3, 4}, {1, 9, 2, 3, 4, 5, 8, 7, 6, 0, 1, 2}), dt);
+    NodeCase nc("MaxPool", 12, 1, 2);
+    nc.ints("kernel_shape", {2, 2}).ints("strides", {2, 2}).i("ceil_mode", 1);
+    auto y = nc.run(cpu_reg(), {x});
+    ASSERT_TRUE(y.ok()) << dtype_name(dt) << ": " << y.status().to_string();
+    ASSERT_EQ((*y)[0].dtype(), dt);
+    const Tensor v = converted((*y)[0], DType::kFloat32);
+    EXPECT_EQ((std::vector<float>(v.data<float>(), v.data<float>() + 4)), (std::vector<float>{9, 8, 6, 2}));
+    EXPECT_EQ((std::vector<int64_t>((*y)[1].data<int64_t>(), (*y)[1].data<int64_t>() + 4)),
+              (std::vector<int64_t>{1, 6, 8, 11}));
+
+    NodeCase one("MaxPool", 12, 1);
+    one.ints("kernel_shape", {2}).ints("strides", {2});
+    auto z = one.run(cpu_reg(), {converted(Tensor::from_vector<float>(Shape{1, 1, 6}, {3, 1, 4, 1, 5, 9}), dt)});
+    ASSERT_TRUE(z.ok()) << dtype_name(dt) << ": " << z.status().to_string();
+    const Tensor w = converted((*z)[0], DType::kFloat32);
+    EXPECT_EQ((std::vector<float>(w.data<float>(), w.data<float>() + 3)), (std::vector<float>{3, 4, 9}));
+  }
+}
+
 TEST(DirectPool, LpPoolAndGlobalLpPool) {
   Tensor x = Tensor::from_vector<float>(Shape{1, 1, 3, 3}, {1, -2, 3, 4, 5, -6, 7, 8, 9});
   NodeCase p2("LpPool", 18, 1);

@@ -27,7 +27,9 @@ Status register_cpu_kernels(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(cpu::register_reduce_types(reg));
   SL_RETURN_IF_ERROR(cpu::register_unary_types(reg));
   SL_RETURN_IF_ERROR(cpu::register_quant(reg));
-  SL_RETURN_IF_ERROR(cpu::register_quant_linear(reg));
+  SL_RETURN_IF_ERROR(cpu::register_qconv(reg));
+  SL_RETURN_IF_ERROR(cpu::register_qmatmul(reg));
+  SL_RETURN_IF_ERROR(cpu::register_qelementwise(reg));
   SL_RETURN_IF_ERROR(cpu::register_einsum(reg));
   SL_RETURN_IF_ERROR(cpu::register_sampling(reg));
   SL_RETURN_IF_ERROR(cpu::register_misc_ops(reg));

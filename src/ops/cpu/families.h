@@ -31,7 +31,9 @@ Status register_elementwise_types(KernelRegistry& reg);  // arithmetic, Max/Min,
 Status register_reduce_types(KernelRegistry& reg); // Reduce* for float64, float16, bfloat16
 Status register_unary_types(KernelRegistry& reg);  // unary math, IsNaN/IsInf, Gelu: float64, float16, bfloat16
 Status register_quant(KernelRegistry& reg);        // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
-Status register_quant_linear(KernelRegistry& reg); // MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv
+Status register_qconv(KernelRegistry& reg);        // QLinearConv, ConvInteger, streamline.QConv (oneDNN int8)
+Status register_qmatmul(KernelRegistry& reg);      // QLinearMatMul, MatMulInteger, streamline.QMatMul/MatMulIntegerToFloat
+Status register_qelementwise(KernelRegistry& reg); // streamline.QAdd, streamline.QGlobalAveragePool, 8-bit MaxPool
 Status register_einsum(KernelRegistry& reg);       // Einsum
 Status register_sampling(KernelRegistry& reg);     // GridSample, RoiAlign
 Status register_misc_ops(KernelRegistry& reg);     // CumSum, TopK, Det, Shrink, ReverseSequence, MaxUnpool

@@ -1,7 +1,8 @@
 // Pools that oneDNN's float32 primitive does not cover, as direct window loops: LpPool (opsets 1, 2,
 // 11, and 18 with ceil_mode and dilations) and GlobalLpPool for the floating types; MaxPool and
 // AveragePool for int8/uint8 (MaxPool), float16, bfloat16 and float64; MaxPool's Indices output
-// for any dtype (make_direct_pool, used by the float32 def when the node asks for Indices).
+// for any dtype (make_direct_pool, used by the float32 def when the node asks for Indices, and by
+// the 8-bit MaxPool def of qelementwise.cc for what its own kernel does not serve).
 //
 // Windows follow op_params' pool_axes (auto_pad, pads, strides, dilations, ceil_mode). Per output:
 //   max   the largest tap inside the input; Indices is its offset in X (row-major, or with
@@ -188,8 +189,8 @@ Status register_pool_direct(KernelRegistry& reg) {
     SL_RETURN_IF_ERROR(add_typed_def(reg, "MaxPool", 1, t, factory(Kind::kMax, false)));
     SL_RETURN_IF_ERROR(add_typed_def(reg, "AveragePool", 1, t, factory(Kind::kAvg, false)));
   }
-  for (DType t : {DType::kInt8, DType::kUInt8})
-    SL_RETURN_IF_ERROR(add_typed_def(reg, "MaxPool", 12, t, factory(Kind::kMax, false)));
+  // int8/uint8 MaxPool is registered with the int8 kernels (qelementwise.cc), which send the
+  // pools QMaxPoolKernel does not serve (not 2-D, or with Indices) to make_direct_pool.
   return ok_status();
 }
 

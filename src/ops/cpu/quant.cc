@@ -11,22 +11,36 @@
 // scale and zero_point are scalars (per-tensor), 1-D of length x.shape[axis] (per-axis), or with
 // block_size > 0 of x's rank with ceil(x.shape[axis] / block_size) along axis (blocked). The
 // output type is the zero point's, else output_dtype, else uint8. The arithmetic is float32 as the
-// spec's reference does it, so results match it bit for bit.
+// spec's reference does it (a division, not a multiplication by the reciprocal), so results match
+// it bit for bit.
+//
+// The int8 case (float32 scale, float32 -> (u)int8 or (u)int8 -> float32, per tensor or per axis)
+// runs typed loops over [outer, axis, inner] blocks with the scale fixed in the innermost loop,
+// which the compiler vectorises; every other case runs one generic loop over load_f/store_f.
+// Per-tensor quantisation is element-wise and takes its input in any layout; a QuantizeLinear that
+// only int8 convolutions read turns plain NCHW input into channels-last output as it goes.
 
-#include <cfenv>
 #include <cmath>
+#include <vector>
+
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 #include "core/small_types.h"
 #include "ops/cpu/extra_common.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/math_common.h"
+#include "ops/cpu/quant_common.h"
+#include "ops/cpu/task_runner.h"
 
 namespace streamline::ops::cpu {
 namespace {
 
-inline float saturate_q(float v, DType t) {
-  const float lo = t == DType::kInt8 ? -128.f : 0.f, hi = t == DType::kInt8 ? 127.f : 255.f;
-  return std::min(hi, std::max(lo, v));
+template <typename T>
+inline T saturate_to(float v) {
+  constexpr float lo = std::is_same_v<T, int8_t> ? -128.f : 0.f, hi = std::is_same_v<T, int8_t> ? 127.f : 255.f;
+  return static_cast<T>(static_cast<int32_t>(std::min(hi, std::max(lo, v))));
 }
 
 // The integer range of a quantised dtype; false for dtypes QuantizeLinear cannot produce.
@@ -65,6 +79,16 @@ struct ParamIndex {
   }
 };
 
+template <typename TX, typename TY>
+void quantize_block(const TX* x, TY* y, int64_t n, float scale, float zp) {
+  for (int64_t i = 0; i < n; ++i) y[i] = saturate_to<TY>(std::rint(static_cast<float>(x[i]) / scale) + zp);
+}
+
+template <typename TX>
+void dequantize_block(const TX* x, float* y, int64_t n, float scale, float zp) {
+  for (int64_t i = 0; i < n; ++i) y[i] = (static_cast<float>(x[i]) - zp) * scale;
+}
+
 class QuantizeKernel final : public DataKernel {
  public:
   QuantizeKernel(const graph::Node& node, bool quantize) : DataKernel(node), quantize_(quantize) {}
@@ -76,7 +100,25 @@ class QuantizeKernel final : public DataKernel {
     if (block_ > 0 && opset_ < 21) return invalid("block_size needs opset 21");
     output_dtype_ = static_cast<DType>(a.node.attr_int("output_dtype", 0));
     small_.saturate = a.node.attr_int("saturate", 1) != 0;
+    // A QuantizeLinear whose every reader is an int8 convolution (the input of a QDQ CNN) writes
+    // channels-last itself, which saves the planner a layout change of its output.
+    const graph::ValueId out = a.node.outputs.empty() ? graph::kNoValue : a.node.outputs[0];
+    if (quantize_ && out != graph::kNoValue && !a.graph.is_graph_output(out)) {
+      const auto& readers = a.graph.value(out).consumers;
+      to_channels_last_ = !readers.empty();
+      for (graph::NodeId c : readers) {
+        const graph::Node& n = a.graph.node(c);
+        to_channels_last_ = to_channels_last_ && n.domain == "streamline" && n.op_type == "QConv" &&
+                            !n.inputs.empty() && n.inputs[0] == out;
+      }
+    }
     return ok_status();
+  }
+
+  LayoutSupport layout_support() const override { return LayoutSupport::kAny; }
+  // Per-tensor parameters only: then every element is converted alike, whatever the layout.
+  bool accepts(std::span<const TensorInfo> in) const override {
+    return block_ == 0 && in.size() > 1 && in[1].shape.numel() == 1 && (in.size() < 3 || in[2].shape.numel() <= 1);
   }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
@@ -105,9 +147,16 @@ class QuantizeKernel final : public DataKernel {
       out = output_dtype_ != DType::kUndefined ? output_dtype_ : st;
       if (out != st) return invalid("output_dtype differs from the scale's dtype");
     }
-    SL_RETURN_IF_ERROR(index(in[0].shape, in[1].shape, has_zp ? &in[2].shape : nullptr).status());
+    SL_ASSIGN_OR_RETURN(ParamIndex pi, index(in[0].shape, in[1].shape, has_zp ? &in[2].shape : nullptr));
+    const bool per_tensor = pi.len == 1 && pi.block == 0;
+    if (!per_tensor && in[0].layout != Layout::kPlain)
+      return invalid("per-axis and blocked parameters need a plain input");
+    Layout layout = in[0].layout;
+    if (to_channels_last_ && per_tensor && in[0].shape.rank() == 4 && layout == Layout::kPlain &&
+        int8_case(in[0].dtype, out, st))
+      layout = Layout::kChannelsLast;
     ReshapeResult rr;
-    rr.outputs.push_back(OutputInfo{out, in[0].shape, Layout::kPlain});
+    rr.outputs.push_back(OutputInfo{out, in[0].shape, layout});
     return rr;
   }
 
@@ -117,6 +166,7 @@ class QuantizeKernel final : public DataKernel {
     const Tensor* zp = ctx.inputs.size() > 2 && ctx.inputs[2].defined() ? &ctx.inputs[2] : nullptr;
     Tensor& y = ctx.outputs[0];
     SL_ASSIGN_OR_RETURN(ParamIndex pi, index(x.shape(), scale.shape(), zp ? &zp->shape() : nullptr));
+    if (pi.block == 0 && int8_case(x.dtype(), y.dtype(), scale.dtype())) return run_int8(ctx, pi);
     const int64_t n = x.numel();
     const DType xt = x.dtype(), yt = y.dtype(), st = scale.dtype();
     double lo = 0, hi = 0;
@@ -147,6 +197,66 @@ class QuantizeKernel final : public DataKernel {
   }
 
  private:
+  // The types the typed loops of run_int8 serve: float32 scale, and float32 -> (u)int8 when
+  // quantising, (u)int8 -> float32 when dequantising.
+  bool int8_case(DType x, DType y, DType scale) const {
+    if (scale != DType::kFloat32) return false;
+    return quantize_ ? x == DType::kFloat32 && is_q8(y) : is_q8(x) && y == DType::kFloat32;
+  }
+
+  // The int8 case, per tensor or per axis: runs of elements sharing a scale, typed loops.
+  Status run_int8(const RunContext& ctx, const ParamIndex& pi) const {
+    const Tensor& x = ctx.inputs[0];
+    const Tensor& scale = ctx.inputs[1];
+    const Tensor* zp = ctx.inputs.size() > 2 && ctx.inputs[2].defined() ? &ctx.inputs[2] : nullptr;
+    Tensor& y = ctx.outputs[0];
+    const float* sc = scale.data<float>();
+    const int64_t n = x.numel();
+    if (x.layout() == Layout::kPlain && y.layout() == Layout::kChannelsLast) {
+      const float z = zp ? static_cast<float>(param_value(*zp, 0)) : 0.f;
+      if (y.dtype() == DType::kInt8)
+        quantize_to_nhwc(x, static_cast<int8_t*>(y.raw()), sc[0], z, ctx.num_threads);
+      else
+        quantize_to_nhwc(x, static_cast<uint8_t*>(y.raw()), sc[0], z, ctx.num_threads);
+      return ok_status();
+    }
+    const bool per_tensor = pi.len == 1;
+    // Per-tensor: chunks of the flat tensor; per-axis: whole inner blocks per chunk.
+    const int64_t unit = per_tensor ? 1 : pi.inner;
+    const int64_t units = per_tensor ? n : n / std::max<int64_t>(1, pi.inner);  // (outer, axis) pairs
+    const int64_t grain = std::max<int64_t>(1, math::kCheapGrain / unit);
+    auto body = [&](auto px, auto py) {
+      using TX = std::remove_cv_t<std::remove_pointer_t<decltype(px)>>;
+      using TY = std::remove_pointer_t<decltype(py)>;
+      const TX* xp = x.data<TX>();
+      TY* yp = static_cast<TY*>(y.raw());
+      run_chunks(units, grain, ctx.num_threads, [&](int64_t b, int64_t e, int) {
+        for (int64_t u = b; u < e;) {
+          // One run of elements sharing a scale: the rest of this chunk (per-tensor) or one block.
+          const int64_t k = per_tensor ? 0 : u % pi.len;
+          const int64_t begin = u * unit, count = per_tensor ? e - u : unit;
+          const float s = sc[k], z = zp ? static_cast<float>(param_value(*zp, k)) : 0.f;
+          if constexpr (std::is_same_v<TY, float>)
+            dequantize_block(xp + begin, yp + begin, count, s, z);
+          else
+            quantize_block(xp + begin, yp + begin, count, s, z);
+          u += per_tensor ? count : 1;
+        }
+      });
+    };
+    if (quantize_) {
+      if (y.dtype() == DType::kInt8)
+        body(static_cast<const float*>(nullptr), static_cast<int8_t*>(nullptr));
+      else
+        body(static_cast<const float*>(nullptr), static_cast<uint8_t*>(nullptr));
+    } else if (x.dtype() == DType::kInt8) {
+      body(static_cast<const int8_t*>(nullptr), static_cast<float*>(nullptr));
+    } else {
+      body(static_cast<const uint8_t*>(nullptr), static_cast<float*>(nullptr));
+    }
+    return ok_status();
+  }
+
   Result<ParamIndex> index(const Shape& x, const Shape& scale, const Shape* zp) const {
     ParamIndex pi;
     if (zp && *zp != scale && !(zp->numel() == 1 && scale.numel() == 1))
@@ -178,12 +288,75 @@ class QuantizeKernel final : public DataKernel {
     return pi;
   }
 
+  // Quantises plain NCHW float32 x into NHWC y, a run of pixels per task.
+  template <typename TY>
+  static void quantize_to_nhwc(const Tensor& x, TY* y, float scale, float zp, int threads) {
+    const int64_t n = x.shape()[0], c = x.shape()[1], hw = x.shape()[2] * x.shape()[3];
+    const float* xp = x.data<float>();
+    // Blocks of pixels: each channel's run quantised into a small buffer (contiguous, vectorised),
+    // then the buffers interleaved into the pixels' channel vectors.
+    constexpr int64_t kBlockBytes = 4096;
+    const int64_t block = std::max<int64_t>(16, kBlockBytes / std::max<int64_t>(1, c));
+    const int64_t blocks_per_image = (hw + block - 1) / block;
+    run_chunks(n * blocks_per_image, std::max<int64_t>(1, math::kCheapGrain / (block * c)), threads,
+               [&](int64_t b, int64_t e, int) {
+                 std::vector<TY> buf(static_cast<size_t>(block * c));
+                 for (int64_t k = b; k < e; ++k) {
+                   const int64_t img = k / blocks_per_image, p0 = (k % blocks_per_image) * block;
+                   const int64_t len = std::min(block, hw - p0);
+                   for (int64_t ch = 0; ch < c; ++ch)
+                     quantize_block(xp + (img * c + ch) * hw + p0, buf.data() + ch * block, len, scale, zp);
+                   TY* dst = y + (img * hw + p0) * c;
+                   for (int64_t i = 0; i < len; ++i)
+                     for (int64_t ch = 0; ch < c; ++ch) dst[i * c + ch] = buf[static_cast<size_t>(ch * block + i)];
+                 }
+               });
+  }
+
   bool quantize_;
+  bool to_channels_last_ = false;  // see init()
   int64_t axis_ = 1;
   int64_t block_ = 0;
   DType output_dtype_ = DType::kUndefined;
   SmallCastOptions small_;
 };
+
+// min(0, x...) and max(0, x...) of n floats into *lo and *hi. Explicit vectors: the compiler
+// does not vectorise a float min/max reduction without -ffast-math.
+inline void range(const float* x, int64_t n, float* lo, float* hi) {
+  int64_t i = 0;
+  float l = 0.f, h = 0.f;
+#if defined(__AVX512F__)
+  __m512 vl = _mm512_setzero_ps(), vh = _mm512_setzero_ps();
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    vl = _mm512_min_ps(vl, v);
+    vh = _mm512_max_ps(vh, v);
+  }
+  l = _mm512_reduce_min_ps(vl);
+  h = _mm512_reduce_max_ps(vh);
+#elif defined(__AVX__)
+  __m256 vl = _mm256_setzero_ps(), vh = _mm256_setzero_ps();
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    vl = _mm256_min_ps(vl, v);
+    vh = _mm256_max_ps(vh, v);
+  }
+  alignas(32) float bl[8], bh[8];
+  _mm256_store_ps(bl, vl);
+  _mm256_store_ps(bh, vh);
+  for (int k = 0; k < 8; ++k) {
+    l = std::min(l, bl[k]);
+    h = std::max(h, bh[k]);
+  }
+#endif
+  for (; i < n; ++i) {
+    l = std::min(l, x[i]);
+    h = std::max(h, x[i]);
+  }
+  *lo = l;
+  *hi = h;
+}
 
 class DynamicQuantizeKernel final : public DataKernel {
  public:
@@ -197,28 +370,47 @@ class DynamicQuantizeKernel final : public DataKernel {
     rr.outputs.push_back(OutputInfo{DType::kUInt8, in[0].shape, Layout::kPlain});
     rr.outputs.push_back(OutputInfo{DType::kFloat32, Shape{}, Layout::kPlain});
     rr.outputs.push_back(OutputInfo{DType::kUInt8, Shape{}, Layout::kPlain});
+    rr.workspace_bytes = 2 * kMaxSlots * sizeof(float);
     return rr;
   }
 
   Status run(const RunContext& ctx) const override {
     const Tensor& x = ctx.inputs[0];
     const float* xp = x.data<float>();
+    const int64_t n = x.numel();
+    // Pass 1: the range, per thread slot, then combined (the range always includes 0).
+    auto* partial = static_cast<float*>(ctx.workspace);
+    const int threads = std::min(ctx.num_threads, kMaxSlots);
+    for (int c = 0; c < kMaxSlots; ++c) partial[2 * c] = partial[2 * c + 1] = 0.f;
+    run_chunks(n, math::kCheapGrain, threads, [&](int64_t b, int64_t e, int slot) {
+      float lo = 0.f, hi = 0.f;
+      range(xp + b, e - b, &lo, &hi);
+      partial[2 * slot] = std::min(partial[2 * slot], lo);
+      partial[2 * slot + 1] = std::max(partial[2 * slot + 1], hi);
+    });
     float lo = 0.f, hi = 0.f;
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      lo = std::min(lo, xp[i]);
-      hi = std::max(hi, xp[i]);
+    for (int c = 0; c < kMaxSlots; ++c) {
+      lo = std::min(lo, partial[2 * c]);
+      hi = std::max(hi, partial[2 * c + 1]);
     }
     const float scale = (hi - lo) / 255.f;
-    const float zp = scale == 0.f ? 0.f : std::nearbyint(saturate_q(0.f - lo / scale, DType::kUInt8));
+    const float zp = scale == 0.f ? 0.f : std::nearbyint(std::min(255.f, std::max(0.f, 0.f - lo / scale)));
+    // Pass 2: quantise.
     uint8_t* yp = ctx.outputs[0].data<uint8_t>();
-    for (int64_t i = 0; i < x.numel(); ++i)
-      yp[i] = scale == 0.f ? static_cast<uint8_t>(zp)
-                           : static_cast<uint8_t>(saturate_q(std::nearbyint(xp[i] / scale) + zp, DType::kUInt8));
+    if (scale == 0.f) {
+      std::fill(yp, yp + n, static_cast<uint8_t>(zp));
+    } else {
+      run_chunks(n, math::kCheapGrain, threads,
+                 [&](int64_t b, int64_t e, int) { quantize_block(xp + b, yp + b, e - b, scale, zp); });
+    }
     if (ctx.outputs.size() > 1 && ctx.outputs[1].defined()) ctx.outputs[1].data<float>()[0] = scale;
     if (ctx.outputs.size() > 2 && ctx.outputs[2].defined())
       ctx.outputs[2].data<uint8_t>()[0] = static_cast<uint8_t>(zp);
     return ok_status();
   }
+
+ private:
+  static constexpr int kMaxSlots = 64;  // threads whose partial ranges the workspace holds
 };
 
 KernelFactory quantize_factory(bool quantize) {

@@ -1,13 +1,10 @@
-// Integer and quantised linear algebra: MatMulInteger, QLinearMatMul (opset 10), ConvInteger and
-// QLinearConv (opset 10). Inputs are uint8 or int8; products accumulate in int32.
-//
-//   MatMulInteger  y[int32] = (A - a_zp) . (B - b_zp)           a_zp per-tensor or per-row of A,
-//                                                                 b_zp per-tensor or per-column of B
-//   QLinearMatMul  y = saturate(round((A - a_zp).(B - b_zp) * a_scale * b_scale / y_scale) + y_zp)
-//   ConvInteger    y[int32] = conv(x - x_zp, w - w_zp)          w_zp per-tensor or per output channel
-//   QLinearConv    y = saturate(round((conv(x - x_zp, w - w_zp) + B) * x_scale * w_scale / y_scale) + y_zp)
-// MatMul follows NumPy's batch broadcasting; Conv handles 1 to 3 spatial dimensions, groups,
-// dilations, strides, pads and auto_pad. Plain loops over zero-point-corrected int32 copies.
+// Plain-loop integer and quantised linear algebra: MatMulInteger, QLinearMatMul, streamline.QMatMul,
+// streamline.MatMulIntegerToFloat, ConvInteger, QLinearConv and streamline.QConv (formulas in
+// quant_common.h). Inputs are uint8 or int8 with any zero points; products accumulate in int32.
+// These kernels take every case the oneDNN kernels (qconv.cc, qmatmul.cc) do not: run-time
+// weights or scales, uint8 weights with zero points, per-row zero points, batched weights, 1-D and
+// 3-D convolutions. MatMul follows NumPy's batch broadcasting; Conv handles 1 to 3 spatial
+// dimensions, groups, dilations, strides, pads and auto_pad, on plain or (2-D) channels-last data.
 
 #include <cmath>
 #include <vector>
@@ -15,40 +12,160 @@
 #include "ops/cpu/extra_common.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/math_common.h"
+#include "ops/cpu/quant_common.h"
 
 namespace streamline::ops::cpu {
-namespace {
 
-bool is_q8(DType t) {
-  return t == DType::kUInt8 || t == DType::kInt8;
+QSlots conv_slots(QOpKind kind) {
+  QSlots s;
+  if (kind == QOpKind::kInteger) {
+    s.w = 1;
+    s.x_zp = 2;
+    s.w_zp = 3;
+    return s;
+  }
+  s = QSlots{0, 1, 2, 3, 4, 5, 6, 7, 8, -1, -1, -1};
+  if (kind == QOpKind::kFused) {
+    s.z = 9;
+    s.z_scale = 10;
+    s.z_zp = 11;
+  }
+  return s;
 }
+
+QSlots matmul_slots(QOpKind kind) {
+  QSlots s;
+  switch (kind) {
+    case QOpKind::kInteger:
+      s.w = 1;
+      s.x_zp = 2;
+      s.w_zp = 3;
+      break;
+    case QOpKind::kToFloat:
+      s.w = 1;
+      s.x_scale = 2;
+      s.w_scale = 3;
+      s.x_zp = 4;
+      s.w_zp = 5;
+      s.bias = 6;
+      break;
+    default:
+      s = QSlots{0, 1, 2, 3, 4, 5, 6, 7, -1, -1, -1, -1};
+      if (kind == QOpKind::kFused) s.bias = 8;
+      break;
+  }
+  return s;
+}
+
+double param_value(const Tensor& t, int64_t k) {
+  return load_f(t.dtype(), t.raw(), t.numel() == 1 ? 0 : k);
+}
+
+const Tensor* slot_tensor(std::span<const Tensor> inputs, int slot) {
+  if (slot < 0 || static_cast<size_t>(slot) >= inputs.size()) return nullptr;
+  const Tensor& t = inputs[static_cast<size_t>(slot)];
+  return t.defined() ? &t : nullptr;
+}
+
+const Tensor* slot_constant(std::span<const TensorInfo> infos, int slot) {
+  if (slot < 0 || static_cast<size_t>(slot) >= infos.size()) return nullptr;
+  return infos[static_cast<size_t>(slot)].present() ? infos[static_cast<size_t>(slot)].value : nullptr;
+}
+
+bool slot_present(std::span<const TensorInfo> infos, int slot) {
+  return slot >= 0 && static_cast<size_t>(slot) < infos.size() && infos[static_cast<size_t>(slot)].present();
+}
+
+float apply_activation(const ActivationAttrs& a, float v) {
+  switch (a.kind) {
+    case ActivationKind::kRelu:
+      return v > 0.f ? v : 0.f;
+    case ActivationKind::kLeakyRelu:
+      return v > 0.f ? v : a.alpha * v;
+    case ActivationKind::kClip:
+      return std::min(a.beta, std::max(a.alpha, v));
+    case ActivationKind::kSigmoid:
+      return 1.f / (1.f + std::exp(-v));
+    case ActivationKind::kHardSigmoid:
+      return std::min(1.f, std::max(0.f, a.alpha * v + a.beta));
+    case ActivationKind::kTanh:
+      return std::tanh(v);
+    case ActivationKind::kGelu:
+      return 0.5f * v * (1.f + std::erf(v * 0.70710678118654752f));
+    default:
+      return v;
+  }
+}
+
+bool activation_scales(const ActivationAttrs& a) {
+  return a.kind == ActivationKind::kNone || a.kind == ActivationKind::kRelu || a.kind == ActivationKind::kLeakyRelu ||
+         a.kind == ActivationKind::kClip;
+}
+
+QEpilogue read_epilogue(QOpKind kind, const QSlots& s, std::span<const Tensor> inputs, const ActivationAttrs& act) {
+  QEpilogue e;
+  e.act = act;
+  if (kind == QOpKind::kInteger) return e;
+  e.out = DType::kFloat32;
+  if (const Tensor* ys = slot_tensor(inputs, s.y_scale)) {
+    e.y_scale = param_value(*ys, 0);
+    const Tensor* yz = slot_tensor(inputs, s.y_zp);
+    e.out = yz ? yz->dtype() : DType::kUInt8;
+    e.y_zp = yz ? static_cast<int32_t>(param_value(*yz, 0)) : 0;
+  }
+  if (const Tensor* z = slot_tensor(inputs, s.z)) {
+    (void)z;
+    const Tensor* zs = slot_tensor(inputs, s.z_scale);
+    const Tensor* zz = slot_tensor(inputs, s.z_zp);
+    e.z_scale = zs ? param_value(*zs, 0) : 1.0;
+    e.z_zp = zz ? static_cast<int32_t>(param_value(*zz, 0)) : 0;
+  }
+  return e;
+}
+
+namespace {
 
 inline int32_t q8_at(const Tensor& t, int64_t i) {
   return t.dtype() == DType::kInt8 ? t.data<int8_t>()[i] : t.data<uint8_t>()[i];
 }
 
-// Zero point (or scale) k of a per-tensor (one element) or per-channel tensor; `absent` when null.
 inline double param_at(const Tensor* t, int64_t k, double absent) {
-  if (!t) return absent;
-  return load_f(t->dtype(), t->raw(), t->numel() == 1 ? 0 : k);
+  return t ? param_value(*t, k) : absent;
 }
 
-// Requantises an int32 accumulator to uint8/int8.
-inline void store_q(const Tensor& y, int64_t i, double real, double zp) {
-  const double lo = y.dtype() == DType::kInt8 ? -128 : 0, hi = y.dtype() == DType::kInt8 ? 127 : 255;
-  const double v = std::min(hi, std::max(lo, std::nearbyint(real) + zp));
-  if (y.dtype() == DType::kInt8)
-    y.data<int8_t>()[i] = static_cast<int8_t>(v);
-  else
-    y.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+// Writes the epilogue's result for real value r (or the raw accumulator for int32 outputs).
+inline void store_out(const QEpilogue& e, Tensor& y, int64_t i, int64_t acc, double r) {
+  switch (e.out) {
+    case DType::kInt32:
+      y.data<int32_t>()[i] = static_cast<int32_t>(acc);
+      break;
+    case DType::kFloat32:
+      y.data<float>()[i] = static_cast<float>(e.activated(r));
+      break;
+    case DType::kInt8:
+      y.data<int8_t>()[i] = static_cast<int8_t>(e.quantize(r));
+      break;
+    default:
+      y.data<uint8_t>()[i] = static_cast<uint8_t>(e.quantize(r));
+      break;
+  }
 }
 
-const Tensor* opt(const RunContext& ctx, size_t i) {
-  return i < ctx.inputs.size() && ctx.inputs[i].defined() ? &ctx.inputs[i] : nullptr;
+// The output dtype reshape reports for `kind` (see quant_common.h).
+Result<DType> out_dtype(QOpKind kind, const QSlots& s, std::span<const TensorInfo> in, const std::string& who) {
+  if (kind == QOpKind::kInteger) return DType::kInt32;
+  if (kind == QOpKind::kToFloat) return DType::kFloat32;
+  if (slot_present(in, s.y_zp)) {
+    const DType t = in[static_cast<size_t>(s.y_zp)].dtype;
+    if (!is_q8(t)) return invalid_argument(who + ": y_zero_point must be uint8 or int8");
+    return t;
+  }
+  if (kind == QOpKind::kQLinear) return invalid_argument(who + ": missing y_zero_point");
+  return slot_present(in, s.y_scale) ? DType::kUInt8 : DType::kFloat32;
 }
 
 // ---------------------------------------------------------------------------------------------
-// MatMulInteger / QLinearMatMul
+// Matrix products
 
 struct MatDims {
   Shape out;
@@ -98,25 +215,25 @@ Result<MatDims> mat_dims(const Shape& a_in, const Shape& b_in, const std::string
 
 class IntMatMulKernel final : public DataKernel {
  public:
-  IntMatMulKernel(const graph::Node& node, bool qlinear) : DataKernel(node), qlinear_(qlinear) {}
-  Status init(const KernelCreateArgs&) { return ok_status(); }
+  IntMatMulKernel(const graph::Node& node, QOpKind kind) : DataKernel(node), kind_(kind), s_(matmul_slots(kind)) {}
 
-  // Input positions of A, B and their zero points.
-  size_t ia() const { return 0; }
-  size_t ib() const { return qlinear_ ? 3 : 1; }
-  size_t iazp() const { return qlinear_ ? 2 : 2; }
-  size_t ibzp() const { return qlinear_ ? 5 : 3; }
+  Status init(const KernelCreateArgs& a) {
+    if (kind_ == QOpKind::kFused || kind_ == QOpKind::kToFloat) {
+      SL_ASSIGN_OR_RETURN(act_, read_activation(a.node, /*allow_gelu=*/true));
+    }
+    return ok_status();
+  }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
-    const size_t need = qlinear_ ? 8 : 2;
-    if (in.size() < need) return invalid("expected " + std::to_string(need) + " inputs");
-    if (!is_q8(in[ia()].dtype) || !is_q8(in[ib()].dtype)) return unsupported_error("A and B must be uint8 or int8");
-    SL_ASSIGN_OR_RETURN(MatDims d, mat_dims(in[ia()].shape, in[ib()].shape, desc_));
-    DType out = DType::kInt32;
-    if (qlinear_) {
-      if (!in[7].present() || !is_q8(in[7].dtype)) return invalid("y_zero_point must be uint8 or int8");
-      out = in[7].dtype;
-    }
+    if (!slot_present(in, s_.x) || !slot_present(in, s_.w)) return invalid("missing A or B");
+    const DType at = in[static_cast<size_t>(s_.x)].dtype, bt = in[static_cast<size_t>(s_.w)].dtype;
+    if (!is_q8(at) || !is_q8(bt)) return unsupported_error("A and B must be uint8 or int8");
+    if (kind_ != QOpKind::kInteger && !slot_present(in, s_.x_scale)) return invalid("missing a_scale");
+    SL_ASSIGN_OR_RETURN(MatDims d,
+                        mat_dims(in[static_cast<size_t>(s_.x)].shape, in[static_cast<size_t>(s_.w)].shape, desc_));
+    SL_ASSIGN_OR_RETURN(DType out, out_dtype(kind_, s_, in, desc_));
+    if (slot_present(in, s_.bias) && in[static_cast<size_t>(s_.bias)].shape.numel() != d.n)
+      return invalid("bias must have N = " + std::to_string(d.n) + " elements");
     ReshapeResult rr;
     rr.outputs.push_back(OutputInfo{out, d.out, Layout::kPlain});
     rr.workspace_bytes = static_cast<size_t>(d.m * d.k + d.k * d.n + d.m * d.n) * sizeof(int32_t);
@@ -124,17 +241,17 @@ class IntMatMulKernel final : public DataKernel {
   }
 
   Status run(const RunContext& ctx) const override {
-    const Tensor& a = ctx.inputs[ia()];
-    const Tensor& b = ctx.inputs[ib()];
+    const Tensor& a = ctx.inputs[static_cast<size_t>(s_.x)];
+    const Tensor& b = ctx.inputs[static_cast<size_t>(s_.w)];
     SL_ASSIGN_OR_RETURN(MatDims d, mat_dims(a.shape(), b.shape(), desc_));
-    const Tensor* azp = opt(ctx, iazp());
-    const Tensor* bzp = opt(ctx, ibzp());
+    const Tensor* azp = slot_tensor(ctx.inputs, s_.x_zp);
+    const Tensor* bzp = slot_tensor(ctx.inputs, s_.w_zp);
     if (azp && azp->numel() != 1 && azp->numel() != d.m) return invalid("a_zero_point must be scalar or per-row");
     if (bzp && bzp->numel() != 1 && bzp->numel() != d.n) return invalid("b_zero_point must be scalar or per-column");
-    const Tensor* as = qlinear_ ? opt(ctx, 1) : nullptr;
-    const Tensor* bs = qlinear_ ? opt(ctx, 4) : nullptr;
-    const Tensor* ys = qlinear_ ? opt(ctx, 6) : nullptr;
-    const Tensor* yzp = qlinear_ ? opt(ctx, 7) : nullptr;
+    const Tensor* as = slot_tensor(ctx.inputs, s_.x_scale);
+    const Tensor* bs = slot_tensor(ctx.inputs, s_.w_scale);
+    const Tensor* bias = slot_tensor(ctx.inputs, s_.bias);
+    const QEpilogue e = read_epilogue(kind_, s_, ctx.inputs, act_);
     auto* pa = static_cast<int32_t*>(ctx.workspace);
     int32_t* pb = pa + d.m * d.k;
     int32_t* pc = pb + d.k * d.n;  // one accumulator row per output row
@@ -160,12 +277,15 @@ class IntMatMulKernel final : public DataKernel {
           }
           const int64_t base = (bi * d.m + i) * d.n;
           for (int64_t j = 0; j < d.n; ++j) {
-            if (!qlinear_) {
-              y.data<int32_t>()[base + j] = acc[j];
-              continue;
+            double r = 0.0;
+            if (e.out != DType::kInt32) {
+              const double scale = param_at(as, i, 1) * param_at(bs, j, 1);
+              if (kind_ == QOpKind::kToFloat)
+                r = scale * acc[j] + param_at(bias, j, 0);
+              else
+                r = scale * (static_cast<double>(acc[j]) + param_at(bias, j, 0));
             }
-            const double mult = param_at(as, i, 1) * param_at(bs, j, 1) / param_at(ys, 0, 1);
-            store_q(y, base + j, acc[j] * mult, param_at(yzp, 0, 0));
+            store_out(e, y, base + j, acc[j], r);
           }
         }
       });
@@ -174,11 +294,13 @@ class IntMatMulKernel final : public DataKernel {
   }
 
  private:
-  bool qlinear_;
+  QOpKind kind_;
+  QSlots s_;
+  ActivationAttrs act_;
 };
 
 // ---------------------------------------------------------------------------------------------
-// ConvInteger / QLinearConv
+// Convolutions
 
 struct ConvGeom {
   int64_t n = 0, c = 0, m = 0, group = 1, cg = 0;
@@ -187,9 +309,16 @@ struct ConvGeom {
   Shape out_shape;
 };
 
+// Offset of element (n, c, z, y, x) of an activation with `g`'s sizes (`in` or `out` side).
+inline int64_t act_offset(bool channels_last, int64_t n, int64_t ch, int64_t c, int64_t z, int64_t y, int64_t x,
+                          const int64_t* sz) {
+  const int64_t sp = (z * sz[1] + y) * sz[2] + x;
+  return channels_last ? (n * sz[0] * sz[1] * sz[2] + sp) * c + ch : (n * c + ch) * sz[0] * sz[1] * sz[2] + sp;
+}
+
 class IntConvKernel final : public DataKernel {
  public:
-  IntConvKernel(const graph::Node& node, bool qlinear) : DataKernel(node), qlinear_(qlinear) {}
+  IntConvKernel(const graph::Node& node, QOpKind kind) : DataKernel(node), kind_(kind), s_(conv_slots(kind)) {}
 
   Status init(const KernelCreateArgs& a) {
     auto_pad_ = a.node.attr_string("auto_pad", "NOTSET");
@@ -199,41 +328,59 @@ class IntConvKernel final : public DataKernel {
     strides_ = a.node.attr_ints("strides");
     dilations_ = a.node.attr_ints("dilations");
     if (group_ < 1) return invalid("group must be >= 1");
+    if (kind_ == QOpKind::kFused) {
+      SL_ASSIGN_OR_RETURN(act_, read_activation(a.node, /*allow_gelu=*/true));
+      clip_ = a.node.attr_floats("pre_residual_clip");
+    }
     return ok_status();
   }
 
-  size_t ix() const { return 0; }
-  size_t iw() const { return qlinear_ ? 3 : 1; }
+  LayoutSupport layout_support() const override { return LayoutSupport::kAny; }
+  bool accepts(std::span<const TensorInfo> in) const override {
+    return slot_present(in, s_.x) && in[static_cast<size_t>(s_.x)].shape.rank() == 4;
+  }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
-    const size_t need = qlinear_ ? 8 : 2;
-    if (in.size() < need || !in[ix()].present() || !in[iw()].present()) return invalid("missing inputs");
-    if (!is_q8(in[ix()].dtype) || !is_q8(in[iw()].dtype)) return unsupported_error("x and w must be uint8 or int8");
-    SL_ASSIGN_OR_RETURN(ConvGeom g, geometry(in[ix()].shape, in[iw()].shape));
-    DType out = DType::kInt32;
-    if (qlinear_) {
-      if (!in[7].present() || !is_q8(in[7].dtype)) return invalid("y_zero_point must be uint8 or int8");
-      out = in[7].dtype;
+    if (!slot_present(in, s_.x) || !slot_present(in, s_.w)) return invalid("missing inputs");
+    const TensorInfo& x = in[static_cast<size_t>(s_.x)];
+    const TensorInfo& w = in[static_cast<size_t>(s_.w)];
+    if (!is_q8(x.dtype) || !is_q8(w.dtype)) return unsupported_error("x and w must be uint8 or int8");
+    if (w.layout != Layout::kPlain) return invalid("weights must be plain");
+    if (x.layout == Layout::kBlocked8) return unsupported_error("nChw8c activations");
+    SL_ASSIGN_OR_RETURN(ConvGeom g, geometry(x.shape, w.shape));
+    SL_ASSIGN_OR_RETURN(DType out, out_dtype(kind_, s_, in, desc_));
+    if (slot_present(in, s_.bias) && in[static_cast<size_t>(s_.bias)].shape.numel() != g.m)
+      return invalid("bias must have M = " + std::to_string(g.m) + " elements");
+    if (slot_present(in, s_.z)) {
+      const TensorInfo& z = in[static_cast<size_t>(s_.z)];
+      if (z.shape != g.out_shape || !is_q8(z.dtype))
+        return invalid("residual Z must be 8-bit with the output's shape " + g.out_shape.to_string());
+      if (z.layout != x.layout) return invalid("residual Z must have the input's layout");
     }
     ReshapeResult rr;
-    rr.outputs.push_back(OutputInfo{out, g.out_shape, Layout::kPlain});
+    rr.outputs.push_back(OutputInfo{out, g.out_shape, x.layout});
     return rr;
   }
 
   Status run(const RunContext& ctx) const override {
-    const Tensor& x = ctx.inputs[ix()];
-    const Tensor& w = ctx.inputs[iw()];
+    const Tensor& x = ctx.inputs[static_cast<size_t>(s_.x)];
+    const Tensor& w = ctx.inputs[static_cast<size_t>(s_.w)];
     SL_ASSIGN_OR_RETURN(ConvGeom g, geometry(x.shape(), w.shape()));
-    const Tensor* xzp = opt(ctx, qlinear_ ? 2 : 2);
-    const Tensor* wzp = opt(ctx, qlinear_ ? 5 : 3);
-    const Tensor* xs = qlinear_ ? opt(ctx, 1) : nullptr;
-    const Tensor* ws = qlinear_ ? opt(ctx, 4) : nullptr;
-    const Tensor* ys = qlinear_ ? opt(ctx, 6) : nullptr;
-    const Tensor* yzp = qlinear_ ? opt(ctx, 7) : nullptr;
-    const Tensor* bias = qlinear_ ? opt(ctx, 8) : nullptr;
+    const Tensor* xzp = slot_tensor(ctx.inputs, s_.x_zp);
+    const Tensor* wzp = slot_tensor(ctx.inputs, s_.w_zp);
+    const Tensor* xs = slot_tensor(ctx.inputs, s_.x_scale);
+    const Tensor* ws = slot_tensor(ctx.inputs, s_.w_scale);
+    const Tensor* bias = slot_tensor(ctx.inputs, s_.bias);
+    const Tensor* z = slot_tensor(ctx.inputs, s_.z);
     if (wzp && wzp->numel() != 1 && wzp->numel() != g.m) return invalid("w_zero_point must be scalar or per channel");
+    QEpilogue e = read_epilogue(kind_, s_, ctx.inputs, act_);
+    if (clip_.size() == 2) {
+      e.clip_lo = clip_[0];
+      e.clip_hi = clip_[1];
+    }
+    const bool cl = x.layout() == Layout::kChannelsLast;
     const int32_t xz = static_cast<int32_t>(param_at(xzp, 0, 0));
-    const int64_t in_plane = g.in[0] * g.in[1] * g.in[2], k_plane = g.k[0] * g.k[1] * g.k[2];
+    const int64_t k_plane = g.k[0] * g.k[1] * g.k[2];
     const int64_t out_plane = g.out[0] * g.out[1] * g.out[2];
     const int64_t mg = g.m / g.group;
     Tensor& y = ctx.outputs[0];
@@ -241,9 +388,10 @@ class IntConvKernel final : public DataKernel {
       for (int64_t nm = b0; nm < b1; ++nm) {
         const int64_t n = nm / g.m, m = nm % g.m, grp = m / mg;
         const int32_t wz = static_cast<int32_t>(param_at(wzp, m, 0));
+        const double acc_scale = param_at(xs, 0, 1) * param_at(ws, m, 1);
         for (int64_t o = 0; o < out_plane; ++o) {
           const int64_t oz = o / (g.out[1] * g.out[2]), oy = (o / g.out[2]) % g.out[1], ox = o % g.out[2];
-          int32_t acc = 0;
+          int64_t acc = 0;
           for (int64_t c = 0; c < g.cg; ++c) {
             const int64_t xc = grp * g.cg + c;
             for (int64_t kz = 0; kz < g.k[0]; ++kz) {
@@ -255,21 +403,21 @@ class IntConvKernel final : public DataKernel {
                 for (int64_t kx = 0; kx < g.k[2]; ++kx) {
                   const int64_t ixx = ox * g.stride[2] - g.pad[2] + kx * g.dil[2];
                   if (ixx < 0 || ixx >= g.in[2]) continue;
-                  const int32_t xv = q8_at(x, (n * g.c + xc) * in_plane + (iz * g.in[1] + iy) * g.in[2] + ixx) - xz;
+                  const int32_t xv = q8_at(x, act_offset(cl, n, xc, g.c, iz, iy, ixx, g.in)) - xz;
                   const int32_t wv = q8_at(w, (m * g.cg + c) * k_plane + (kz * g.k[1] + ky) * g.k[2] + kx) - wz;
                   acc += xv * wv;
                 }
               }
             }
           }
-          const int64_t yi = nm * out_plane + o;
-          if (!qlinear_) {
-            y.data<int32_t>()[yi] = acc;
-            continue;
+          const int64_t yi = act_offset(cl, n, m, g.m, oz, oy, ox, g.out);
+          double r = 0.0;
+          if (e.out != DType::kInt32) {
+            const int32_t zv = z ? q8_at(*z, yi) : e.z_zp;
+            r = acc_scale * (static_cast<double>(acc) + param_at(bias, m, 0));
+            if (z) r = std::min(e.clip_hi, std::max(e.clip_lo, r)) + e.z_scale * static_cast<double>(zv - e.z_zp);
           }
-          if (bias) acc += bias->data<int32_t>()[m];
-          const double mult = param_at(xs, 0, 1) * param_at(ws, m, 1) / param_at(ys, 0, 1);
-          store_q(y, yi, acc * mult, param_at(yzp, 0, 0));
+          store_out(e, y, yi, acc, r);
         }
       }
     });
@@ -325,28 +473,30 @@ class IntConvKernel final : public DataKernel {
     return g;
   }
 
-  bool qlinear_;
+  QOpKind kind_;
+  QSlots s_;
+  ActivationAttrs act_;
+  std::vector<float> clip_;  // pre_residual_clip
   std::string auto_pad_;
   int64_t group_ = 1;
   std::vector<int64_t> kernel_shape_, pads_, strides_, dilations_;
 };
 
 template <typename K>
-KernelFactory q_factory(bool qlinear) {
-  return [qlinear](const KernelCreateArgs& a) -> Result<std::unique_ptr<Kernel>> {
-    auto k = std::make_unique<K>(a.node, qlinear);
-    SL_RETURN_IF_ERROR(k->init(a));
-    return std::unique_ptr<Kernel>(std::move(k));
-  };
+Result<std::unique_ptr<Kernel>> make_plain(const KernelCreateArgs& a, QOpKind kind) {
+  auto k = std::make_unique<K>(a.node, kind);
+  SL_RETURN_IF_ERROR(k->init(a));
+  return std::unique_ptr<Kernel>(std::move(k));
 }
 
 }  // namespace
 
-Status register_quant_linear(KernelRegistry& reg) {
-  SL_RETURN_IF_ERROR(add_typed_def(reg, "MatMulInteger", 10, DType::kUndefined, q_factory<IntMatMulKernel>(false)));
-  SL_RETURN_IF_ERROR(add_typed_def(reg, "QLinearMatMul", 10, DType::kUndefined, q_factory<IntMatMulKernel>(true)));
-  SL_RETURN_IF_ERROR(add_typed_def(reg, "ConvInteger", 10, DType::kUndefined, q_factory<IntConvKernel>(false)));
-  return add_typed_def(reg, "QLinearConv", 10, DType::kUndefined, q_factory<IntConvKernel>(true));
+Result<std::unique_ptr<Kernel>> make_plain_qconv(const KernelCreateArgs& args, QOpKind kind) {
+  return make_plain<IntConvKernel>(args, kind);
+}
+
+Result<std::unique_ptr<Kernel>> make_plain_qmatmul(const KernelCreateArgs& args, QOpKind kind) {
+  return make_plain<IntMatMulKernel>(args, kind);
 }
 
 }  // namespace streamline::ops::cpu

@@ -13,6 +13,7 @@ Status register_reference_kernels(KernelRegistry& reg) {
   SL_RETURN_IF_ERROR(reference::register_loss(reg));
   SL_RETURN_IF_ERROR(reference::register_rnn(reg));
   SL_RETURN_IF_ERROR(reference::register_quant(reg));
+  SL_RETURN_IF_ERROR(reference::register_quant_fused(reg));
   SL_RETURN_IF_ERROR(reference::register_einsum(reg));
   SL_RETURN_IF_ERROR(reference::register_sampling(reg));
   SL_RETURN_IF_ERROR(reference::register_misc(reg));

@@ -14,6 +14,7 @@ Status register_data(KernelRegistry& reg);     // Concat, Transpose, Resize, Pad
 Status register_loss(KernelRegistry& reg);     // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 Status register_rnn(KernelRegistry& reg);      // RNN, GRU, LSTM
 Status register_quant(KernelRegistry& reg);    // Quantize/Dequantize, MatMulInteger, QLinear*, ConvInteger
+Status register_quant_fused(KernelRegistry& reg);  // streamline.QConv, QMatMul, MatMulIntegerToFloat, QAdd, QMul, QLookup, QGlobalAveragePool
 Status register_einsum(KernelRegistry& reg);   // Einsum
 Status register_sampling(KernelRegistry& reg); // GridSample, RoiAlign
 Status register_misc(KernelRegistry& reg);     // CumSum, TopK, Det, Shrink, ReverseSequence, MaxUnpool
