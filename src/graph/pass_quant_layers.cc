@@ -196,7 +196,8 @@ bool fuse_moving_op(Graph& g, const ProtectedValues& prot, NodeId id) {
     g.node(lk).opset = kStreamlineOpset;
     ins[k].q = out;
   }
-  const ValueId pad_zp = op.op_type == "Pad" ? zp_value(g, ins[0], g.node(id).name + "_pad") : kNoValue;
+  // `op` may dangle here: add_node above can move every node.
+  const ValueId pad_zp = g.node(id).op_type == "Pad" ? zp_value(g, ins[0], g.node(id).name + "_pad") : kNoValue;
   Node& n = g.node(id);
   size_t k = 0;
   for (size_t i : data_inputs(n)) n.inputs[i] = ins[k++].q;
