@@ -78,7 +78,10 @@ struct Call {
 // LogSettings: the request's settings applied over the current ones, then all of them answered.
 Status apply_log_settings(const pb::LogSettingsRequest& req, pb::LogSettingsResponse* out) {
   streamline::LogSettings s = log_settings();
-  for (const auto& [key, v] : req.settings()) {
+  for (const auto& entry : req.settings()) {
+    // Named references, not a structured binding: clang before 16 cannot capture those.
+    const std::string& key = entry.first;
+    const auto& v = entry.second;
     using V = pb::LogSettingsRequest::SettingValue;
     const auto flag = [&](bool* to) -> Status {
       if (v.parameter_choice_case() != V::kBoolParam) {
