@@ -16,22 +16,6 @@ namespace {
 
 enum class BitOp { kAnd, kOr, kXor };
 
-bool is_integer(DType t) {
-  switch (t) {
-    case DType::kInt8:
-    case DType::kInt16:
-    case DType::kInt32:
-    case DType::kInt64:
-    case DType::kUInt8:
-    case DType::kUInt16:
-    case DType::kUInt32:
-    case DType::kUInt64:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Calls f(U{}) with U the unsigned integer of `bytes` width.
 template <typename F>
 bool by_width(size_t bytes, F&& f) {
@@ -60,7 +44,7 @@ class BitwiseBinaryKernel final : public DataKernel {
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     if (in.size() != 2 || !in[0].present() || !in[1].present()) return invalid("expects A and B");
-    if (!is_integer(in[0].dtype)) return unsupported_error(std::string("dtype ") + dtype_name(in[0].dtype));
+    if (!is_integer_dtype(in[0].dtype)) return unsupported_error(std::string("dtype ") + dtype_name(in[0].dtype));
     if (in[1].dtype != in[0].dtype)
       return invalid(std::string("input dtypes ") + dtype_name(in[0].dtype) + " and " + dtype_name(in[1].dtype) +
                      " differ");
@@ -105,7 +89,7 @@ class BitwiseNotKernel final : public DataKernel {
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     if (in.size() != 1 || !in[0].present()) return invalid("expects X");
-    if (!is_integer(in[0].dtype)) return unsupported_error(std::string("dtype ") + dtype_name(in[0].dtype));
+    if (!is_integer_dtype(in[0].dtype)) return unsupported_error(std::string("dtype ") + dtype_name(in[0].dtype));
     ReshapeResult rr;
     rr.outputs.push_back(OutputInfo{in[0].dtype, in[0].shape, Layout::kPlain});
     rr.inplace = {0};

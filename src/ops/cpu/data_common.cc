@@ -429,4 +429,20 @@ void run_copy_plan(const CopyPlan& p, const void* src_v, void* dst_v, int thread
   run_rows(p, src, dst, threads);
 }
 
+bool is_integer_dtype(DType t) {
+  switch (t) {
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kInt32:
+    case DType::kInt64:
+    case DType::kUInt8:
+    case DType::kUInt16:
+    case DType::kUInt32:
+    case DType::kUInt64:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace streamline::ops::cpu

@@ -59,6 +59,9 @@ std::vector<int64_t> tensor_ints(const Tensor& t);
 // Maps axis in [-rank, rank) to [0, rank); false when out of range.
 bool normalize_axis(int64_t axis, int64_t rank, int64_t* out);
 
+// The eight signed and unsigned integer types (not bool).
+bool is_integer_dtype(DType t);
+
 // Stores `v` converted to dtype `t` at `dst` (dtype_size(t) bytes). Integers saturate; bool is v != 0.
 void store_scalar(DType t, double v, void* dst);
 // Reads element i of a numeric buffer of dtype `t` as int64 (floats truncate toward zero).

@@ -45,22 +45,6 @@ std::string format_element(const Tensor& t, int64_t i) {
   }
 }
 
-bool is_integer_dtype(DType t) {
-  switch (t) {
-    case DType::kInt8:
-    case DType::kInt16:
-    case DType::kInt32:
-    case DType::kInt64:
-    case DType::kUInt8:
-    case DType::kUInt16:
-    case DType::kUInt32:
-    case DType::kUInt64:
-      return true;
-    default:
-      return false;
-  }
-}
-
 class StringCastKernel final : public DataKernel {
  public:
   StringCastKernel(const graph::Node& node, bool like)
