@@ -12,7 +12,7 @@
 # The layer libraries never glob those folders; sl_cuda_libraries() (called from src/) builds them
 # into libraries that keep the layer order:
 #   sl_core_cuda -> sl_core, CUDA runtime (static);  sl_core_cuda_libs -> sl_core_cuda, cuDNN (cuBLASLt by dlopen)
-#   sl_ops_cuda -> sl_ops, sl_core_cuda_libs;  sl_exec_cuda -> sl_exec, sl_core_cuda
+#   sl_ops_cuda -> sl_ops, sl_core_cuda_libs;  sl_exec_cuda -> sl_exec, sl_ops_cuda, sl_core_cuda
 # Only the .cu files go through nvcc; keep them few and free of heavy headers.
 
 set(SL_CUDA AUTO CACHE STRING "CUDA backend: AUTO (when CUDA, cuDNN and cuBLASLt are found), ON, OFF")
@@ -108,8 +108,10 @@ function(sl_cuda_libraries)
 
   file(GLOB exec_srcs CONFIGURE_DEPENDS ${src}/exec/cuda/*.cc)
   add_library(sl_exec_cuda STATIC ${exec_srcs})
-  # The executor (exec/cuda/executor.cc) runs plans: it needs the plan layer, not the kernels.
-  target_link_libraries(sl_exec_cuda PUBLIC sl_exec sl_core_cuda sl_cudnn)
+  # The executor (exec/cuda/executor.cc) runs plans; the backend (exec/cuda/backend.cc) also
+  # names the CUDA kernels plans are made from. exec/cuda/builtin_backends.cc replaces sl_exec's
+  # exec/builtin_backends.cc (src/CMakeLists.txt leaves that one out in CUDA builds).
+  target_link_libraries(sl_exec_cuda PUBLIC sl_exec sl_ops_cuda sl_core_cuda sl_cudnn)
 
   foreach(t sl_core_cuda sl_core_cuda_libs sl_ops_cuda sl_exec_cuda)
     add_dependencies(${t} check_layers)

@@ -23,7 +23,7 @@
 #include "core/cpu_set.h"
 #include "preflight.h"
 #include "progress.h"
-#include "runtime/device_runner.h"
+#include "runtime/device.h"
 #include "serving_load.h"
 #include "streamline/serving.h"
 #include "tune_search.h"

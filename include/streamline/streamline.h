@@ -35,12 +35,13 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/value.h"
-#include "exec/executor.h"
+#include "exec/backend.h"
+#include "exec/execution_context.h"
 #include "graph/ir.h"
 #include "graph/passes.h"
 #include "plan/kernel_set.h"
 #include "plan/planner.h"
-#include "runtime/device_runner.h"
+#include "runtime/device.h"
 
 namespace streamline {
 
@@ -163,8 +164,9 @@ class Model {
   const graph::PassReport& pass_report() const { return report_; }
   // The device the model was loaded for.
   const runtime::DeviceSpec& device() const { return device_; }
-  // CUDA models: the weights on each GPU, shared by every context there (null for CPU models).
-  const std::shared_ptr<runtime::DeviceWeights>& device_weights() const { return device_weights_; }
+  // The model's state on its device's backend: makes execution contexts; for CUDA models also holds
+  // the weights on each GPU, shared by every context there.
+  const std::shared_ptr<exec::DeviceWeights>& device_weights() const { return device_weights_; }
 
   // The plan for these input shapes (model input order), made once and cached. Thread-safe.
   // Unsupported when the shape set runs eagerly (see execution_mode): no plan exists for it.
@@ -198,20 +200,17 @@ class Model {
  private:
   friend class Session;
   friend class runtime::InstancePool;  // serving instances run eager shape sets too
-  // What is cached per shape set: a plan, or (plan null) the reason it runs eagerly.
+  // What is cached per shape set: a plan, planned or eager (plan->eager says why it runs eagerly).
   struct Prepared {
     std::shared_ptr<const plan::ExecutionPlan> plan;
-    std::string eager_reason;
   };
   Model() = default;
   Result<Prepared> prepare(const std::vector<Shape>& shapes) const;
   // Plans a shape set that is not cached (prepare's slow path); no lock held.
   Result<Prepared> plan_shapes(const std::vector<Shape>& shapes, const std::string& key) const;
-  // Runs the graph node by node (ExecutionMode::kEager).
-  Result<std::vector<AnyValue>> run_eager(const std::vector<AnyValue>& inputs, int num_threads) const;
   ModelOptions options_;
   runtime::DeviceSpec device_;
-  std::shared_ptr<runtime::DeviceWeights> device_weights_;
+  std::shared_ptr<exec::DeviceWeights> device_weights_;
   const ops::KernelRegistry* registry_ = nullptr;  // the registry kernels and plans come from
   graph::Graph graph_;
   graph::PassReport report_;
@@ -228,8 +227,8 @@ class Model {
 };
 
 struct RunOptions {
-  int num_threads = 0;                      // intra-op threads per stream; 0 = the model's default
-  exec::ExecObserver* observer = nullptr;   // per-step hooks (tracing); planned runs only
+  int num_threads = 0;                     // intra-op threads per stream; 0 = the model's default
+  exec::ExecObserver* observer = nullptr;  // per-step hooks (tracing): plan steps, or nodes of eager runs
 };
 
 class Session {
@@ -248,17 +247,18 @@ class Session {
                                             const RunOptions& options = {});
   const Model& model() const { return *model_; }
   // Host arena or device block bytes this session's context holds.
-  size_t arena_bytes() const { return runner_ ? runner_->arena_bytes() : 0; }
+  size_t arena_bytes() const { return context_ ? context_->arena_bytes() : 0; }
 
  private:
   std::shared_ptr<const Model> model_;
   // Made on the first run, so that a missing GPU is an error of run(), not of construction.
-  std::unique_ptr<runtime::DeviceRunner> runner_;
+  std::unique_ptr<exec::ExecutionContext> context_;
+  [[nodiscard]] Status make_context();
 };
 
-// Records planned runs as Chrome trace events (open the file in Perfetto or chrome://tracing):
-// one track per stream, one slice per step with its op and tensor shapes, a flow arrow for every
-// event between streams.
+// Records runs as Chrome trace events (open the file in Perfetto or chrome://tracing): one track
+// per stream, one slice per step with its op and tensor shapes (eager runs: one per node), a flow
+// arrow for every event between streams.
 //
 //   Trace trace;
 //   RunOptions ro;

@@ -2,7 +2,7 @@
 // Chrome trace-event recording (opens in Perfetto and chrome://tracing).
 //
 //   exec::TraceRecorder trace;                 // an ExecObserver
-//   ro.observer = &trace;  run_plan(...);  run_plan(...);
+//   ro.observer = &trace;  ctx.run(...);  ctx.run(...);
 //   SL_RETURN_IF_ERROR(trace.write("run.json"));
 //
 // One track per stream ("stream 0", "stream 1", ...), one slice per step with its op, provider
@@ -15,7 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "exec/executor.h"
+#include "exec/observer.h"
+#include "plan/execution_plan.h"
 
 namespace streamline::exec {
 

@@ -194,6 +194,34 @@ Result<std::vector<Tensor>> as_tensors(const graph::Graph& g, const graph::Node&
   return tensors;
 }
 
+// One node: a value kernel gets whole values (and runs its subgraphs in this scope), Identity passes
+// any value on, any other kernel is reshaped and run on tensors.
+Result<std::vector<AnyValue>> run_node(const graph::Graph& g, const graph::Node& node, const Kernel& kernel,
+                                       std::span<const AnyValue> ins,
+                                       const std::function<const AnyValue*(const std::string&)>& scope,
+                                       int num_threads) {
+  std::vector<AnyValue> outs;
+  if (const auto* vk = dynamic_cast<const ValueKernel*>(&kernel)) {
+    EagerOptions inner;
+    inner.num_threads = num_threads;
+    inner.outer = scope;
+    SL_ASSIGN_OR_RETURN(outs, vk->run_values(ins, inner));
+    if (outs.size() < node.outputs.size())
+      return internal_error(node.describe() + " returned " + std::to_string(outs.size()) + " outputs for " +
+                            std::to_string(node.outputs.size()));
+    return outs;
+  }
+  if (node.op_type == "Identity" && node.domain.empty() && !ins.empty() && ins[0].defined() && !ins[0].is_tensor()) {
+    // Identity takes any value (sequences and optionals from opset 14 and 16) and passes it on.
+    outs.push_back(ins[0]);
+    return outs;
+  }
+  SL_ASSIGN_OR_RETURN(std::vector<Tensor> tensors, as_tensors(g, node, ins));
+  SL_ASSIGN_OR_RETURN(std::vector<Tensor> results, evaluate(node, kernel, tensors, num_threads));
+  outs.assign(std::make_move_iterator(results.begin()), std::make_move_iterator(results.end()));
+  return outs;
+}
+
 Result<std::vector<AnyValue>> run_graph(const graph::Graph& g, const KernelFor& kernel_for,
                                         std::span<const AnyValue> inputs, const EagerOptions& options) {
   if (inputs.size() != g.inputs().size())
@@ -254,24 +282,10 @@ Result<std::vector<AnyValue>> run_graph(const graph::Graph& g, const KernelFor& 
       ins.push_back(std::move(t));
     }
     SL_ASSIGN_OR_RETURN(const Kernel* kernel, kernel_for(n, ins));
-    std::vector<AnyValue> outs;
-    if (const auto* vk = dynamic_cast<const ValueKernel*>(kernel)) {
-      EagerOptions inner;
-      inner.num_threads = options.num_threads;
-      inner.outer = scope;
-      SL_ASSIGN_OR_RETURN(outs, vk->run_values(ins, inner));
-      if (outs.size() < node.outputs.size())
-        return internal_error(node.describe() + " returned " + std::to_string(outs.size()) + " outputs for " +
-                              std::to_string(node.outputs.size()));
-    } else if (node.op_type == "Identity" && node.domain.empty() && !ins.empty() && ins[0].defined() &&
-               !ins[0].is_tensor()) {
-      // Identity takes any value (sequences and optionals from opset 14 and 16) and passes it on.
-      outs.push_back(ins[0]);
-    } else {
-      SL_ASSIGN_OR_RETURN(std::vector<Tensor> tensors, as_tensors(g, node, ins));
-      SL_ASSIGN_OR_RETURN(std::vector<Tensor> results, evaluate(node, *kernel, tensors, options.num_threads));
-      outs.assign(std::make_move_iterator(results.begin()), std::make_move_iterator(results.end()));
-    }
+    if (options.hooks) options.hooks->on_node_begin(n);
+    Result<std::vector<AnyValue>> ran = run_node(g, node, *kernel, ins, scope, options.num_threads);
+    if (options.hooks) options.hooks->on_node_end(n);
+    SL_ASSIGN_OR_RETURN(std::vector<AnyValue> outs, std::move(ran));
     ins.clear();
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       const graph::ValueId v = node.outputs[i];

@@ -42,6 +42,15 @@ namespace streamline::ops {
 // One kernel per node, indexed by NodeId; null for dead nodes.
 using KernelTable = std::span<const std::unique_ptr<Kernel>>;
 
+// Called by run_eager before and after each node of the graph it runs (not the nodes of
+// subgraphs), on the calling thread: how observers (traces, metrics) see eager runs.
+class NodeHooks {
+ public:
+  virtual ~NodeHooks() = default;
+  virtual void on_node_begin(graph::NodeId node) = 0;
+  virtual void on_node_end(graph::NodeId node) = 0;
+};
+
 struct EagerOptions {
   // Intra-op threads kernels may use (RunContext::num_threads and the OpenMP thread count).
   int num_threads = 1;
@@ -49,6 +58,8 @@ struct EagerOptions {
   // bodies): a value with no producer that is neither a graph input nor a constant is looked up
   // here. Null: no enclosing scope. The returned value must outlive the call.
   std::function<const AnyValue*(const std::string& name)> outer;
+  // Per-node hooks for this graph's nodes (not its subgraphs'); not owned. Null: none.
+  NodeHooks* hooks = nullptr;
 };
 
 // A kernel the interpreter runs on whole values: the ops that take or give sequences and optionals,

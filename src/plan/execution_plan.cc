@@ -73,6 +73,40 @@ int ExecutionPlan::layout_converts() const {
   return n;
 }
 
+Result<std::unique_ptr<ExecutionPlan>> make_eager_plan(const graph::Graph& g,
+                                                       std::span<const std::unique_ptr<ops::Kernel>> kernels,
+                                                       std::span<const Shape> shapes, std::string reason) {
+  SL_ASSIGN_OR_RETURN(std::vector<graph::NodeId> order, g.topological_order());
+  auto p = std::make_unique<ExecutionPlan>();
+  EagerProgram e;
+  e.graph = &g;
+  e.kernels = kernels;
+  e.reason = std::move(reason);
+  e.step_of_node.assign(g.num_nodes(), -1);
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    p->input_names.push_back(g.value(g.inputs()[i]).name);
+    if (i < shapes.size()) p->input_shapes.push_back(shapes[i]);
+  }
+  for (graph::ValueId v : g.outputs()) p->output_names.push_back(g.value(v).name);
+  p->stream_steps.resize(1);
+  for (graph::NodeId n : order) {
+    const graph::Node& node = g.node(n);
+    Step st;
+    st.name = node.name;
+    st.op = node.op_type;
+    st.node = n;
+    const size_t at = static_cast<size_t>(n);
+    st.kernel = at < kernels.size() ? kernels[at].get() : nullptr;
+    st.provider = st.kernel ? "eager" : "";
+    st.position = static_cast<int>(p->steps.size());
+    e.step_of_node[at] = static_cast<int>(p->steps.size());
+    p->stream_steps[0].push_back(static_cast<int>(p->steps.size()));
+    p->steps.push_back(std::move(st));
+  }
+  p->eager = std::move(e);
+  return p;
+}
+
 std::string ExecutionPlan::to_json() const {
   std::ostringstream o;
   o << "{\n  \"device\": " << q(ops::device_name(device)) << ",\n  \"streams_used\": " << num_streams

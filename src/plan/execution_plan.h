@@ -12,6 +12,8 @@
 // Immutable after creation; shared by every context running the model.
 
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,6 +61,15 @@ struct Step {
 // A process-unique id for each plan made (contexts key their bindings by it).
 uint64_t next_plan_id();
 
+// What an eager plan runs: the model's graph node by node (ops::run_eager). Both spans point into
+// the model, which outlives its plans.
+struct EagerProgram {
+  const graph::Graph* graph = nullptr;
+  std::span<const std::unique_ptr<ops::Kernel>> kernels;  // one per node, by NodeId
+  std::vector<int> step_of_node;                          // by NodeId: index into steps, -1 for none
+  std::string reason;  // why these shapes cannot be planned (the first value-dependent node)
+};
+
 struct ExecutionPlan {
   uint64_t id = next_plan_id();
   ops::Device device = ops::Device::kCpu;  // where every step runs (slots and workspaces live there)
@@ -82,6 +93,10 @@ struct ExecutionPlan {
   double total_cost = 0;                                    // sum of step costs
   bool verified = false;                                    // the safe-mode verifier proved the plan race-free
   std::vector<std::unique_ptr<ops::Kernel>> owned_kernels;  // planner-inserted steps' kernels
+  // Eager plans (input shapes whose output shapes depend on values computed during the run): no
+  // slots, events or arena; `steps` list the live nodes in run order (name, op, provider, node,
+  // kernel, stream 0) so that observers see each node like a planned step.
+  std::optional<EagerProgram> eager;
 
   // One JSON object: streams, steps (name, op, provider, stream, inputs/outputs with shapes),
   // slots, arena/naive bytes. Stable across runs for golden tests.
@@ -92,5 +107,10 @@ struct ExecutionPlan {
   // Graphviz DOT of the steps, coloured by stream.
   std::string to_dot() const;
 };
+
+// An eager plan for `g` run with `kernels` (by NodeId) on inputs of `shapes` (graph-input order).
+Result<std::unique_ptr<ExecutionPlan>> make_eager_plan(const graph::Graph& g,
+                                                       std::span<const std::unique_ptr<ops::Kernel>> kernels,
+                                                       std::span<const Shape> shapes, std::string reason);
 
 }  // namespace streamline::plan

@@ -5,7 +5,7 @@
 
 #include "core/logging.h"
 #include "exec/trace.h"
-#include "runtime/device_runner.h"
+#include "runtime/device.h"
 #include "streamline/streamline.h"
 
 namespace streamline {

@@ -31,9 +31,7 @@ class StepCollector final : public exec::ExecObserver {
     std::lock_guard<std::mutex> lock(mu_);
     if (streams_.size() < static_cast<size_t>(plan.num_streams)) streams_.resize(static_cast<size_t>(plan.num_streams));
   }
-  void on_step_begin(const plan::ExecutionPlan& plan, int step, int stream) override {
-    (void)plan;
-    (void)step;
+  void on_step_begin(const plan::ExecutionPlan&, int, int stream) override {
     streams_[static_cast<size_t>(stream)].begin = now_ns();
   }
   void on_step_end(const plan::ExecutionPlan& plan, int step, int stream) override {
@@ -88,8 +86,9 @@ InstancePool::InstancePool(std::shared_ptr<const Model> model, InstancePoolOptio
     // "cuda" without an ordinal spreads instances over every visible GPU.
     const runtime::DeviceSpec& dev = model_->device();
     const int gpus = dev.kind == ops::Device::kCuda && dev.all_gpus ? std::max(1, cuda_device_count()) : 1;
-    const int ordinal = dev.all_gpus ? i % gpus : dev.ordinal;
-    auto in = std::make_unique<Instance>(std::move(co), ordinal);
+    co.device = dev.all_gpus ? i % gpus : dev.ordinal;
+    co.cuda_graphs = model_->options().cuda_graphs;
+    auto in = std::make_unique<Instance>(std::move(co));
     in->index = i;
     in->staging.resize(model_->inputs().size());
     instances_.push_back(std::move(in));
@@ -119,21 +118,18 @@ Status InstancePool::start_instance(int instance, const std::vector<Shape>* warm
   ro.elastic_threads = std::min(model_->elastic_threads(), options_.threads_per_instance);
   ro.copy_outputs = false;
   ro.safe = model_->options().safe;
-  SL_ASSIGN_OR_RETURN(DeviceRunner * runner, runner_of(in));
-  SL_RETURN_IF_ERROR(runner->run(*plan, zeros, &in.outputs, ro).with_context("warm-up run"));
+  SL_ASSIGN_OR_RETURN(exec::ExecutionContext * context, context_of(in));
+  SL_RETURN_IF_ERROR(context->run(*plan, zeros, &in.outputs, ro).with_context("warm-up run"));
   in.outputs.clear();
-  in.arena.store(runner->arena_bytes(), std::memory_order_relaxed);
+  in.arena.store(context->arena_bytes(), std::memory_order_relaxed);
   return ok_status();
 }
 
-Result<DeviceRunner*> InstancePool::runner_of(Instance& in) const {
-  if (!in.runner) {
-    RunnerOptions ro;
-    ro.cpu = in.options;
-    ro.cuda_graphs = model_->options().cuda_graphs;
-    SL_ASSIGN_OR_RETURN(in.runner, make_device_runner(*model_, in.device_ordinal, ro));
+Result<exec::ExecutionContext*> InstancePool::context_of(Instance& in) const {
+  if (!in.context) {
+    SL_ASSIGN_OR_RETURN(in.context, model_->device_weights()->make_context(in.options));
   }
-  return in.runner.get();
+  return in.context.get();
 }
 
 size_t InstancePool::arena_bytes(int instance) const {
@@ -215,18 +211,23 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
   }
   // Pass 2: how these shapes run: a plan (made at load for the configured batch sizes), or node
   // by node (string tensors, If/Loop, shapes computed from values).
-  SL_ASSIGN_OR_RETURN(ExecutionMode mode, model_->execution_mode(in.shapes));
-  std::shared_ptr<const plan::ExecutionPlan> plan;
+  SL_ASSIGN_OR_RETURN(Model::Prepared prepared, model_->prepare(in.shapes));
+  const std::shared_ptr<const plan::ExecutionPlan>& plan = prepared.plan;
   std::vector<std::string> names;
   const int64_t t_inputs = now_ns();
   // A traced request in the batch: its steps are recorded (the observer costs nothing otherwise;
-  // node-by-node runs record none).
+  // node-by-node runs record one step per node).
   const bool traced = std::any_of(requests.begin(), requests.end(), [](const InferRequest* r) { return r->trace; });
   std::optional<StepCollector> steps;
   if (traced) steps.emplace();
-  if (mode == ExecutionMode::kEager) {
+  SL_ASSIGN_OR_RETURN(exec::ExecutionContext * context, context_of(in));
+  if (plan->eager) {
     std::vector<AnyValue> values(in.inputs.begin(), in.inputs.end());
-    SL_ASSIGN_OR_RETURN(std::vector<AnyValue> outs, model_->run_eager(values, threads_per_stream_));
+    std::vector<AnyValue> outs;
+    exec::RunOptions ro;
+    ro.num_threads = threads_per_stream_;
+    if (traced) ro.observer = &*steps;
+    SL_RETURN_IF_ERROR(context->run_values(*plan, values, &outs, ro));
     in.outputs.clear();
     for (size_t o = 0; o < outs.size(); ++o) {
       if (!outs[o].is_tensor())
@@ -236,7 +237,6 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
     }
     for (const TensorDesc& d : model_->outputs()) names.push_back(d.name);
   } else {
-    SL_ASSIGN_OR_RETURN(plan, model_->plan_for(in.shapes));
     names = plan->output_names;
     // Pass 3: run; outputs stay in the arena until they are split.
     exec::RunOptions ro;
@@ -245,9 +245,8 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
     ro.copy_outputs = false;
     ro.safe = model_->options().safe;
     if (traced) ro.observer = &*steps;
-    SL_ASSIGN_OR_RETURN(DeviceRunner * runner, runner_of(in));
-    SL_RETURN_IF_ERROR(runner->run(*plan, in.inputs, &in.outputs, ro));
-    in.arena.store(runner->arena_bytes(), std::memory_order_relaxed);
+    SL_RETURN_IF_ERROR(context->run(*plan, in.inputs, &in.outputs, ro));
+    in.arena.store(context->arena_bytes(), std::memory_order_relaxed);
   }
   const int64_t t_run = now_ns();
   // Pass 4: split the outputs back per request, copying only what each request asked for.

@@ -16,8 +16,8 @@
 #include <span>
 #include <vector>
 
-#include "exec/executor.h"
-#include "runtime/device_runner.h"
+#include "exec/execution_context.h"
+#include "runtime/device.h"
 #include "streamline/serving.h"
 
 namespace streamline::runtime {
@@ -58,20 +58,19 @@ class InstancePool {
 
  private:
   struct Instance {
-    explicit Instance(exec::ContextOptions co, int ordinal) : options(std::move(co)), device_ordinal(ordinal) {}
-    exec::ContextOptions options;
-    int device_ordinal = 0;                // CUDA models: the GPU this instance runs on
-    int index = 0;                         // its place in the pool
-    std::unique_ptr<DeviceRunner> runner;  // made on the instance's first run
-    std::vector<Tensor> staging;           // per model input: concatenation buffer, grown never shrunk
-    std::vector<Tensor> inputs;            // this run's inputs (reused)
-    std::vector<Shape> shapes;             // this run's input shapes (reused)
-    std::vector<Tensor> outputs;           // views into the arena until the next run
+    explicit Instance(exec::ContextOptions co) : options(std::move(co)) {}
+    exec::ContextOptions options;                     // options.device: the GPU a CUDA model's instance runs on
+    int index = 0;                                    // its place in the pool
+    std::unique_ptr<exec::ExecutionContext> context;  // made on the instance's first run
+    std::vector<Tensor> staging;                      // per model input: concatenation buffer, grown never shrunk
+    std::vector<Tensor> inputs;                       // this run's inputs (reused)
+    std::vector<Shape> shapes;                        // this run's input shapes (reused)
+    std::vector<Tensor> outputs;                      // views into the arena until the next run
     std::atomic<size_t> arena{0};
   };
   Status run(Instance& in, std::span<const InferRequest* const> requests, std::span<InferResponse> responses);
-  // The instance's runner, made on first use (a missing GPU is reported then, per request).
-  Result<DeviceRunner*> runner_of(Instance& in) const;
+  // The instance's context, made on first use (a missing GPU is reported then, per request).
+  Result<exec::ExecutionContext*> context_of(Instance& in) const;
 
   std::shared_ptr<const Model> model_;
   InstancePoolOptions options_;

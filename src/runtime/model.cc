@@ -3,17 +3,14 @@
 #include <optional>
 #include <thread>
 
-#include "core/logging.h"
 #include "core/cpu_set.h"
+#include "core/logging.h"
 #include "core/version.h"
 #include "graph/onnx_import.h"
 #include "graph/value_types.h"
 #include "ops/eager.h"
 #include "ops/evaluator.h"
 #include "streamline/streamline.h"
-#if SL_HAVE_CUDA
-#include "exec/cuda/device.h"
-#endif
 
 namespace streamline {
 namespace {
@@ -61,11 +58,7 @@ std::string shapes_key(const std::vector<Shape>& shapes) {
 
 std::string version_string() {
   const dnnl_version_t* v = dnnl_version();
-#if SL_HAVE_CUDA
-  const std::string cuda = exec::cuda::backend_summary();
-#else
-  const std::string cuda = "CUDA: no";
-#endif
+  const std::string cuda = runtime::accelerator_summary();
   return std::string(SL_VERSION_STRING) + " (oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) +
          "." + std::to_string(v->patch) + ", CPU; " + cuda + ")";
 }
@@ -104,10 +97,10 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
     return invalid_argument(std::string("precision ") + ops::precision_name(options.precision) +
                             " needs a GPU device; CPU models run fp32");
   if (on_cuda && options.safe) return invalid_argument("safe mode (canaries, poisoning) runs on the CPU device only");
-  m->registry_ = &ops::default_cpu_registry();
+  SL_ASSIGN_OR_RETURN(exec::Backend * backend, runtime::backend_for(m->device_.kind));
+  SL_ASSIGN_OR_RETURN(m->registry_, backend->kernels());
+  SL_ASSIGN_OR_RETURN(m->device_weights_, backend->attach_model());
   if (on_cuda) {
-    SL_ASSIGN_OR_RETURN(m->registry_, runtime::cuda_kernel_registry());
-    m->device_weights_ = std::make_shared<runtime::DeviceWeights>();
     // Activations stay plain (NCHW) on the GPU: the CUDA kernels take that layout.
     m->options_.channels_last = false;
     m->options_.blocked_layout = false;
@@ -260,7 +253,7 @@ Result<Model::Prepared> Model::plan_shapes(const std::vector<Shape>& shapes, con
     if (device_.kind != ops::Device::kCpu)
       return unsupported(always_eager_ + ", on the CPU only").with_context(device_.to_string());
     Prepared eager;
-    eager.eager_reason = always_eager_;
+    SL_ASSIGN_OR_RETURN(eager.plan, plan::make_eager_plan(graph_, kernels_.kernels, shapes, always_eager_));
     return eager;
   }
   plan::InputShapes in;
@@ -287,7 +280,7 @@ Result<Model::Prepared> Model::plan_shapes(const std::vector<Shape>& shapes, con
     if (p.status().code() != StatusCode::kUnsupported) return p.status();
     auto probe = ops::probe_shapes(graph_, kernels_.kernels, shapes);
     if (!probe.ok() || !probe->value_dependent) return p.status();
-    prepared.eager_reason = probe->reason;
+    SL_ASSIGN_OR_RETURN(prepared.plan, plan::make_eager_plan(graph_, kernels_.kernels, shapes, probe->reason));
     SL_LOG(kInfo) << "shapes " << key << " run eagerly: " << probe->reason;
   }
   return prepared;
@@ -295,14 +288,15 @@ Result<Model::Prepared> Model::plan_shapes(const std::vector<Shape>& shapes, con
 
 Result<std::shared_ptr<const plan::ExecutionPlan>> Model::plan_for(const std::vector<Shape>& shapes) const {
   SL_ASSIGN_OR_RETURN(Prepared p, prepare(shapes));
-  if (!p.plan)
-    return unsupported("no plan for shapes " + shapes_key(shapes) + ": they run eagerly because " + p.eager_reason);
+  if (p.plan->eager)
+    return unsupported("no plan for shapes " + shapes_key(shapes) + ": they run eagerly because " +
+                       p.plan->eager->reason);
   return p.plan;
 }
 
 Result<ExecutionMode> Model::execution_mode(const std::vector<Shape>& shapes) const {
   SL_ASSIGN_OR_RETURN(Prepared p, prepare(shapes));
-  return p.plan ? ExecutionMode::kPlanned : ExecutionMode::kEager;
+  return p.plan->eager ? ExecutionMode::kEager : ExecutionMode::kPlanned;
 }
 
 std::string Model::eager_reason(const std::vector<Shape>& shapes) const {
@@ -316,20 +310,15 @@ std::string Model::eager_reason(const std::vector<Shape>& shapes) const {
   // Not decided yet (still being planned): nothing to say.
   if (entry.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return {};
   const Result<Prepared>& r = entry.get();
-  return r.ok() ? r->eager_reason : std::string();
-}
-
-Result<std::vector<AnyValue>> Model::run_eager(const std::vector<AnyValue>& inputs, int num_threads) const {
-  // The shapes were checked against the declared ones when the shape set was decided.
-  ops::EagerOptions eo;
-  eo.num_threads = num_threads;
-  return ops::run_eager_values(graph_, kernels_.kernels, inputs, eo);
+  return r.ok() && r->plan->eager ? r->plan->eager->reason : std::string();
 }
 
 namespace {
 
 exec::ContextOptions context_options(const Model& m) {
   exec::ContextOptions co;
+  co.device = m.device().ordinal;
+  co.cuda_graphs = m.options().cuda_graphs;
   if (!m.options().pin_threads) return co;
   const int t = m.threads_per_stream();
   for (int s = 0; s < std::max(1, m.options().num_streams); ++s) co.stream_cores.push_back(core::core_block(s * t, t));
@@ -350,17 +339,15 @@ Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, cons
                               "; give it with Session::run_values");
   std::vector<Shape> shapes;
   for (const auto& t : inputs) shapes.push_back(t.shape());
-  if (!runner_) {
-    runtime::RunnerOptions ro;
-    ro.cpu = context_options(*model_);
-    ro.cuda_graphs = model_->options().cuda_graphs;
-    SL_ASSIGN_OR_RETURN(runner_, runtime::make_device_runner(*model_, model_->device().ordinal, ro));
-  }
+  SL_RETURN_IF_ERROR(make_context());
   SL_ASSIGN_OR_RETURN(Model::Prepared prepared, model_->prepare(shapes));
-  const int threads = options.num_threads > 0 ? options.num_threads : model_->threads_per_stream();
-  if (!prepared.plan) {
-    SL_ASSIGN_OR_RETURN(std::vector<AnyValue> values,
-                        model_->run_eager(std::vector<AnyValue>(inputs.begin(), inputs.end()), threads));
+  const plan::ExecutionPlan& plan = *prepared.plan;
+  exec::RunOptions ro;
+  ro.num_threads = options.num_threads > 0 ? options.num_threads : model_->threads_per_stream();
+  ro.observer = options.observer;
+  if (plan.eager) {
+    std::vector<AnyValue> values;
+    SL_RETURN_IF_ERROR(context_->run_values(plan, std::vector<AnyValue>(inputs.begin(), inputs.end()), &values, ro));
     std::vector<Tensor> outs;
     for (size_t i = 0; i < values.size(); ++i) {
       if (!values[i].is_tensor())
@@ -371,15 +358,19 @@ Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, cons
     }
     return outs;
   }
-  const plan::ExecutionPlan* plan = prepared.plan.get();
-  exec::RunOptions ro;
-  ro.num_threads = threads;
   ro.elastic_threads = model_->elastic_threads();
-  ro.observer = options.observer;
   ro.safe = model_->options().safe;
   std::vector<Tensor> outs;
-  SL_RETURN_IF_ERROR(runner_->run(*plan, inputs, &outs, ro));
+  SL_RETURN_IF_ERROR(context_->run(plan, inputs, &outs, ro));
   return outs;
+}
+
+Status Session::make_context() {
+  // Made on the first run, so that a missing GPU is an error of run(), not of construction.
+  if (!context_) {
+    SL_ASSIGN_OR_RETURN(context_, model_->device_weights()->make_context(context_options(*model_)));
+  }
+  return ok_status();
 }
 
 Result<std::vector<AnyValue>> Session::run_values(const std::vector<AnyValue>& inputs, const RunOptions& options) {
@@ -402,9 +393,15 @@ Result<std::vector<AnyValue>> Session::run_values(const std::vector<AnyValue>& i
   std::vector<Shape> shapes;
   for (const AnyValue& v : inputs) shapes.push_back(v.is_tensor() ? v.tensor().shape() : Shape{});
   SL_ASSIGN_OR_RETURN(Model::Prepared prepared, model_->prepare(shapes));
-  if (prepared.plan) return internal_error("a model with sequence or optional inputs or outputs got a plan");
-  const int threads = options.num_threads > 0 ? options.num_threads : model_->threads_per_stream();
-  return model_->run_eager(inputs, threads);
+  if (!prepared.plan->eager)
+    return internal_error("a model with sequence or optional inputs or outputs got a planned plan");
+  SL_RETURN_IF_ERROR(make_context());
+  exec::RunOptions ro;
+  ro.num_threads = options.num_threads > 0 ? options.num_threads : model_->threads_per_stream();
+  ro.observer = options.observer;
+  std::vector<AnyValue> outs;
+  SL_RETURN_IF_ERROR(context_->run_values(*prepared.plan, inputs, &outs, ro));
+  return outs;
 }
 
 Result<std::map<std::string, Tensor>> Session::run(const std::map<std::string, Tensor>& inputs,

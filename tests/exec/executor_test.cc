@@ -2,10 +2,9 @@
 // name the node and stop every stream, input checks, safe-mode canaries, and device-timed steps in
 // traces.
 
-#include "exec/executor.h"
-
 #include <gtest/gtest.h>
 
+#include "exec/cpu_executor.h"
 #include "exec/trace.h"
 #include "plan/stream_test_graphs.h"
 
@@ -19,13 +18,13 @@ using testing::make;
 using testing::wide;
 
 Result<std::vector<float>> run(const plan::ExecutionPlan& p, bool safe = false) {
-  exec::ExecutionContext ctx;
+  exec::CpuExecutionContext ctx;
   Tensor x = Tensor::empty(DType::kFloat32, Shape{1, kN});
   for (int64_t i = 0; i < kN; ++i) x.data<float>()[i] = static_cast<float>(i % 97);
   std::vector<Tensor> outs;
   exec::RunOptions ro;
   ro.safe = safe;
-  SL_RETURN_IF_ERROR(exec::run_plan(p, ctx, {&x, 1}, &outs, ro));
+  SL_RETURN_IF_ERROR(ctx.run(p, {&x, 1}, &outs, ro));
   return std::vector<float>(outs[0].data<float>(), outs[0].data<float>() + outs[0].numel());
 }
 
@@ -83,14 +82,14 @@ TEST(Streams, ElasticThreadsGiveALoneStreamEveryThread) {
   ASSERT_TRUE(ref.ok());
   for (int rep = 0; rep < 10; ++rep) {
     testing::thread_notes().seen.clear();
-    exec::ExecutionContext ctx;
+    exec::CpuExecutionContext ctx;
     Tensor in = Tensor::empty(DType::kFloat32, Shape{1, kN});
     for (int64_t i = 0; i < kN; ++i) in.data<float>()[i] = static_cast<float>(i % 97);
     std::vector<Tensor> outs;
     exec::RunOptions ro;
     ro.num_threads = 1;
     ro.elastic_threads = 4;
-    ASSERT_TRUE(exec::run_plan(*p->plan, ctx, {&in, 1}, &outs, ro).ok());
+    ASSERT_TRUE(ctx.run(*p->plan, {&in, 1}, &outs, ro).ok());
     EXPECT_EQ(std::vector<float>(outs[0].data<float>(), outs[0].data<float>() + kN), *ref);
     ASSERT_EQ(testing::thread_notes().seen.size(), 13u);
     for (const auto& [name, threads] : testing::thread_notes().seen) {
@@ -133,13 +132,13 @@ TEST(Streams, SmallStepsRunSerial) {
     ASSERT_TRUE(p->plan);
     for (const plan::Step& st : p->plan->steps) EXPECT_EQ(st.threads, c.want == 1 && c.threads > 1 ? 1 : 0);
     testing::thread_notes().seen.clear();
-    exec::ExecutionContext ctx;
+    exec::CpuExecutionContext ctx;
     Tensor in = Tensor::empty(DType::kFloat32, Shape{1, kN});
     for (int64_t i = 0; i < kN; ++i) in.data<float>()[i] = static_cast<float>(i % 97);
     std::vector<Tensor> outs;
     exec::RunOptions ro;
     ro.num_threads = c.threads;
-    ASSERT_TRUE(exec::run_plan(*p->plan, ctx, {&in, 1}, &outs, ro).ok());
+    ASSERT_TRUE(ctx.run(*p->plan, {&in, 1}, &outs, ro).ok());
     const std::vector<float> got(outs[0].data<float>(), outs[0].data<float>() + kN);
     if (!ref) ref = got;
     EXPECT_EQ(got, *ref);
@@ -214,14 +213,14 @@ TEST(Executor, RunErrorsNameTheNodeAndBadInputsAreRejected) {
   po.registry = &p.reg;
   auto planned = plan::make_plan(g, p.ks, {{"x", Shape{1, 4}}}, po);
   ASSERT_TRUE(planned.ok()) << planned.status().to_string();
-  exec::ExecutionContext ctx;
+  exec::CpuExecutionContext ctx;
   Tensor in = Tensor::empty(DType::kFloat32, Shape{1, 4});
   std::vector<Tensor> outs;
-  Status s = exec::run_plan(**planned, ctx, {&in, 1}, &outs, {});
+  Status s = ctx.run(**planned, {&in, 1}, &outs, {});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("kaboom"), std::string::npos) << s.message();
   Tensor wrong = Tensor::empty(DType::kInt64, Shape{1, 4});
-  s = exec::run_plan(**planned, ctx, {&wrong, 1}, &outs, {});
+  s = ctx.run(**planned, {&wrong, 1}, &outs, {});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("input 'x'"), std::string::npos) << s.message();
 }

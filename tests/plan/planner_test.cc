@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "exec/executor.h"
+#include "exec/cpu_executor.h"
 #include "plan/fake_kernels.h"
 #include "plan/memory_planner.h"
 
@@ -84,11 +84,11 @@ void expect_no_live_overlap(const plan::ExecutionPlan& p) {
 }
 
 std::vector<float> run(const plan::ExecutionPlan& p, float fill) {
-  exec::ExecutionContext ctx;
+  exec::CpuExecutionContext ctx;
   Tensor x = Tensor::empty(DType::kFloat32, p.input_shapes[0]);
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = fill + static_cast<float>(i);
   std::vector<Tensor> outs;
-  Status s = exec::run_plan(p, ctx, {&x, 1}, &outs, {});
+  Status s = ctx.run(p, {&x, 1}, &outs, {});
   EXPECT_TRUE(s.ok()) << s.to_string();
   if (!s.ok()) return {};
   return std::vector<float>(outs[0].data<float>(), outs[0].data<float>() + outs[0].numel());

@@ -1,12 +1,14 @@
 // Eager execution: shape sets whose shapes depend on run-time values run node by node, against
 // hand-computed references (ONNX's NonMaxSuppression example) and the planned path; shape sets that
-// plan still use plans, and failures of another kind stay errors.
+// plan still use plans, failures of another kind stay errors, and observers (traces, metrics) see
+// every node of an eager run as they see the steps of a planned one.
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
+#include "exec/trace.h"
 #include "ops/op_test_util.h"
 #include "streamline/streamline.h"
 
@@ -137,8 +139,8 @@ TEST(Eager, NonMaxSuppressionWithRunTimeInputs) {
   auto model = load(std::move(g));
   ASSERT_TRUE(model);
 
-  const Tensor b = Tensor::from_vector<float>(
-      Shape{1, 6, 4}, {0, 0, 1, 1, 0, 0.1f, 1, 1.1f, 0, -0.1f, 1, 0.9f, 0, 10, 1, 11, 0, 10.1f, 1, 11.1f, 0, 100, 1, 101});
+  const Tensor b = Tensor::from_vector<float>(Shape{1, 6, 4}, {0, 0,  1, 1,  0, 0.1f,  1, 1.1f,  0, -0.1f, 1, 0.9f,
+                                                               0, 10, 1, 11, 0, 10.1f, 1, 11.1f, 0, 100,   1, 101});
   const Tensor s = Tensor::from_vector<float>(Shape{1, 1, 6}, {0.9f, 0.75f, 0.6f, 0.95f, 0.5f, 0.3f});
   const Tensor i = Tensor::from_vector<float>(Shape{1}, {0.5f});
   const Tensor t = Tensor::from_vector<float>(Shape{1}, {0.f});
@@ -158,7 +160,7 @@ TEST(Eager, NonMaxSuppressionWithRunTimeInputs) {
   }
   // A score threshold above every score selects nothing.
   auto none = session.run(std::vector<Tensor>{b, s, Tensor::from_vector<int64_t>(Shape{1}, {3}), i,
-                           Tensor::from_vector<float>(Shape{1}, {0.99f})});
+                                              Tensor::from_vector<float>(Shape{1}, {0.99f})});
   ASSERT_TRUE(none.ok()) << none.status().to_string();
   EXPECT_EQ((*none)[0].shape(), (Shape{0, 3}));
 }
@@ -238,7 +240,8 @@ TEST(Eager, OtherPlanningFailuresStayErrors) {
   EXPECT_EQ(mode.status().code(), StatusCode::kUnsupported);
   EXPECT_NE(mode.status().message().find("Pow 'pow'"), std::string::npos) << mode.status().to_string();
   Session session(model);
-  auto outs = session.run(std::vector<Tensor>{Tensor::empty(DType::kFloat32, Shape{3}), Tensor::empty(DType::kUInt32, Shape{3})});
+  auto outs = session.run(
+      std::vector<Tensor>{Tensor::empty(DType::kFloat32, Shape{3}), Tensor::empty(DType::kUInt32, Shape{3})});
   ASSERT_FALSE(outs.ok());
   EXPECT_EQ(outs.status().code(), StatusCode::kUnsupported);
 }
@@ -247,9 +250,58 @@ TEST(Eager, WrongInputDtypeIsAnError) {
   auto model = load(reshape_graph(std::nullopt));
   ASSERT_TRUE(model);
   Session session(model);
-  auto outs = session.run(std::vector<Tensor>{random_tensor(Shape{2, 3, 4}, 4), Tensor::from_vector<float>(Shape{1}, {3.f})});
+  auto outs =
+      session.run(std::vector<Tensor>{random_tensor(Shape{2, 3, 4}, 4), Tensor::from_vector<float>(Shape{1}, {3.f})});
   ASSERT_FALSE(outs.ok());
   EXPECT_EQ(outs.status().code(), StatusCode::kInvalidArgument);
+}
+
+// Records every hook call: the begin/end pairs per step and the names of the steps that ran.
+class StepLog final : public exec::ExecObserver {
+ public:
+  void on_run_begin(const plan::ExecutionPlan&) override { ++runs; }
+  void on_step_begin(const plan::ExecutionPlan& p, int step, int stream) override {
+    EXPECT_EQ(open, -1) << "a step began inside another";
+    open = step;
+    EXPECT_EQ(stream, 0);
+  }
+  void on_step_end(const plan::ExecutionPlan& p, int step, int stream) override {
+    EXPECT_EQ(open, step) << "a step ended that had not begun";
+    open = -1;
+    names.push_back(p.steps[static_cast<size_t>(step)].name);
+  }
+  void on_run_end(const plan::ExecutionPlan&) override { ++ended; }
+  int runs = 0, ended = 0, open = -1;
+  std::vector<std::string> names;
+};
+
+TEST(Eager, ObserversSeeEveryNode) {
+  auto model = load(reshape_graph(std::nullopt));
+  ASSERT_TRUE(model);
+  Session session(model);
+  const Tensor x = random_tensor(Shape{2, 3, 4}, 3);
+  const std::vector<Tensor> ins{x, Tensor::from_vector<int64_t>(Shape{1}, {3})};
+  StepLog log;
+  RunOptions ro;
+  ro.observer = &log;
+  auto outs = session.run(ins, ro);
+  ASSERT_TRUE(outs.ok()) << outs.status().to_string();
+  ASSERT_EQ(*model->execution_mode({x.shape(), Shape{1}}), ExecutionMode::kEager);
+  EXPECT_EQ(log.runs, 1);
+  EXPECT_EQ(log.ended, 1);
+  // Every node of the graph, in a topological order.
+  const std::vector<std::string> expected{"shape_of_x", "count", "per_row", "new_shape", "reshape", "double"};
+  EXPECT_EQ(log.names, expected);
+
+  // A trace of two eager runs has one slice per node and run, named and typed like planned steps.
+  exec::TraceRecorder trace;
+  ro.observer = &trace;
+  ASSERT_TRUE(session.run(ins, ro).ok());
+  ASSERT_TRUE(session.run(ins, ro).ok());
+  EXPECT_EQ(trace.slices(), 2 * expected.size());
+  const std::string json = trace.to_json();
+  EXPECT_NE(json.find("\"name\": \"reshape\", \"cat\": \"Reshape\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"run\": 2"), std::string::npos) << json;
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "graph/onnx_test_models.h"
-#include "runtime/device_runner.h"
+#include "runtime/device.h"
 #include "streamline/streamline.h"
 
 namespace streamline {

@@ -72,6 +72,29 @@ TEST(ServingValues, StringRequestsBatchAndSplitElementByElement) {
   EXPECT_EQ(st.batch_size_hist, (std::map<int, uint64_t>{{6, 1}}));
 }
 
+TEST(ServingValues, TracedRequestsOfEagerModelsRecordEveryNode) {
+  auto m = Model::from_graph(shout_graph());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ServingOptions so;
+  so.instances = 1;
+  so.threads_per_instance = 1;
+  auto served = ServingModel::create(*m, so);
+  ASSERT_TRUE(served.ok()) << served.status().to_string();
+  InferRequest r;
+  r.inputs["words"] = Tensor::from_strings(Shape{2}, {"red", "blue"});
+  r.trace = true;
+  InferResponse resp = (*served)->submit(std::move(r)).get();
+  ASSERT_TRUE(resp.status.ok()) << resp.status.to_string();
+  ASSERT_TRUE(resp.trace);
+  // One span per node, in run order, with its op, and each one ends after it begins.
+  ASSERT_EQ(resp.trace->steps.size(), 2u);
+  EXPECT_EQ(resp.trace->steps[0].name, "up");
+  EXPECT_EQ(resp.trace->steps[0].op, "StringNormalizer");
+  EXPECT_EQ(resp.trace->steps[1].name, "lookup");
+  EXPECT_EQ(resp.trace->steps[1].op, "LabelEncoder");
+  for (const StepSpan& s : resp.trace->steps) EXPECT_LE(s.begin_ns, s.end_ns) << s.name;
+}
+
 TEST(ServingValues, SequenceInputsAreRefusedNamingTheInput) {
   graph::Graph g;
   g.opsets[""] = 16;

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "streamline/streamline.h"
 
 namespace streamline {
@@ -40,6 +42,37 @@ graph::Graph sequence_graph() {
   g.add_output(same);
   g.add_output(first);
   return g;
+}
+
+// Counts the hooks of eager runs and keeps the names of the steps that ended.
+class NodeLog final : public exec::ExecObserver {
+ public:
+  void on_run_begin(const plan::ExecutionPlan&) override { ++runs; }
+  void on_step_begin(const plan::ExecutionPlan&, int, int) override { ++begun; }
+  void on_step_end(const plan::ExecutionPlan& p, int step, int) override {
+    names.push_back(p.steps[static_cast<size_t>(step)].name);
+  }
+  void on_run_end(const plan::ExecutionPlan&) override { ++ended; }
+  int runs = 0, begun = 0, ended = 0;
+  std::vector<std::string> names;
+};
+
+TEST(Values, ObserversSeeEveryNodeOfARunWithSequences) {
+  auto m = Model::from_graph(sequence_graph());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  Session session(*m);
+  NodeLog log;
+  RunOptions ro;
+  ro.observer = &log;
+  const Tensor a = Tensor::from_vector<float>(Shape{2}, {1.f, 2.f});
+  auto outs = session.run_values({AnyValue::sequence({a}, DType::kFloat32)}, ro);
+  ASSERT_TRUE(outs.ok()) << outs.status().to_string();
+  EXPECT_EQ(log.runs, 1);
+  EXPECT_EQ(log.ended, 1);
+  EXPECT_EQ(log.begun, 3);
+  std::vector<std::string> names = log.names;
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"first", "len", "same"}));
 }
 
 TEST(Values, SequenceInputsAndOutputsGoThroughRunValues) {

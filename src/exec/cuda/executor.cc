@@ -59,12 +59,12 @@ struct CudaExecutionContext::Binding {
   enum class Graph { kNotYet, kCaptured, kFailed };
   void* block_base = nullptr;  // the device block the addresses below point into
   std::vector<std::vector<Tensor>> step_inputs, step_outputs;
-  std::vector<void*> input_device;        // per plan input
-  std::vector<PinnedBlock> input_staging;  // per plan input
+  std::vector<void*> input_device;          // per plan input
+  std::vector<PinnedBlock> input_staging;   // per plan input
   std::vector<PinnedBlock> output_staging;  // per plan output (arena outputs only)
-  std::vector<PooledEvent> plan_events;    // the plan's events, by id
+  std::vector<PooledEvent> plan_events;     // the plan's events, by id
   PooledEvent inputs_ready, fork, compute_done;
-  std::vector<PooledEvent> join;           // per stream s >= 1
+  std::vector<PooledEvent> join;  // per stream s >= 1
   Graph graph = Graph::kNotYet;
   cudaGraphExec_t graph_exec = nullptr;
   uint64_t runs = 0;
@@ -103,8 +103,8 @@ Result<std::unique_ptr<CudaExecutionContext>> CudaExecutionContext::create(std::
                             " visible)");
   SL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device), "selecting device " + std::to_string(options.device));
   std::unique_ptr<CudaExecutionContext> ctx(new CudaExecutionContext(std::move(constants), options));
-  SL_ASSIGN_OR_RETURN(ctx->copy_stream_,
-                      CudaStream::create(options.high_priority_copies ? StreamPriority::kHigh : StreamPriority::kNormal));
+  SL_ASSIGN_OR_RETURN(ctx->copy_stream_, CudaStream::create(options.high_priority_copies ? StreamPriority::kHigh
+                                                                                         : StreamPriority::kNormal));
   SL_ASSIGN_OR_RETURN(ctx->events_, EventPool::create(16));
   SL_RETURN_IF_ERROR(ctx->ensure_streams(1));
   return ctx;
@@ -154,8 +154,12 @@ Result<CudaExecutionContext::Binding*> CudaExecutionContext::bind(const plan::Ex
     const plan::TensorSlot& s = plan.slots[i];
     void* p = nullptr;
     switch (s.kind) {
-      case plan::SlotKind::kArena: p = base + s.offset; break;
-      case plan::SlotKind::kInput: p = b->input_device[static_cast<size_t>(s.input_index)]; break;
+      case plan::SlotKind::kArena:
+        p = base + s.offset;
+        break;
+      case plan::SlotKind::kInput:
+        p = b->input_device[static_cast<size_t>(s.input_index)];
+        break;
       case plan::SlotKind::kConstant: {
         SL_ASSIGN_OR_RETURN(p, constants_->get(plan.constants[static_cast<size_t>(s.constant)], s.name));
         break;
@@ -272,7 +276,8 @@ Status CudaExecutionContext::capture(const plan::ExecutionPlan& plan, Binding& b
     const cudaError_t inst = cudaGraphInstantiate(&b.graph_exec, graph, 0);
     if (inst != cudaSuccess) {
       b.graph_exec = nullptr;
-      result = ::streamline::cuda::cuda_status(inst, "cudaGraphInstantiate", __FILE__, __LINE__, "capturing a CUDA graph");
+      result =
+          ::streamline::cuda::cuda_status(inst, "cudaGraphInstantiate", __FILE__, __LINE__, "capturing a CUDA graph");
     }
   }
   if (graph != nullptr) (void)cudaGraphDestroy(graph);
@@ -280,9 +285,15 @@ Status CudaExecutionContext::capture(const plan::ExecutionPlan& plan, Binding& b
   return result;
 }
 
+Status CudaExecutionContext::run_values(const plan::ExecutionPlan&, std::span<const AnyValue>, std::vector<AnyValue>*,
+                                        const RunOptions&) {
+  return invalid_argument("eager plans run on the CPU only");
+}
+
 Status CudaExecutionContext::run(const plan::ExecutionPlan& plan, std::span<const Tensor> inputs,
                                  std::vector<Tensor>* outputs, const RunOptions& options) {
   if (!broken_.ok()) return broken_;
+  if (plan.eager) return invalid_argument("eager plans run on the CPU only");
   // Pass 1: check the inputs against the plan.
   SL_RETURN_IF_ERROR(check_inputs(plan, inputs));
   if (options.safe) return unsupported("safe mode (canaries, poisoning) runs on the CPU only");
@@ -297,9 +308,9 @@ Status CudaExecutionContext::run(const plan::ExecutionPlan& plan, std::span<cons
     const size_t n = inputs[i].nbytes();
     if (n == 0) continue;
     std::memcpy(b->input_staging[i].data(), inputs[i].raw(), n);
-    SL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b->input_device[i], b->input_staging[i].data(), n, cudaMemcpyHostToDevice,
-                                            copy),
-                            "input '" + plan.input_names[i] + "'");
+    SL_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(b->input_device[i], b->input_staging[i].data(), n, cudaMemcpyHostToDevice, copy),
+        "input '" + plan.input_names[i] + "'");
   }
   SL_CUDA_RETURN_IF_ERROR(cudaEventRecord(b->inputs_ready.get(), copy), "inputs");
   SL_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(s0, b->inputs_ready.get(), 0), "inputs");
@@ -363,9 +374,15 @@ Status CudaExecutionContext::run(const plan::ExecutionPlan& plan, std::span<cons
       const plan::TensorSlot& s = plan.slots[static_cast<size_t>(plan.output_slots[o])];
       Tensor t;
       switch (s.kind) {
-        case plan::SlotKind::kArena: t = Tensor::view(s.dtype, s.shape, b->output_staging[o].data()); break;
-        case plan::SlotKind::kConstant: t = plan.constants[static_cast<size_t>(s.constant)]; break;
-        case plan::SlotKind::kInput: t = inputs[static_cast<size_t>(s.input_index)]; break;
+        case plan::SlotKind::kArena:
+          t = Tensor::view(s.dtype, s.shape, b->output_staging[o].data());
+          break;
+        case plan::SlotKind::kConstant:
+          t = plan.constants[static_cast<size_t>(s.constant)];
+          break;
+        case plan::SlotKind::kInput:
+          t = inputs[static_cast<size_t>(s.input_index)];
+          break;
       }
       outputs->push_back(options.copy_outputs ? t.clone() : t);
     }

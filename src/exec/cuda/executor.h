@@ -43,7 +43,7 @@
 #include "core/tensor.h"
 #include "exec/cuda/memory.h"
 #include "exec/cuda/stream.h"
-#include "exec/executor.h"
+#include "exec/execution_context.h"
 #include "plan/execution_plan.h"
 
 namespace streamline::exec::cuda {
@@ -73,22 +73,22 @@ class DeviceConstants {
 };
 
 struct CudaContextOptions {
-  int device = 0;                  // CUDA device ordinal; the plan's constants must be on it too
-  bool cuda_graphs = true;         // capture each plan after its warm-up runs and replay it
-  int graph_warmup_runs = 1;       // direct runs of a plan before it is captured (lazy library setup)
+  int device = 0;                    // CUDA device ordinal; the plan's constants must be on it too
+  bool cuda_graphs = true;           // capture each plan after its warm-up runs and replay it
+  int graph_warmup_runs = 1;         // direct runs of a plan before it is captured (lazy library setup)
   bool high_priority_copies = true;  // the copy stream gets the device's highest priority
 };
 
 // What a context has done so far (for tests, logs and `bench`).
 struct CudaContextStats {
   uint64_t runs = 0;
-  uint64_t graph_launches = 0;   // runs replayed from a captured graph
-  uint64_t graph_captures = 0;   // plans captured
-  uint64_t graph_failures = 0;   // plans whose capture failed (they run directly)
-  size_t device_bytes = 0;       // the context's device block (arena + inputs)
+  uint64_t graph_launches = 0;  // runs replayed from a captured graph
+  uint64_t graph_captures = 0;  // plans captured
+  uint64_t graph_failures = 0;  // plans whose capture failed (they run directly)
+  size_t device_bytes = 0;      // the context's device block (arena + inputs)
 };
 
-class CudaExecutionContext {
+class CudaExecutionContext final : public ExecutionContext {
  public:
   // Makes the streams (one copy stream now, compute streams as plans need them) on
   // options.device. Unavailable without a usable device. `constants` must be for the same device.
@@ -102,8 +102,14 @@ class CudaExecutionContext {
   // tensors in plan.output_names order: owned copies, or (options.copy_outputs false) views into
   // the context valid until its next run. Errors name the failing node; a device fault that leaves
   // the context unusable is reported as Internal and every later run fails with it.
-  Status run(const plan::ExecutionPlan& plan, std::span<const Tensor> inputs, std::vector<Tensor>* outputs,
-             const RunOptions& options);
+  [[nodiscard]] Status run(const plan::ExecutionPlan& plan, std::span<const Tensor> inputs,
+                           std::vector<Tensor>* outputs, const RunOptions& options) override;
+  // InvalidArgument: eager plans run on the CPU only.
+  [[nodiscard]] Status run_values(const plan::ExecutionPlan& plan, std::span<const AnyValue> inputs,
+                                  std::vector<AnyValue>* outputs, const RunOptions& options) override;
+  size_t arena_bytes() const override { return device_bytes(); }
+  int num_streams() const override { return static_cast<int>(streams_.size()); }
+  std::string device() const override { return "cuda:" + std::to_string(options_.device); }
 
   const CudaContextStats& stats() const { return stats_; }
   size_t device_bytes() const { return block_ ? block_->capacity() : 0; }

@@ -50,7 +50,7 @@
 // and may run concurrently on different streams.
 //
 // Wiring: the runtime loads a model for "cuda[:N]" with a registry of these kernels plus the CPU
-// ones (runtime/device_runner.h); the planner folds the CPU-only shape arithmetic and refuses any
+// ones (exec/cuda/backend.h); the planner folds the CPU-only shape arithmetic and refuses any
 // other CPU node (plan/planner.h); exec/cuda/executor.h runs the plan on CUDA streams and events,
 // uploads constants once per model and GPU, and captures plans into CUDA graphs.
 // Still open: cuBLASLt/cuDNN descriptors and algorithm choices are made in every run() (host work

@@ -1,12 +1,10 @@
-#include "exec/executor.h"
+#include "exec/cpu_executor.h"
 
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <mutex>
-#include <thread>
 
 #include "core/cpu_set.h"
 #include "plan/schedule.h"
@@ -16,35 +14,14 @@ namespace {
 
 constexpr unsigned char kCanary = 0xA5;
 constexpr unsigned char kPoison = 0xFF;  // NaN for floats, -1 for integers
-// How long a stream polls an event before it sleeps on it, and after how long it starts yielding
-// its core between polls (elastic steps' OpenMP workers may share the cores with the waiter).
-constexpr std::chrono::microseconds kEventSpin{2000};
-constexpr std::chrono::microseconds kEventYieldAfter{50};
-
-// Stream threads of every context in the process that are running steps (not sleeping on an
-// event). Polling only pays while each of them has a core: with more than there are cores, a
-// poller takes time from the very producer it waits for, so waiters then sleep at once.
-std::atomic<int> g_running_streams{0};
-
-int hardware_cores() {
-  return core::usable_cores();
-}
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 }  // namespace
 
 // State shared by the stream threads during one run.
 struct RunState {
   const plan::ExecutionPlan* plan;
-  ExecutionContext* ctx;
-  ExecutionContext::Binding* binding;
+  CpuExecutionContext* ctx;
+  CpuExecutionContext::Binding* binding;
   const RunOptions* options;
   uint64_t generation;
   std::atomic<bool> failed{false};
@@ -89,53 +66,21 @@ struct RunState {
     return ok_status();
   }
 
-  // Blocks until `ev` carries this run's generation. A futex wake-up costs tens of microseconds
-  // (about 45 us median between a record and the waiting step's start, GoogLeNet on two
-  // streams), and most waits there end within a millisecond (median 0.4 to 0.5 ms), so while
-  // every running stream thread has a core the waiter polls for up to kEventSpin before it
-  // sleeps, yielding its core between polls once kEventYieldAfter has passed.
-  void wait_event(std::atomic<uint64_t>& ev) const {
-    uint64_t v = ev.load(std::memory_order_acquire);
-    if (v >= generation) return;
-    const auto start = std::chrono::steady_clock::now();
-    bool yielding = false;
-    const bool poll = g_running_streams.load(std::memory_order_relaxed) <= hardware_cores();
-    for (int i = 1; poll && v < generation; ++i) {
-      if (yielding)
-        std::this_thread::yield();
-      else
-        cpu_relax();
-      v = ev.load(std::memory_order_acquire);
-      if (i % 64 == 0 || yielding) {
-        const auto waited = std::chrono::steady_clock::now() - start;
-        if (waited > kEventSpin) break;
-        yielding = waited > kEventYieldAfter;
-      }
-    }
-    if (v >= generation) return;
-    g_running_streams.fetch_sub(1, std::memory_order_relaxed);
-    while (v < generation) {
-      ev.wait(v, std::memory_order_acquire);
-      v = ev.load(std::memory_order_acquire);
-    }
-    g_running_streams.fetch_add(1, std::memory_order_relaxed);
-  }
-
   // Runs one stream's steps in order.
   void run_stream(int stream) {
-    g_running_streams.fetch_add(1, std::memory_order_relaxed);
+    CpuStream& cs = ctx->streams_[static_cast<size_t>(stream)];
+    cs.begin_run(generation);
     struct Leave {
-      ~Leave() { g_running_streams.fetch_sub(1, std::memory_order_relaxed); }
-    } leave;
+      CpuStream& s;
+      ~Leave() { s.end_run(); }
+    } leave{cs};
     const bool elastic = options->elastic_threads > 0 && plan->stream_steps.size() > 1;
     omp_set_num_threads(elastic ? options->elastic_threads : options->num_threads);
     char* base = static_cast<char*>(binding->arena_base);
-    std::atomic<uint64_t>* events = ctx->events_.get();
+    CpuEvent* events = ctx->events_.get();
     for (int i : plan->stream_steps[static_cast<size_t>(stream)]) {
       const plan::Step& st = plan->steps[static_cast<size_t>(i)];
-      for (int e : st.wait_events) {
-        wait_event(events[e]);
-      }
+      for (int e : st.wait_events) cs.wait(events[e]);
       if (!failed.load(std::memory_order_acquire)) {
         if (options->observer) options->observer->on_step_begin(*plan, i, stream);
         const bool safe = options->safe && plan->guard_bytes;
@@ -167,17 +112,14 @@ struct RunState {
             std::memset(base + off, kPoison, len);
       }
       // Events are recorded even after a failure so that no other stream waits forever.
-      for (int e : st.record_events) {
-        events[e].store(generation, std::memory_order_release);
-        events[e].notify_all();
-      }
+      for (int e : st.record_events) cs.record(events[e]);
     }
   }
 
   static void run_stream_job(void* self, int stream) { static_cast<RunState*>(self)->run_stream(stream); }
 };
 
-Status ExecutionContext::bind(const plan::ExecutionPlan& plan, Binding** out) {
+Status CpuExecutionContext::bind(const plan::ExecutionPlan& plan, Binding** out) {
   if (!arena_ || arena_->size() < plan.arena_bytes) {
     arena_ = AlignedBuffer::allocate(plan.arena_bytes);
     if (!arena_)
@@ -262,16 +204,17 @@ Status ExecutionContext::bind(const plan::ExecutionPlan& plan, Binding** out) {
   return ok_status();
 }
 
-Status ExecutionContext::prepare_streams(const plan::ExecutionPlan& plan) {
+Status CpuExecutionContext::prepare_streams(const plan::ExecutionPlan& plan) {
   const int workers = plan.num_streams - 1;
   if (workers > 0 && (!pool_ || pool_->workers() < workers))
     pool_ = std::make_unique<StreamPool>(workers, options_.stream_cores);
   if (num_events_ < static_cast<size_t>(plan.num_events)) {
-    events_ = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(plan.num_events));
-    for (int i = 0; i < plan.num_events; ++i) events_[static_cast<size_t>(i)].store(0);
+    events_ = std::make_unique<CpuEvent[]>(static_cast<size_t>(plan.num_events));
     num_events_ = static_cast<size_t>(plan.num_events);
     generation_ = 0;
   }
+  while (streams_.size() < static_cast<size_t>(plan.num_streams))
+    streams_.emplace_back(static_cast<int>(streams_.size()));
   if (plan.num_streams == 1 && !options_.stream_cores.empty()) core::pin_current_thread(options_.stream_cores[0]);
   return ok_status();
 }
@@ -290,17 +233,30 @@ Status check_inputs(const plan::ExecutionPlan& plan, std::span<const Tensor> inp
   return ok_status();
 }
 
-Status run_plan(const plan::ExecutionPlan& plan, ExecutionContext& ctx, std::span<const Tensor> inputs,
-                std::vector<Tensor>* outputs, const RunOptions& options) {
+Status CpuExecutionContext::run_values(const plan::ExecutionPlan& plan, std::span<const AnyValue> inputs,
+                                       std::vector<AnyValue>* outputs, const RunOptions& options) {
+  if (!plan.eager) return invalid_argument("values of any kind are run by eager plans only; this plan is planned");
+  if (!eager_) eager_ = std::make_unique<EagerExecutionContext>();
+  return eager_->run_values(plan, inputs, outputs, options);
+}
+
+Status CpuExecutionContext::run(const plan::ExecutionPlan& plan, std::span<const Tensor> inputs,
+                                std::vector<Tensor>* outputs, const RunOptions& options) {
+  if (plan.device != ops::Device::kCpu)
+    return invalid_argument(std::string("a CPU context cannot run a plan made for ") + ops::device_name(plan.device));
+  if (plan.eager) {
+    if (!eager_) eager_ = std::make_unique<EagerExecutionContext>();
+    return eager_->run(plan, inputs, outputs, options);
+  }
   // Pass 1: check the inputs against the plan.
   SL_RETURN_IF_ERROR(check_inputs(plan, inputs));
   if (plan.stream_steps.size() != static_cast<size_t>(plan.num_streams))
     return internal_error("plan has " + std::to_string(plan.num_streams) + " streams but " +
                           std::to_string(plan.stream_steps.size()) + " stream step lists");
   // Pass 2: bind the context to this plan and patch in the caller's input pointers.
-  ExecutionContext::Binding* b = nullptr;
-  SL_RETURN_IF_ERROR(ctx.bind(plan, &b));
-  SL_RETURN_IF_ERROR(ctx.prepare_streams(plan));
+  Binding* b = nullptr;
+  SL_RETURN_IF_ERROR(bind(plan, &b));
+  SL_RETURN_IF_ERROR(prepare_streams(plan));
   for (const auto& [step, arg] : b->input_uses) {
     const int slot = plan.steps[static_cast<size_t>(step)].inputs[static_cast<size_t>(arg)];
     const int idx = plan.slots[static_cast<size_t>(slot)].input_index;
@@ -309,16 +265,16 @@ Status run_plan(const plan::ExecutionPlan& plan, ExecutionContext& ctx, std::spa
   // Pass 3: run the streams.
   RunState rs;
   rs.plan = &plan;
-  rs.ctx = &ctx;
+  rs.ctx = this;
   rs.binding = b;
   rs.options = &options;
-  rs.generation = ++ctx.generation_;
+  rs.generation = ++generation_;
   const int saved_threads = omp_get_max_threads();
   if (options.observer) options.observer->on_run_begin(plan);
   if (plan.num_streams == 1) {
     rs.run_stream(0);
   } else {
-    ctx.pool_->run(plan.num_streams, &RunState::run_stream_job, &rs);
+    pool_->run(plan.num_streams, &RunState::run_stream_job, &rs);
   }
   if (options.observer) options.observer->on_run_end(plan);
   omp_set_num_threads(saved_threads);

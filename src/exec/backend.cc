@@ -1,0 +1,59 @@
+#include "exec/backend.h"
+
+#include "exec/cpu_executor.h"
+
+namespace streamline::exec {
+
+Status BackendRegistry::add(std::unique_ptr<Backend> backend) {
+  if (!backend) return invalid_argument("no backend given");
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& b : backends_)
+    if (b->device() == backend->device())
+      return invalid_argument(std::string("a backend for ") + ops::device_name(backend->device()) +
+                              " is registered already");
+  backends_.push_back(std::move(backend));
+  return ok_status();
+}
+
+Result<Backend*> BackendRegistry::find(ops::Device device) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& b : backends_)
+    if (b->device() == device) return b.get();
+  if (device == ops::Device::kCuda)
+    return unsupported("this build has no CUDA backend (configure with the CUDA toolkit and cuDNN, SL_CUDA=ON)");
+  return unsupported(std::string("no backend for ") + ops::device_name(device));
+}
+
+bool BackendRegistry::has(ops::Device device) const {
+  return find(device).ok();
+}
+
+namespace {
+
+// CPU models keep their weights in their kernels: the per-model state only makes contexts.
+class CpuWeights final : public DeviceWeights {
+ public:
+  Result<std::unique_ptr<ExecutionContext>> make_context(const ContextOptions& options) override {
+    return std::unique_ptr<ExecutionContext>(new CpuExecutionContext(options));
+  }
+  size_t bytes() const override { return 0; }
+};
+
+class CpuBackend final : public Backend {
+ public:
+  ops::Device device() const override { return ops::Device::kCpu; }
+  Result<const ops::KernelRegistry*> kernels() const override { return &ops::default_cpu_registry(); }
+  int device_count() const override { return 1; }
+  std::string summary() const override { return "CPU"; }
+  Result<std::shared_ptr<DeviceWeights>> attach_model() const override {
+    return std::shared_ptr<DeviceWeights>(std::make_shared<CpuWeights>());
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() {
+  return std::make_unique<CpuBackend>();
+}
+
+}  // namespace streamline::exec

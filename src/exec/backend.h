@@ -1,0 +1,78 @@
+#pragma once
+// Backends: where plans run. Each device kind (CPU, CUDA) is one Backend that says which kernels
+// its plans use and makes its ExecutionContexts; the layers above pick one by device and never
+// name a device's types or test which backends the build has.
+//
+//   exec::BackendRegistry registry;
+//   SL_RETURN_IF_ERROR(exec::register_builtin_backends(registry));     // once, at start-up
+//   SL_ASSIGN_OR_RETURN(exec::Backend * b, registry.find(ops::Device::kCuda));  // Unsupported without it
+//   SL_ASSIGN_OR_RETURN(const ops::KernelRegistry* kernels, b->kernels());     // to load the model with
+//   SL_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceWeights> w, b->attach_model());  // once per model
+//   exec::ContextOptions co;  co.device = 1;
+//   SL_ASSIGN_OR_RETURN(std::unique_ptr<exec::ExecutionContext> ctx, w->make_context(co));
+//
+// The runtime registers the built-in backends once, on first use (runtime/device.h). A backend
+// whose device is missing (a CUDA build on a machine without a GPU) is still registered: making a
+// context then fails with Unavailable naming the reason, and device_count() is 0.
+// Thread-safety: Backend, DeviceWeights and a registry after registration are thread-safe.
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "exec/execution_context.h"
+#include "ops/registry.h"
+
+namespace streamline::exec {
+
+// One model's state on a backend: for CUDA its weights on each GPU, uploaded on first use and
+// shared by every context there. Made once per model (Backend::attach_model), outlives its contexts'
+// runs of that model's plans.
+class DeviceWeights {
+ public:
+  virtual ~DeviceWeights() = default;
+  // A new context for this model's plans (options.device picks the GPU). Thread-safe.
+  [[nodiscard]] virtual Result<std::unique_ptr<ExecutionContext>> make_context(const ContextOptions& options) = 0;
+  // Device bytes held for weights over all devices (0 on the CPU: weights stay in the kernels).
+  virtual size_t bytes() const = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual ops::Device device() const = 0;
+  // The kernels plans for this device are made from (CUDA: its kernels and the CPU ones, for
+  // what folds on the host).
+  [[nodiscard]] virtual Result<const ops::KernelRegistry*> kernels() const = 0;
+  // Usable devices now: 1 for the CPU; for CUDA the visible GPUs, 0 without any.
+  virtual int device_count() const = 0;
+  // One line for `streamline --version`: "CPU", or "CUDA: yes (runtime 13.0, ...)".
+  virtual std::string summary() const = 0;
+  // State for one model on this backend; made when the model loads.
+  [[nodiscard]] virtual Result<std::shared_ptr<DeviceWeights>> attach_model() const = 0;
+};
+
+class BackendRegistry {
+ public:
+  // InvalidArgument when a backend for the same device is registered already.
+  [[nodiscard]] Status add(std::unique_ptr<Backend> backend);
+  // Unsupported naming the device when no backend serves it (a build without CUDA).
+  [[nodiscard]] Result<Backend*> find(ops::Device device) const;
+  bool has(ops::Device device) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<Backend>> backends_;
+};
+
+// The CPU backend: CPU stream contexts that also run eager plans (exec/cpu_executor.h).
+std::unique_ptr<Backend> make_cpu_backend();
+
+// Registers the backends this build has: the CPU one, and the CUDA one when the backend is
+// compiled in. Defined once per build: exec/builtin_backends.cc without CUDA,
+// exec/cuda/builtin_backends.cc with it (cmake/cuda.cmake picks the file).
+[[nodiscard]] Status register_builtin_backends(BackendRegistry& registry);
+
+}  // namespace streamline::exec

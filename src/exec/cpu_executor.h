@@ -1,0 +1,73 @@
+#pragma once
+// The CPU executor: an ExecutionContext that runs CPU plans on CPU streams.
+//
+//   exec::CpuExecutionContext ctx;                       // one per concurrent run
+//   exec::RunOptions ro;  ro.num_threads = 2;            // intra-op threads per stream
+//   std::vector<Tensor> outs;
+//   SL_RETURN_IF_ERROR(ctx.run(*plan, inputs, &outs, ro));
+//
+// Single-stream plans run on the calling thread. Multi-stream plans run stream 0 on the calling
+// thread and the others on the context's stream workers (StreamPool); each stream is a CpuStream,
+// each plan event a CpuEvent (exec/cpu_stream.h): a step waits for its plan events before it
+// starts and records its events when it ends (stamped with the run's generation, so nothing is
+// reset or allocated per run). Eager plans (plan.eager) run node by node on the calling thread
+// through the context's EagerExecutionContext (exec/eager_executor.h).
+// The context owns the arena (grown to the largest plan it has run, never per run), its stream
+// workers (made once) and per-plan bindings. It runs one plan at a time.
+
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "core/allocator.h"
+#include "exec/cpu_stream.h"
+#include "exec/eager_executor.h"
+#include "exec/execution_context.h"
+#include "exec/stream_pool.h"
+
+namespace streamline::exec {
+
+class CpuExecutionContext final : public ExecutionContext {
+ public:
+  explicit CpuExecutionContext(ContextOptions options = {}) : options_(std::move(options)) {}
+  CpuExecutionContext(const CpuExecutionContext&) = delete;
+  CpuExecutionContext& operator=(const CpuExecutionContext&) = delete;
+
+  // Errors name the failing node and op; after an error on one stream the others stop starting
+  // new steps and the run returns the first error.
+  [[nodiscard]] Status run(const plan::ExecutionPlan& plan, std::span<const Tensor> inputs,
+                           std::vector<Tensor>* outputs, const RunOptions& options) override;
+  // Eager plans only: runs them through the context's EagerExecutionContext.
+  [[nodiscard]] Status run_values(const plan::ExecutionPlan& plan, std::span<const AnyValue> inputs,
+                                  std::vector<AnyValue>* outputs, const RunOptions& options) override;
+  size_t arena_bytes() const override { return arena_ ? arena_->size() : 0; }
+  int num_streams() const override { return static_cast<int>(streams_.size()); }
+  std::string device() const override { return "cpu"; }
+
+ private:
+  friend struct RunState;
+  struct Binding {
+    std::vector<std::vector<Tensor>> step_inputs;
+    std::vector<std::vector<Tensor>> step_outputs;
+    // (step, argument) pairs that read run inputs: patched with the caller's pointers each run.
+    std::vector<std::pair<int, int>> input_uses;
+    // Safe mode: per step, arena ranges whose value is dead after it (poisoned).
+    std::vector<std::vector<std::pair<size_t, size_t>>> poison_after;
+    void* arena_base = nullptr;
+  };
+  Status bind(const plan::ExecutionPlan& plan, Binding** out);
+  Status prepare_streams(const plan::ExecutionPlan& plan);
+
+  ContextOptions options_;
+  std::shared_ptr<AlignedBuffer> arena_;
+  std::unordered_map<uint64_t, Binding> bindings_;  // by plan id
+  std::unique_ptr<StreamPool> pool_;
+  std::vector<CpuStream> streams_;      // stream s runs on the caller (s = 0) or pool worker s
+  std::unique_ptr<CpuEvent[]> events_;  // the plan's events
+  size_t num_events_ = 0;
+  uint64_t generation_ = 0;
+  std::unique_ptr<EagerExecutionContext> eager_;  // made for the first eager plan
+};
+
+}  // namespace streamline::exec

@@ -1,0 +1,45 @@
+#pragma once
+// Devices as the runtime sees them: the device a model is loaded for ("cpu", "cuda", "cuda:N"),
+// and the backend that runs it (exec/backend.h), registered once for the process on first use.
+//
+//   SL_ASSIGN_OR_RETURN(DeviceSpec d, parse_device("cuda:1"));        // kind kCuda, ordinal 1
+//   SL_ASSIGN_OR_RETURN(exec::Backend * b, backend_for(d.kind));       // Unsupported without CUDA
+//   SL_ASSIGN_OR_RETURN(auto weights, b->attach_model());              // once per model
+//   SL_ASSIGN_OR_RETURN(auto ctx, weights->make_context(co));          // per session or instance
+//
+// Without the CUDA backend, or without a usable GPU, the calls for a CUDA device return
+// Unsupported / Unavailable naming the reason; nothing aborts. All functions are thread-safe.
+
+#include <string>
+
+#include "core/status.h"
+#include "exec/backend.h"
+#include "ops/kernel.h"
+
+namespace streamline::runtime {
+
+// "cpu", "cuda" (every visible GPU; sessions use GPU 0, serving instances spread over all) or
+// "cuda:N" (GPU N).
+struct DeviceSpec {
+  ops::Device kind = ops::Device::kCpu;
+  int ordinal = 0;
+  bool all_gpus = false;  // "cuda" without an ordinal
+  std::string to_string() const;
+};
+[[nodiscard]] Result<DeviceSpec> parse_device(const std::string& text);
+// "fp32", "tf32", "fp16".
+[[nodiscard]] Result<ops::Precision> parse_precision(const std::string& text);
+
+// The process's backends: the built-in ones (exec::register_builtin_backends), registered on the
+// first call.
+const exec::BackendRegistry& backends();
+// The backend for `device`; Unsupported when the build has none.
+[[nodiscard]] Result<exec::Backend*> backend_for(ops::Device device);
+
+// Whether the CUDA backend is compiled in, and the number of usable GPUs (0 without any).
+bool cuda_built();
+int cuda_device_count();
+// The accelerator part of `streamline --version`: "CUDA: no", or the CUDA backend's summary.
+std::string accelerator_summary();
+
+}  // namespace streamline::runtime
