@@ -10,6 +10,12 @@ header of its own layer only:
 The Python bindings (python/...) sit beside the CLI but may include the public API alone
 ("streamline/..."): they bind include/streamline/ and nothing under it.
 Tests, benchmarks and fuzzers may include anything.
+
+The public headers (include/streamline/) are installed on their own, so they may include only
+each other ("streamline/..."), the core value types installed with them (PUBLIC_CORE, installed as
+include/streamline/core/) and the observer hooks (PUBLIC_EXEC, include/streamline/exec/; see
+cmake/install.cmake); those include only each other, by sibling name ("allocator.h"), and the C++
+library.
 """
 import pathlib
 import re
@@ -22,6 +28,37 @@ RANK = {"core": 0, "graph": 1, "ops": 2, "plan": 3, "exec": 4, "runtime": 5, "st
 ONLY = {"python": {"streamline"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 SUFFIXES = {".h", ".cc", ".cu", ".cuh"}
+# Keep in step with SL_PUBLIC_CORE_HEADERS and SL_PUBLIC_EXEC_HEADERS in cmake/install.cmake.
+PUBLIC_CORE = {"allocator.h", "clock.h", "dtype.h", "shape.h", "status.h", "tensor.h", "value.h"}
+PUBLIC_EXEC = {"observer.h"}
+ANY_QUOTED = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def public_problems(root: pathlib.Path, path: pathlib.Path, lines):
+    """Includes of a public header (or a public core header) that are not installed themselves."""
+    rel = path.relative_to(root).parts
+    public_header = rel[0] == "include" and len(rel) > 2 and rel[1] == "streamline"
+    public_core = len(rel) == 3 and ((rel[:2] == ("src", "core") and rel[2] in PUBLIC_CORE) or
+                                     (rel[:2] == ("src", "exec") and rel[2] in PUBLIC_EXEC))
+    if not (public_header or public_core):
+        return []
+    bad = []
+    for lineno, line in enumerate(lines, 1):
+        m = ANY_QUOTED.match(line)
+        if not m:
+            continue
+        inc = m.group(1)
+        if public_header:
+            ok = (inc.startswith("streamline/") or (inc.startswith("core/") and inc[5:] in PUBLIC_CORE) or
+                  (inc.startswith("exec/") and inc[5:] in PUBLIC_EXEC))
+        else:
+            ok = inc in (PUBLIC_CORE if rel[1] == "core" else PUBLIC_EXEC)
+        if not ok:
+            what = "public header" if public_header else "public core header"
+            bad.append(f"{path.relative_to(root)}:{lineno}: {what} includes '{inc}', which is not installed "
+                       f"(public headers include only streamline/..., core/{{{', '.join(sorted(PUBLIC_CORE))}}} and "
+                       f"exec/{{{', '.join(sorted(PUBLIC_EXEC))}}}; those include only each other, by sibling name)")
+    return bad
 
 
 def layer_of(root: pathlib.Path, path: pathlib.Path):
@@ -52,7 +89,9 @@ def main(root: pathlib.Path) -> int:
         if layer is None:
             continue
         checked += 1
-        for lineno, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        lines = path.read_text(errors="replace").splitlines()
+        bad.extend(public_problems(root, path, lines))
+        for lineno, line in enumerate(lines, 1):
             m = INCLUDE.match(line)
             if not m or m.group(1) not in RANK:
                 continue

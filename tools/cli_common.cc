@@ -12,6 +12,7 @@
 #include "core/npy.h"
 #include "plan/schedule.h"
 #include "preflight.h"
+#include "runtime/device.h"
 
 namespace streamline::tools {
 namespace {

@@ -21,8 +21,11 @@
 #include "cli_flags.h"
 #include "commands.h"
 #include "exec/trace.h"
+#include "ops/kernel.h"
+#include "plan/execution_plan.h"
 #include "preflight.h"
 #include "progress.h"
+#include "runtime/device.h"
 #include "serving_load.h"
 #include "streamline/serving.h"
 
@@ -264,7 +267,8 @@ int bench_serving(const BenchFlags& f, std::shared_ptr<Model> model, const std::
       << ", \"p99\": " << fmt(after.queue.p99_us / 1000, 4)
       << "}, \"compute_ms\": {\"p50\": " << fmt(after.compute.p50_us / 1000, 4)
       << ", \"p99\": " << fmt(after.compute.p99_us / 1000, 4) << "}"
-      << ", \"batch_size_hist\": " << batch_hist_json(r.batch_size_hist) << ", \"mean_batch\": " << fmt(r.mean_batch) << ", \"failures\": {";
+      << ", \"batch_size_hist\": " << batch_hist_json(r.batch_size_hist) << ", \"mean_batch\": " << fmt(r.mean_batch)
+      << ", \"failures\": {";
     bool first = true;
     for (const auto& [code, n] : r.failures) {
       o << (first ? "" : ", ") << "\"" << status_code_name(code) << "\": " << n;
@@ -281,8 +285,8 @@ int bench_serving(const BenchFlags& f, std::shared_ptr<Model> model, const std::
                           : "closed loop, concurrency " + std::to_string(clients))
             << "\n\n";
   print_table({{"requests", "rejected", "p50 ms", "p90 ms", "p99 ms", "mean ms", "throughput/s", "mean batch"},
-               {std::to_string(r.requests), std::to_string(r.rejected), fmt(r.p50_ms), fmt(r.p90_ms),
-                fmt(r.p99_ms), fmt(r.mean_ms), fmt(r.throughput, 1), fmt(r.mean_batch, 2)}});
+               {std::to_string(r.requests), std::to_string(r.rejected), fmt(r.p50_ms), fmt(r.p90_ms), fmt(r.p99_ms),
+                fmt(r.mean_ms), fmt(r.throughput, 1), fmt(r.mean_batch, 2)}});
   std::cout << "\nbatch sizes (size:runs): " << batch_hist_text(r.batch_size_hist)
             << "\nqueue p50/p99 ms: " << fmt(after.queue.p50_us / 1000) << " / " << fmt(after.queue.p99_us / 1000)
             << ", compute p50/p99 ms: " << fmt(after.compute.p50_us / 1000) << " / " << fmt(after.compute.p99_us / 1000)

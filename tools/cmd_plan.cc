@@ -4,6 +4,9 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "graph/ir.h"
+#include "graph/passes.h"
+#include "plan/execution_plan.h"
 
 namespace streamline::tools {
 namespace {

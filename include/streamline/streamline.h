@@ -21,36 +21,40 @@
 //
 //   auto outs = session.run_values({AnyValue::sequence({a, b}, DType::kFloat32)});   // AnyValues
 
+#include <cstdint>
 #include <functional>
-#include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/value.h"
-#include "exec/backend.h"
-#include "exec/execution_context.h"
-#include "graph/ir.h"
-#include "graph/passes.h"
-#include "plan/kernel_set.h"
-#include "plan/planner.h"
-#include "runtime/device.h"
+#include "exec/observer.h"
+
+// Types of the layers below, named here only by pointer or reference: opaque to users of the
+// public API (the library's own tools and tests include their headers).
+namespace streamline::graph {
+class Graph;
+struct PassReport;
+}  // namespace streamline::graph
+namespace streamline::plan {
+struct ExecutionPlan;
+}  // namespace streamline::plan
+namespace streamline::exec {
+class ExecutionContext;
+class DeviceWeights;
+class TraceRecorder;
+}  // namespace streamline::exec
+namespace streamline::runtime {
+struct DeviceSpec;
+class InstancePool;
+}  // namespace streamline::runtime
 
 namespace streamline {
-
-namespace exec {
-class TraceRecorder;
-}  // namespace exec
-namespace runtime {
-class InstancePool;
-}  // namespace runtime
 
 struct ModelOptions {
   // Graph rewrite passes (folding, fusion, elimination); off only for debugging. Takes effect at load.
@@ -100,7 +104,7 @@ struct ModelOptions {
   // Device arithmetic (ops::Precision): kFp32, kTf32 (TF32 tensor cores for matrix products and
   // convolutions), kFp16 (weights converted to float16 at load; inputs and outputs stay float32).
   // CPU models run fp32 only. Takes effect at load.
-  ops::Precision precision = ops::Precision::kFp32;
+  Precision precision = Precision::kFp32;
   // CUDA: capture each plan into a CUDA graph after a warm-up run and replay it. Per context.
   bool cuda_graphs = true;
   // Called once for each new input-shape set, just before it is planned, on the thread that first
@@ -152,21 +156,24 @@ class Model {
   // only read during the call. External data is refused (there is no folder to find it in).
   // Errors as load(), with "model bytes" in place of the path.
   static Result<std::shared_ptr<Model>> load_bytes(std::string_view bytes, const ModelOptions& options = {});
-  // Same, from an imported graph (tests, servers that fetch models themselves).
+  // Same, from an imported graph (tests, servers that fetch models themselves; needs graph/ir.h).
   static Result<std::shared_ptr<Model>> from_graph(graph::Graph g, const ModelOptions& options = {});
+  ~Model();
 
   const std::vector<TensorDesc>& inputs() const { return inputs_; }
   const std::vector<TensorDesc>& outputs() const { return outputs_; }
   const ModelOptions& options() const { return options_; }
   // Producer, names, descriptions and custom key/value pairs from the file.
   const ModelMetadata& metadata() const { return metadata_; }
-  const graph::Graph& graph() const { return graph_; }
-  const graph::PassReport& pass_report() const { return report_; }
-  // The device the model was loaded for.
-  const runtime::DeviceSpec& device() const { return device_; }
-  // The model's state on its device's backend: makes execution contexts; for CUDA models also holds
-  // the weights on each GPU, shared by every context there.
-  const std::shared_ptr<exec::DeviceWeights>& device_weights() const { return device_weights_; }
+  // The device the model was loaded for, as text: "cpu", "cuda" or "cuda:N".
+  std::string device_name() const;
+  // Internals, for the library's own tools and tests (their types are opaque here): the optimised
+  // graph, what the passes did, the device, and the model's state on its backend (makes execution
+  // contexts; for CUDA models it also holds the weights on each GPU, shared by every context there).
+  const graph::Graph& graph() const;
+  const graph::PassReport& pass_report() const;
+  const runtime::DeviceSpec& device() const;
+  const std::shared_ptr<exec::DeviceWeights>& device_weights() const;
 
   // The plan for these input shapes (model input order), made once and cached. Thread-safe.
   // Unsupported when the shape set runs eagerly (see execution_mode): no plan exists for it.
@@ -204,26 +211,15 @@ class Model {
   struct Prepared {
     std::shared_ptr<const plan::ExecutionPlan> plan;
   };
-  Model() = default;
+  struct Impl;  // graph, kernels, device state, plan cache (src/runtime/model.cc)
+  Model();
   Result<Prepared> prepare(const std::vector<Shape>& shapes) const;
   // Plans a shape set that is not cached (prepare's slow path); no lock held.
   Result<Prepared> plan_shapes(const std::vector<Shape>& shapes, const std::string& key) const;
   ModelOptions options_;
-  runtime::DeviceSpec device_;
-  std::shared_ptr<exec::DeviceWeights> device_weights_;
-  const ops::KernelRegistry* registry_ = nullptr;  // the registry kernels and plans come from
-  graph::Graph graph_;
-  graph::PassReport report_;
-  plan::KernelSet kernels_;
   std::vector<TensorDesc> inputs_, outputs_;
-  // Why every shape set runs eagerly ("input 'x' is a sequence of float32: ..."), or "".
-  std::string always_eager_;
   ModelMetadata metadata_;
-  // Plans by shape key. An entry is made when a shape set is first asked for and completed when
-  // its planning ends; the lock guards only the map, never planning, so a new shape never holds up
-  // runs of shapes already planned, and concurrent first runs of one shape set plan it once.
-  mutable std::mutex plans_mu_;
-  mutable std::unordered_map<std::string, std::shared_future<Result<Prepared>>> plans_;
+  std::unique_ptr<Impl> impl_;
 };
 
 struct RunOptions {
@@ -247,7 +243,7 @@ class Session {
                                             const RunOptions& options = {});
   const Model& model() const { return *model_; }
   // Host arena or device block bytes this session's context holds.
-  size_t arena_bytes() const { return context_ ? context_->arena_bytes() : 0; }
+  size_t arena_bytes() const;
 
  private:
   std::shared_ptr<const Model> model_;
@@ -255,6 +251,18 @@ class Session {
   std::unique_ptr<exec::ExecutionContext> context_;
   [[nodiscard]] Status make_context();
 };
+
+// For observers (exec/observer.h, public): what step `step` of the plan a hook was called for
+// runs, for code that cannot see the plan. The views are valid while the plan lives, at least
+// during the hook. Planned runs report plan steps (fused nodes, inserted layout changes); eager
+// runs report graph nodes.
+struct StepDesc {
+  std::string_view name;      // node name ("<value>/to_plain" for inserted layout changes)
+  std::string_view op;        // op type, e.g. "FusedConv"
+  std::string_view provider;  // kernel provider, e.g. "onednn", "eager"
+  int stream = 0;             // the plan stream it runs on
+};
+StepDesc describe_step(const plan::ExecutionPlan& plan, int step);
 
 // Records runs as Chrome trace events (open the file in Perfetto or chrome://tracing): one track
 // per stream, one slice per step with its op and tensor shapes (eager runs: one per node), a flow

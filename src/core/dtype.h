@@ -66,6 +66,13 @@ template <> struct DTypeOf<uint32_t> { static constexpr DType value = DType::kUI
 template <> struct DTypeOf<uint64_t> { static constexpr DType value = DType::kUInt64; };
 template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
 
+// Arithmetic of device kernels (ops::Precision, ModelOptions::precision). kFp32: true fp32
+// everywhere. kTf32: fp32 tensors, matrix products and convolutions on TF32 tensor cores (10-bit
+// mantissa inputs, fp32 accumulation). kFp16: the model's float32 activations and weights are
+// float16 (converted when the model loads); kernels accumulate in fp32 where it matters
+// (reductions, Softmax, LayerNorm, GEMM). CPU kernels run fp32.
+enum class Precision { kFp32 = 0, kTf32 = 1, kFp16 = 2 };
+
 // IEEE half precision conversions (round to nearest even).
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);

@@ -20,9 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "core/allocator.h"
-#include "core/dtype.h"
-#include "core/shape.h"
+// Sibling form: public core headers resolve the same in src/core/ and installed in
+// include/streamline/core/ (cmake/install.cmake).
+#include "allocator.h"
+#include "dtype.h"
+#include "shape.h"
 
 namespace streamline {
 

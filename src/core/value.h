@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "tensor.h"  // sibling form, as in core/tensor.h
 
 namespace streamline {
 

@@ -31,11 +31,8 @@ namespace streamline::ops {
 enum class Device { kCpu = 0, kCuda = 1 };
 const char* device_name(Device d);
 
-// Arithmetic of device kernels. kFp32: true fp32 everywhere. kTf32: fp32 tensors, matrix products
-// and convolutions on TF32 tensor cores (10-bit mantissa inputs, fp32 accumulation). kFp16: the
-// model's float32 activations and weights are float16 (converted when the model loads); kernels
-// accumulate in fp32 where it matters (reductions, Softmax, LayerNorm, GEMM). CPU kernels run fp32.
-enum class Precision { kFp32 = 0, kTf32 = 1, kFp16 = 2 };
+// Arithmetic of device kernels (core/dtype.h, public because ModelOptions carries it).
+using Precision = ::streamline::Precision;
 const char* precision_name(Precision p);  // "fp32", "tf32", "fp16"
 
 // What reshape knows about one input. `value` is non-null when the input is a constant (an

@@ -1,15 +1,27 @@
 #include <algorithm>
 #include <dnnl.hpp>
+#include <future>
+#include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 
 #include "core/cpu_set.h"
 #include "core/logging.h"
 #include "core/version.h"
+#include "exec/backend.h"
+#include "exec/execution_context.h"
+#include "graph/ir.h"
 #include "graph/onnx_import.h"
+#include "graph/passes.h"
 #include "graph/value_types.h"
 #include "ops/eager.h"
 #include "ops/evaluator.h"
+#include "ops/kernel.h"
+#include "plan/execution_plan.h"
+#include "plan/kernel_set.h"
+#include "plan/planner.h"
+#include "runtime/device.h"
 #include "streamline/streamline.h"
 
 namespace streamline {
@@ -56,6 +68,53 @@ std::string shapes_key(const std::vector<Shape>& shapes) {
 
 }  // namespace
 
+// What the public header keeps opaque: everything whose type lives below the public API.
+struct Model::Impl {
+  runtime::DeviceSpec device_;
+  std::shared_ptr<exec::DeviceWeights> device_weights_;
+  const ops::KernelRegistry* registry_ = nullptr;  // the registry kernels and plans come from
+  graph::Graph graph_;
+  graph::PassReport report_;
+  plan::KernelSet kernels_;
+  // Why every shape set runs eagerly ("input 'x' is a sequence of float32: ..."), or "".
+  std::string always_eager_;
+  // Plans by shape key. An entry is made when a shape set is first asked for and completed when
+  // its planning ends; the lock guards only the map, never planning, so a new shape never holds up
+  // runs of shapes already planned, and concurrent first runs of one shape set plan it once.
+  std::mutex plans_mu_;
+  std::unordered_map<std::string, std::shared_future<Result<Prepared>>> plans_;
+};
+
+Model::Model() : impl_(std::make_unique<Impl>()) {}
+Model::~Model() = default;
+
+const graph::Graph& Model::graph() const {
+  return impl_->graph_;
+}
+const graph::PassReport& Model::pass_report() const {
+  return impl_->report_;
+}
+const runtime::DeviceSpec& Model::device() const {
+  return impl_->device_;
+}
+const std::shared_ptr<exec::DeviceWeights>& Model::device_weights() const {
+  return impl_->device_weights_;
+}
+std::string Model::device_name() const {
+  return impl_->device_.to_string();
+}
+
+StepDesc describe_step(const plan::ExecutionPlan& plan, int step) {
+  StepDesc d;
+  if (step < 0 || static_cast<size_t>(step) >= plan.steps.size()) return d;
+  const plan::Step& st = plan.steps[static_cast<size_t>(step)];
+  d.name = st.name;
+  d.op = st.op;
+  d.provider = st.provider;
+  d.stream = st.stream;
+  return d;
+}
+
 std::string version_string() {
   const dnnl_version_t* v = dnnl_version();
   const std::string cuda = runtime::accelerator_summary();
@@ -91,34 +150,34 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
   if (options.blocked_channels == 0) m->options_.blocked_channels = ops::native_block();
   if (m->options_.blocked_channels != 8 && m->options_.blocked_channels != 16)
     return invalid_argument("blocked_channels must be 0, 8 or 16, got " + std::to_string(options.blocked_channels));
-  SL_ASSIGN_OR_RETURN(m->device_, runtime::parse_device(options.device));
-  const bool on_cuda = m->device_.kind == ops::Device::kCuda;
+  SL_ASSIGN_OR_RETURN(m->impl_->device_, runtime::parse_device(options.device));
+  const bool on_cuda = m->impl_->device_.kind == ops::Device::kCuda;
   if (!on_cuda && options.precision != ops::Precision::kFp32)
     return invalid_argument(std::string("precision ") + ops::precision_name(options.precision) +
                             " needs a GPU device; CPU models run fp32");
   if (on_cuda && options.safe) return invalid_argument("safe mode (canaries, poisoning) runs on the CPU device only");
-  SL_ASSIGN_OR_RETURN(exec::Backend * backend, runtime::backend_for(m->device_.kind));
-  SL_ASSIGN_OR_RETURN(m->registry_, backend->kernels());
-  SL_ASSIGN_OR_RETURN(m->device_weights_, backend->attach_model());
+  SL_ASSIGN_OR_RETURN(exec::Backend * backend, runtime::backend_for(m->impl_->device_.kind));
+  SL_ASSIGN_OR_RETURN(m->impl_->registry_, backend->kernels());
+  SL_ASSIGN_OR_RETURN(m->impl_->device_weights_, backend->attach_model());
   if (on_cuda) {
     // Activations stay plain (NCHW) on the GPU: the CUDA kernels take that layout.
     m->options_.channels_last = false;
     m->options_.blocked_layout = false;
   }
-  m->graph_ = std::move(g);
+  m->impl_->graph_ = std::move(g);
   // Kinds (sequence, optional) and element types the graph leaves open, for graphs built by hand
   // (the importer has run the same rules).
-  graph::infer_value_types(m->graph_);
-  m->metadata_ = metadata_of(m->graph_);
+  graph::infer_value_types(m->impl_->graph_);
+  m->metadata_ = metadata_of(m->impl_->graph_);
   // Pass 1: graph rewrites.
   graph::PassOptions po;
   po.enabled = options.optimize;
   po.split_conv_parts = options.split_convs;
   ops::KernelEvaluator evaluator(ops::default_cpu_registry());
-  SL_RETURN_IF_ERROR(graph::run_passes(m->graph_, po, &evaluator, &m->report_));
+  SL_RETURN_IF_ERROR(graph::run_passes(m->impl_->graph_, po, &evaluator, &m->impl_->report_));
   if (on_cuda && options.precision == ops::Precision::kFp16) {
     graph::HalfReport hr;
-    SL_RETURN_IF_ERROR(graph::convert_to_half(m->graph_, &hr));
+    SL_RETURN_IF_ERROR(graph::convert_to_half(m->impl_->graph_, &hr));
     if (hr.overflowed > 0)
       SL_LOG(kWarning) << hr.overflowed << " weight elements exceed the float16 range and became infinite";
   }
@@ -129,20 +188,22 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
   ko.block = m->options_.blocked_channels;
   ko.allow_winograd = m->options_.winograd;
   ko.precision = options.precision;
-  SL_ASSIGN_OR_RETURN(m->kernels_, plan::create_kernels(m->graph_, *m->registry_, ko, m->device_.kind));
-  for (graph::ValueId v : m->graph_.inputs()) m->inputs_.push_back(describe(m->graph_, v));
-  for (graph::ValueId v : m->graph_.outputs()) m->outputs_.push_back(describe(m->graph_, v));
+  SL_ASSIGN_OR_RETURN(m->impl_->kernels_,
+                      plan::create_kernels(m->impl_->graph_, *m->impl_->registry_, ko, m->impl_->device_.kind));
+  for (graph::ValueId v : m->impl_->graph_.inputs()) m->inputs_.push_back(describe(m->impl_->graph_, v));
+  for (graph::ValueId v : m->impl_->graph_.outputs()) m->outputs_.push_back(describe(m->impl_->graph_, v));
   for (const auto& in : m->inputs_)
     if (!dtype_supported(in.dtype) && in.dtype != DType::kString)
       return unsupported("input '" + in.name + "' has unsupported dtype " + dtype_name(in.dtype));
   // Plans hold tensors of fixed-size elements: models that take or give anything else run eagerly.
   for (const auto* list : {&m->inputs_, &m->outputs_})
     for (const auto& d : *list)
-      if (m->always_eager_.empty() && (d.kind != ValueKind::kTensor || d.dtype == DType::kString))
-        m->always_eager_ = std::string(list == &m->inputs_ ? "input '" : "output '") + d.name + "' is a " +
-                           value_type_name(d.kind, d.dtype) +
-                           ": sequences, optionals and string tensors run node by node";
-  SL_LOG(kInfo) << "loaded model: " << m->graph_.live_node_count() << " nodes; passes: " << m->report_.to_string();
+      if (m->impl_->always_eager_.empty() && (d.kind != ValueKind::kTensor || d.dtype == DType::kString))
+        m->impl_->always_eager_ = std::string(list == &m->inputs_ ? "input '" : "output '") + d.name + "' is a " +
+                                  value_type_name(d.kind, d.dtype) +
+                                  ": sequences, optionals and string tensors run node by node";
+  SL_LOG(kInfo) << "loaded model: " << m->impl_->graph_.live_node_count()
+                << " nodes; passes: " << m->impl_->report_.to_string();
   return m;
 }
 
@@ -222,8 +283,8 @@ Result<Model::Prepared> Model::prepare(const std::vector<Shape>& shapes) const {
   std::optional<std::promise<Result<Prepared>>> promise;  // made only by the thread that plans
   std::shared_future<Result<Prepared>> pending;
   {
-    std::lock_guard<std::mutex> lock(plans_mu_);
-    auto [it, inserted] = plans_.try_emplace(key);
+    std::lock_guard<std::mutex> lock(impl_->plans_mu_);
+    auto [it, inserted] = impl_->plans_.try_emplace(key);
     if (inserted) {
       promise.emplace();
       it->second = promise->get_future().share();
@@ -237,8 +298,8 @@ Result<Model::Prepared> Model::prepare(const std::vector<Shape>& shapes) const {
   if (!r.ok()) {
     // Failures are not cached: the next request for these shapes tries again (and sees the same
     // error unless something changed); threads already waiting get this one.
-    std::lock_guard<std::mutex> lock(plans_mu_);
-    plans_.erase(key);
+    std::lock_guard<std::mutex> lock(impl_->plans_mu_);
+    impl_->plans_.erase(key);
   }
   promise->set_value(r);
   return r;
@@ -249,11 +310,12 @@ Result<Model::Prepared> Model::plan_shapes(const std::vector<Shape>& shapes, con
     return invalid_argument("model has " + std::to_string(inputs_.size()) + " inputs, got " +
                             std::to_string(shapes.size()) + " shapes");
   if (options_.on_planning) options_.on_planning(shapes);
-  if (!always_eager_.empty()) {
-    if (device_.kind != ops::Device::kCpu)
-      return unsupported(always_eager_ + ", on the CPU only").with_context(device_.to_string());
+  if (!impl_->always_eager_.empty()) {
+    if (impl_->device_.kind != ops::Device::kCpu)
+      return unsupported(impl_->always_eager_ + ", on the CPU only").with_context(impl_->device_.to_string());
     Prepared eager;
-    SL_ASSIGN_OR_RETURN(eager.plan, plan::make_eager_plan(graph_, kernels_.kernels, shapes, always_eager_));
+    SL_ASSIGN_OR_RETURN(eager.plan,
+                        plan::make_eager_plan(impl_->graph_, impl_->kernels_.kernels, shapes, impl_->always_eager_));
     return eager;
   }
   plan::InputShapes in;
@@ -266,21 +328,22 @@ Result<Model::Prepared> Model::plan_shapes(const std::vector<Shape>& shapes, con
   po.num_threads = elastic_threads() > 0 ? elastic_threads() : threads_per_stream();
   po.pinned_streams = options_.pinned_streams;
   po.guard_bytes = options_.safe ? 64 : 0;
-  po.device = device_.kind;
-  po.registry = registry_;
-  auto p = plan::make_plan(graph_, kernels_, in, po);
+  po.device = impl_->device_.kind;
+  po.registry = impl_->registry_;
+  auto p = plan::make_plan(impl_->graph_, impl_->kernels_, in, po);
   Prepared prepared;
   if (p.ok()) {
     prepared.plan = std::move(p).value();
-  } else if (device_.kind != ops::Device::kCpu) {
-    return p.status().with_context(device_.to_string());  // eager execution runs on the CPU only
+  } else if (impl_->device_.kind != ops::Device::kCpu) {
+    return p.status().with_context(impl_->device_.to_string());  // eager execution runs on the CPU only
   } else {
     // Planning needs every shape before the run. When it failed for want of run-time values, the
     // shape set runs eagerly; any other failure stays an error.
     if (p.status().code() != StatusCode::kUnsupported) return p.status();
-    auto probe = ops::probe_shapes(graph_, kernels_.kernels, shapes);
+    auto probe = ops::probe_shapes(impl_->graph_, impl_->kernels_.kernels, shapes);
     if (!probe.ok() || !probe->value_dependent) return p.status();
-    SL_ASSIGN_OR_RETURN(prepared.plan, plan::make_eager_plan(graph_, kernels_.kernels, shapes, probe->reason));
+    SL_ASSIGN_OR_RETURN(prepared.plan,
+                        plan::make_eager_plan(impl_->graph_, impl_->kernels_.kernels, shapes, probe->reason));
     SL_LOG(kInfo) << "shapes " << key << " run eagerly: " << probe->reason;
   }
   return prepared;
@@ -302,9 +365,9 @@ Result<ExecutionMode> Model::execution_mode(const std::vector<Shape>& shapes) co
 std::string Model::eager_reason(const std::vector<Shape>& shapes) const {
   std::shared_future<Result<Prepared>> entry;
   {
-    std::lock_guard<std::mutex> lock(plans_mu_);
-    auto it = plans_.find(shapes_key(shapes));
-    if (it == plans_.end()) return {};
+    std::lock_guard<std::mutex> lock(impl_->plans_mu_);
+    auto it = impl_->plans_.find(shapes_key(shapes));
+    if (it == impl_->plans_.end()) return {};
     entry = it->second;
   }
   // Not decided yet (still being planned): nothing to say.
@@ -330,6 +393,10 @@ exec::ContextOptions context_options(const Model& m) {
 Session::Session(std::shared_ptr<const Model> model) : model_(std::move(model)) {}
 
 Session::~Session() = default;
+
+size_t Session::arena_bytes() const {
+  return context_ ? context_->arena_bytes() : 0;
+}
 
 Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, const RunOptions& options) {
   for (size_t i = 0; i < inputs.size() && i < model_->inputs().size(); ++i)

@@ -8,6 +8,7 @@
 
 #include "core/cpu_set.h"
 #include "core/logging.h"
+#include "plan/execution_plan.h"
 #include "runtime/control_loop.h"
 #include "runtime/instance_pool.h"
 #include "runtime/scheduler.h"

@@ -19,6 +19,7 @@
 
 #include "core/logging.h"
 #include "model_config.pb.h"
+#include "runtime/device.h"
 #include "serve/config_params.h"
 
 namespace streamline::serve {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "runtime/device.h"
 #include "serve/config_params.h"
 #include "serve/json_util.h"
 #include "serve/model_config.h"

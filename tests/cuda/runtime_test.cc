@@ -14,8 +14,13 @@
 #include <thread>
 
 #include "cuda_test_util.h"
+#include "exec/backend.h"
 #include "exec/trace.h"
+#include "graph/ir.h"
 #include "graph/passes.h"
+#include "ops/kernel.h"
+#include "plan/execution_plan.h"
+#include "runtime/device.h"
 #include "streamline/streamline.h"
 
 namespace streamline {
@@ -234,7 +239,7 @@ TEST(GpuModel, TestModelsMatchTheCpu) {
     const char* name;
     double fp32, tf32, fp16;  // tolerances on the scaled error
   };
-  const Case cases[] = {{"resnet50", 1e-4, 2e-2, 5e-2},     {"mobilenet_v2", 1e-4, 2e-2, 5e-2},
+  const Case cases[] = {{"resnet50", 1e-4, 2e-2, 5e-2},      {"mobilenet_v2", 1e-4, 2e-2, 5e-2},
                         {"squeezenet1_1", 1e-4, 2e-2, 5e-2}, {"googlenet", 1e-4, 2e-2, 5e-2},
                         {"bert_tiny", 1e-4, 2e-2, 5e-2},     {"bert", 1e-4, 2e-2, 5e-2}};
   int tested = 0;
@@ -275,9 +280,8 @@ TEST(GpuModel, TestModelsMatchTheCpu) {
       const auto got = run_once(*m, in, 3);
       ASSERT_EQ(got.size(), want.size()) << c.name;
       for (size_t o = 0; o < got.size(); ++o)
-        EXPECT_LT(scaled_error(got[o], want[o]), v.tol)
-            << c.name << " output " << o << " precision " << ops::precision_name(v.precision) << " streams "
-            << v.streams;
+        EXPECT_LT(scaled_error(got[o], want[o]), v.tol) << c.name << " output " << o << " precision "
+                                                        << ops::precision_name(v.precision) << " streams " << v.streams;
     }
   }
   if (tested == 0) GTEST_SKIP() << "no test models in " << dir;

@@ -11,6 +11,8 @@
 #include <string>
 
 #include "core/npy.h"
+#include "graph/passes.h"
+#include "plan/execution_plan.h"
 #include "streamline/streamline.h"
 
 namespace streamline {

@@ -9,7 +9,9 @@
 #include <random>
 
 #include "exec/trace.h"
+#include "graph/ir.h"
 #include "ops/op_test_util.h"
+#include "plan/execution_plan.h"
 #include "streamline/streamline.h"
 
 namespace streamline {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "graph/ir.h"
 #include "streamline/serving.h"
 
 namespace streamline {
@@ -69,7 +70,8 @@ TEST(ServingMemory, InstancesGrowByArenasNotWeights) {
   const size_t after = resident_bytes();
   for (size_t a : (*more)->arena_bytes()) EXPECT_EQ(a, arena);
   const size_t growth = after > before ? after - before : 0;
-  std::cout << "weights " << (weights >> 20) << " MiB, arena per instance " << (arena >> 20) << " MiB, RSS growth for 3 "
+  std::cout << "weights " << (weights >> 20) << " MiB, arena per instance " << (arena >> 20)
+            << " MiB, RSS growth for 3 "
             << "more instances " << (growth >> 20) << " MiB" << std::endl;
   // Three more arenas plus thread stacks and allocator slack; not even one more copy of the weights.
   EXPECT_LT(growth, 3 * arena + (32u << 20));

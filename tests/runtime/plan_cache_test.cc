@@ -8,6 +8,8 @@
 #include <future>
 #include <thread>
 
+#include "graph/ir.h"
+#include "plan/execution_plan.h"
 #include "streamline/streamline.h"
 
 namespace streamline {

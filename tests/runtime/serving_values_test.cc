@@ -7,6 +7,8 @@
 #include <map>
 #include <vector>
 
+#include "graph/ir.h"
+#include "plan/execution_plan.h"
 #include "streamline/serving.h"
 
 namespace streamline {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "graph/ir.h"
 #include "streamline/streamline.h"
 
 namespace streamline {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "graph/ir.h"
+#include "plan/execution_plan.h"
 #include "streamline/streamline.h"
 
 namespace streamline {

@@ -30,7 +30,9 @@ def test_downward_includes_pass(tmp_path):
     root = tree(tmp_path, {
         "src/ops/a.cc": '#include "core/status.h"\n#include "graph/ir.h"\n#include "ops/b.h"\n',
         "src/runtime/model.cc": '#include "streamline/streamline.h"\n#include "exec/executor.h"\n',
-        "include/streamline/streamline.h": '#include "runtime/x.h"\n#include "core/tensor.h"\n',
+        "include/streamline/serving.h": '#include "streamline/streamline.h"\n#include "core/tensor.h"\n',
+        "src/core/tensor.h": '#include "shape.h"\n',
+        "src/core/logging.h": '#include "core/status.h"\n',
         "tools/cmd.cc": '#include "tools/cli.h"\n#include "serve/server.h"\n',
     })
     r = check(root)
@@ -49,6 +51,23 @@ def test_a_public_header_including_the_server_fails(tmp_path):
     r = check(root)
     assert r.returncode == 1
     assert "include/streamline/serving.h:2: layer 'streamline' includes 'serve/' from above" in r.stderr
+
+
+def test_a_public_header_including_an_internal_one_fails(tmp_path):
+    # Downward, but not installed: a program built against the installed tree could not find it.
+    root = tree(tmp_path, {"include/streamline/streamline.h": '#include "core/tensor.h"\n#include "plan/planner.h"\n'})
+    r = check(root)
+    assert r.returncode == 1
+    assert "include/streamline/streamline.h:2: public header includes 'plan/planner.h', which is not installed" in r.stderr
+    root = tree(tmp_path, {"include/streamline/streamline.h": '#include "core/logging.h"\n'})
+    assert check(root).returncode == 1
+
+
+def test_a_public_core_header_including_by_layer_path_fails(tmp_path):
+    root = tree(tmp_path, {"src/core/tensor.h": '#include "core/shape.h"\n'})
+    r = check(root)
+    assert r.returncode == 1
+    assert "src/core/tensor.h:1: public core header includes 'core/shape.h'" in r.stderr
 
 
 def test_a_library_including_the_cli_fails(tmp_path):

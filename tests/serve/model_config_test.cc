@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
+#include "runtime/device.h"
 #include "serve_test_util.h"
 
 namespace streamline::serve {
