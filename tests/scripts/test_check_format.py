@@ -10,16 +10,17 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "check_format.sh"
 
-pytestmark = pytest.mark.skipif(shutil.which("clang-format") is None and False, reason="")
-
 FORMATTED = "int add(int a, int b) {\n  return a + b;\n}\n"
 UNFORMATTED = "int   add(int a,int b){return a+b;}\n"
+
 
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
 
+
 def check(repo: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(SCRIPT), *args], cwd=repo, capture_output=True, text=True)
+
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
@@ -34,12 +35,15 @@ def repo(tmp_path: Path) -> Path:
     git(tmp_path, "commit", "-qm", "base")
     return tmp_path
 
+
 def base_of(repo: Path) -> str:
     return git(repo, "rev-parse", "HEAD").strip()
+
 
 def test_clang_format_is_installed():
     # scripts/setup.sh installs it; the check must not pass by not running.
     assert shutil.which("clang-format"), "clang-format is missing: run scripts/setup.sh"
+
 
 def test_untouched_unformatted_files_pass(repo):
     base = base_of(repo)
@@ -50,6 +54,7 @@ def test_untouched_unformatted_files_pass(repo):
     assert r.returncode == 0, r.stderr
     assert "0 C++ files changed" in r.stdout
 
+
 def test_a_formatted_change_passes(repo):
     base = base_of(repo)
     (repo / "src" / "new.cc").write_text(FORMATTED)
@@ -58,6 +63,7 @@ def test_a_formatted_change_passes(repo):
     r = check(repo, base)
     assert r.returncode == 0, r.stderr
     assert "1 C++ files changed" in r.stdout
+
 
 def test_an_unformatted_change_fails_with_the_file_and_a_diff(repo):
     base = base_of(repo)
@@ -73,6 +79,7 @@ def test_an_unformatted_change_fails_with_the_file_and_a_diff(repo):
     assert "-int   add(int a,int b){return a+b;}" in r.stderr
     assert "+int add(int a, int b) {" in r.stderr
 
+
 def test_uncommitted_and_untracked_files_count(repo):
     base = base_of(repo)
     (repo / "src" / "old.cc").write_text(UNFORMATTED + "int   x;\n")  # modified, not committed
@@ -81,12 +88,14 @@ def test_uncommitted_and_untracked_files_count(repo):
     assert r.returncode == 1
     assert "  src/old.cc\n" in r.stderr and "  src/fresh.cu\n" in r.stderr
 
+
 def test_a_deleted_file_is_not_checked(repo):
     base = base_of(repo)
     git(repo, "rm", "-q", "src/old.cc")
     git(repo, "commit", "-qm", "rm")
     r = check(repo, base)
     assert r.returncode == 0, r.stderr
+
 
 def test_a_bad_base_is_an_error(repo):
     r = check(repo, "no-such-commit")
