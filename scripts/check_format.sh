@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Fails when a C++ file changed since BASE (committed, staged, modified or new) differs from what
-# clang-format makes of it with the checked-in .clang-format, listing those files with a short diff
-# of each. The tree predates the check and is not formatted as a whole (formatting it all would
-# rebuild everything), so only the files a change touches have to be formatted; CI (.ci/run) passes
-# the commit that added this check.
+# Fails when a C++ file changed since BASE differs from what clang-format makes of it with the
+# checked-in .clang-format, listing those files with a short diff of each. The tree predates the
+# check and is not formatted as a whole (formatting it all would rebuild everything), so only the
+# files a change touches have to be formatted; CI (.ci/run) passes the commit that added this check.
+#
+# "Changed since BASE" means touched by a commit that descends from BASE (written when the check
+# existed; merges aside), or modified, staged or new in the work tree. Work merged in from a branch
+# that forked before BASE is not held to a rule it could not see; its files are checked once a
+# later commit touches them.
 #
 #   scripts/check_format.sh BASE          # from anywhere inside the checkout
 #   clang-format -i FILE...               # the fix
@@ -24,14 +28,19 @@ git rev-parse --verify --quiet "$base^{commit}" >/dev/null \
   || { echo "check_format: '$base' is not a commit of this checkout (a shallow clone needs more history)" >&2; exit 2; }
 [ -f .clang-format ] || { echo "check_format: no .clang-format at $root" >&2; exit 2; }
 
-# Changed since BASE and still present, plus files git does not know yet; C and C++ sources only.
-mapfile -t files < <({ git diff --name-only --diff-filter=d "$base" --; git ls-files --others --exclude-standard; } \
-  | grep -E '\.(h|hh|hpp|c|cc|cpp|cu|cuh)$' | sort -u)
+# Touched by the commits after BASE, or in the work tree (modified, staged, new); C and C++ only.
+mapfile -t files < <({
+  git log --ancestry-path --no-merges --format= --name-only "$base..HEAD" --
+  git diff --name-only HEAD --
+  git ls-files --others --exclude-standard
+} | grep -E '\.(h|hh|hpp|c|cc|cpp|cu|cuh)$' | sort -u)
 
 bad=()
 diffs=""
+checked=0
 for f in "${files[@]}"; do
-  [ -f "$f" ] || continue
+  [ -f "$f" ] || continue  # deleted since
+  checked=$((checked + 1))
   if ! d=$(clang-format --style=file "$f" | diff -u --label "$f" --label "$f (formatted)" "$f" -); then
     bad+=("$f")
     # The first lines of each diff: enough to see what is wrong without flooding the log.
@@ -40,10 +49,10 @@ for f in "${files[@]}"; do
 done
 
 if [ ${#bad[@]} -gt 0 ]; then
-  echo "check_format: ${#bad[@]} of ${#files[@]} C++ files changed since ${base:0:12} are not formatted:" >&2
+  echo "check_format: ${#bad[@]} of $checked C++ files changed since ${base:0:12} are not formatted:" >&2
   printf '  %s\n' "${bad[@]}" >&2
   printf '%s' "$diffs" >&2
   echo "fix: clang-format -i ${bad[*]}" >&2
   exit 1
 fi
-echo "check_format: ${#files[@]} C++ files changed since ${base:0:12}, all formatted"
+echo "check_format: $checked C++ files changed since ${base:0:12}, all formatted"

@@ -89,6 +89,28 @@ def test_uncommitted_and_untracked_files_count(repo):
     assert "  src/old.cc\n" in r.stderr and "  src/fresh.cu\n" in r.stderr
 
 
+def test_work_forked_before_the_base_is_checked_once_touched_again(repo):
+    fork = base_of(repo)
+    git(repo, "checkout", "-qb", "side")
+    (repo / "src" / "side.cc").write_text(UNFORMATTED)  # written before the check existed
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "side")
+    git(repo, "checkout", "-q", "-")
+    (repo / "src" / "check.cc").write_text(FORMATTED)  # the commit that adds the check
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "the check")
+    base = base_of(repo)
+    git(repo, "merge", "-q", "--no-edit", "side")
+    r = check(repo, base)
+    assert r.returncode == 0, r.stderr
+    (repo / "src" / "side.cc").write_text(UNFORMATTED + "int   y;\n")
+    git(repo, "commit", "-qam", "touch side.cc after the check")
+    r = check(repo, base)
+    assert r.returncode == 1
+    assert "  src/side.cc\n" in r.stderr
+    assert fork != base
+
+
 def test_a_deleted_file_is_not_checked(repo):
     base = base_of(repo)
     git(repo, "rm", "-q", "src/old.cc")
