@@ -28,6 +28,7 @@ every figure.
     .venv/bin/python bench/adaptive.py --model squeezenet1_1 --slo-ms 40 --seconds 10 --warmup-s 5
     .venv/bin/python bench/adaptive.py --mix --json bench/adaptive.json
     .venv/bin/python bench/adaptive.py --refusals --only "static 1i batch" --phases 1,32
+    .venv/bin/python bench/adaptive.py --svg docs/benchmarks/adaptive.svg
 """
 
 import argparse
@@ -207,6 +208,57 @@ def print_refusals(results: dict, args) -> None:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
 
 
+def svg_plot(rows, slo_ms: float) -> str:
+    """The phases as two bar charts, one model after another: throughput (left) and p99 with the
+    SLO as a line (right), adaptive beside the phase's best static configuration and the default."""
+    series = [("adaptive", "#1f77b4", lambda r: r["adaptive"]), ("best static", "#2ca02c", lambda r: r["best"]),
+              ("default", "#aaaaaa", lambda r: r["default"])]
+    panel_w, panel_h, left, top, gap = 420, 220, 60, 40, 70
+    width = left + 2 * panel_w + gap + 20
+    height = top + panel_h + 70
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+           f'font-size="11">', f'<rect width="{width}" height="{height}" fill="white"/>']
+
+    def panel(x0, title, key, line=None):
+        values = [key(get(r)) or 0 for r in rows for _, _, get in series]
+        top_value = max(values + ([line] if line else []) + [1e-9]) * 1.1
+        out.append(f'<text x="{x0}" y="{top - 16}" font-size="13">{title}</text>')
+        out.append(f'<line x1="{x0}" y1="{top + panel_h}" x2="{x0 + panel_w}" y2="{top + panel_h}" stroke="black"/>')
+        out.append(f'<line x1="{x0}" y1="{top}" x2="{x0}" y2="{top + panel_h}" stroke="black"/>')
+        for k in range(5):
+            v = top_value * k / 4
+            y = top + panel_h - panel_h * k / 4
+            text = f"{v:.0f}" if top_value >= 100 else f"{v:.3g}"
+            out.append(f'<text x="{x0 - 6}" y="{y + 4}" text-anchor="end">{text}</text>')
+        group_w = panel_w / max(1, len(rows))
+        bar_w = group_w * 0.8 / len(series)
+        for i, r in enumerate(rows):
+            gx = x0 + i * group_w + group_w * 0.1
+            for j, (_, color, get) in enumerate(series):
+                v = key(get(r)) or 0
+                h = panel_h * v / top_value
+                out.append(f'<rect x="{gx + j * bar_w:.1f}" y="{top + panel_h - h:.1f}" width="{bar_w - 1:.1f}" '
+                           f'height="{h:.1f}" fill="{color}"/>')
+            label = f'{r["clients"]} cl.' + (f' {r["model"]}' if len({x["model"] for x in rows}) > 1 else "")
+            out.append(f'<text x="{gx + group_w * 0.4:.1f}" y="{top + panel_h + 14}" text-anchor="middle">'
+                       f'{label}</text>')
+        if line:
+            y = top + panel_h - panel_h * line / top_value
+            out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x0 + panel_w}" y2="{y:.1f}" stroke="red" '
+                       f'stroke-dasharray="4 3"/>')
+            out.append(f'<text x="{x0 + panel_w - 2}" y="{y - 4:.1f}" text-anchor="end" fill="red">SLO</text>')
+        out.append(f'<text x="{x0 + panel_w / 2}" y="{top + panel_h + 30}" text-anchor="middle">phase (clients)</text>')
+
+    panel(left, "throughput (requests/s)", lambda m: m["throughput"])
+    panel(left + panel_w + gap, "p99 latency (ms)", lambda m: m["p99_ms"], line=slo_ms)
+    for j, (name, color, _) in enumerate(series):
+        x = left + j * 130
+        out.append(f'<rect x="{x}" y="{height - 22}" width="12" height="12" fill="{color}"/>')
+        out.append(f'<text x="{x + 16}" y="{height - 12}">{name}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 def summarise(results: dict, models, args) -> list:
     rows = []
     for i, clients in enumerate(args.phases):
@@ -259,6 +311,7 @@ def main(argv=None) -> int:
     ap.add_argument("--refusals", action="store_true",
                     help="also run the adaptive configuration with admission on and report refusal times")
     ap.add_argument("--json", help="write every figure to this file")
+    ap.add_argument("--svg", help="draw the phases (throughput, p99 against the SLO) into this SVG file")
     args = ap.parse_args(argv)
     cores = len(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory(prefix="sl-adaptive-") as tmp:
@@ -284,6 +337,8 @@ def main(argv=None) -> int:
     rows = summarise(results, models, args)
     print_table(rows)
     print_refusals(results, args)
+    if args.svg:
+        Path(args.svg).write_text(svg_plot(rows, args.slo_ms))
     report = {"cores": cores, "cpu": co.cpu_model(), "args": {k: v for k, v in vars(args).items()},
               "configurations": configs, "phases": results, "summary": rows}
     if args.json:

@@ -27,12 +27,12 @@ namespace streamline {
 namespace {
 
 using graph::DimList;
-using ops::test_util::ints;
-using ops::test_util::one_int;
+using ops::testing::ints;
+using ops::testing::one_int;
 
 Tensor random_input(const Shape& s, uint32_t seed) {
   std::mt19937 rng(seed);
-  return ops::test_util::random_tensor(s, rng);
+  return ops::testing::random_tensor(s, rng);
 }
 
 // x[2,4,6,6] -> Conv 3x3 pad 1 (8 filters) -> Relu -> Reshape(to [2, Shape-derived count]) -> * 2.

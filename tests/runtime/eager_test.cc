@@ -20,12 +20,12 @@ namespace {
 using graph::Attribute;
 using graph::DimList;
 
-using ops::test_util::ints;
-using ops::test_util::one_int;
+using ops::testing::ints;
+using ops::testing::one_int;
 
 Tensor random_tensor(const Shape& s, uint32_t seed) {
   std::mt19937 rng(seed);
-  return ops::test_util::random_tensor(s, rng);
+  return ops::testing::random_tensor(s, rng);
 }
 
 std::shared_ptr<Model> load(graph::Graph g, ModelOptions mo = {}) {
