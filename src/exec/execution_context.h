@@ -4,9 +4,9 @@
 // (exec/cuda/executor.h) and node by node for eager plans (exec/eager_executor.h). Contexts are
 // made by a Backend (exec/backend.h), so the layers above never name a device's types.
 //
-//   SL_ASSIGN_OR_RETURN(exec::Backend * cpu, exec::backends().find(ops::Device::kCpu));
-//   SL_ASSIGN_OR_RETURN(auto weights, cpu->attach_model());           // once per model
-//   SL_ASSIGN_OR_RETURN(auto ctx, weights->make_context({}));          // one per concurrent run
+//   SL_ASSIGN_OR_RETURN(exec::Backend * cpu, registry.find(ops::Device::kCpu));  // exec/backend.h
+//   SL_ASSIGN_OR_RETURN(auto weights, cpu->attach_model());                   // once per model
+//   SL_ASSIGN_OR_RETURN(auto ctx, weights->make_context({}));                  // one per concurrent run
 //   exec::RunOptions ro;  ro.num_threads = 2;
 //   std::vector<Tensor> outs;
 //   SL_RETURN_IF_ERROR(ctx->run(*plan, inputs, &outs, ro));
