@@ -40,6 +40,15 @@
 // outputs; the first stage error, as "stage 'NAME': ..."; ResourceExhausted (entry queues full past
 // the timeout); InvalidArgument (missing or unknown inputs); Unavailable (submitted after shutdown
 // began); Cancelled (in flight when shutdown(kCancel) ran). One failing request never affects others.
+//
+// Rebalancing: with a worker budget the pipeline moves workers to its slowest stage while it is
+// loaded, so stage throughputs converge (RebalanceOptions, runtime/pipeline_balance.h):
+//
+//   PipelineOptions po;
+//   po.rebalance.worker_budget = 6;                          // workers over all stages
+//   auto pipe = b.build(po);                                 // decode 4, pre 1, ... to start
+//   (*pipe)->stats().rebalance.recent;                       // each move and its reason
+//   (*pipe)->stats().stages[1].workers;                      // workers now
 
 #include <cstdint>
 #include <functional>

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -291,7 +292,7 @@ TEST(PipelineRebalance, BadOptionsAreRefused) {
 // ---- Model stages -------------------------------------------------------------------------------
 
 constexpr int64_t kWidth = 384;
-constexpr int kLayers = 48;
+constexpr int kLayers = 96;
 
 // x[N, kWidth] -> kLayers x MatMul by the identity -> y = x: a model of known output and a cost
 // well above the 1 ms plain stage in front of it.
@@ -360,8 +361,10 @@ TEST(PipelineRebalance, ModelStageGainsAnInstanceSharingTheModel) {
   EXPECT_EQ(load.wrong() + load.failed(), 0);
   EXPECT_TRUE(load.each_answered_once());
   const PipelineStats s = (*p)->stats();
-  ASSERT_FALSE(s.rebalance.recent.empty());
-  EXPECT_EQ(s.rebalance.recent[0].to, "model");
+  // Under a loaded machine the sleeping stage may look slowest for a while and get a worker
+  // first; the model stage's gain is among the moves either way.
+  EXPECT_TRUE(std::any_of(s.rebalance.recent.begin(), s.rebalance.recent.end(),
+                          [](const RebalanceMove& m) { return m.to == "model" && m.to_workers == 2; }));
 }
 
 }  // namespace
