@@ -76,6 +76,7 @@ bool PipelineImpl::set_workers(StageRuntime& st, int n) {
     o.instances = 1;
     o.threads_per_instance = st.model->threads_per_instance();
     o.controller = ControllerOptions{};
+    o.pin = false;  // pinning would put it on the cores of the first model's first instance
     // The replica serves the first model's Model (weights shared) and keeps that model alive.
     auto made = ServingModel::create(std::shared_ptr<const Model>(first, &first->model()), o);
     if (!made.ok()) {
