@@ -147,6 +147,8 @@ class CoreBudget {
   void release(const void* owner);
   // Cores held by every owner but `owner` (all of them for nullptr).
   int held_by_others(const void* owner) const;
+  // `owner`'s fair share: cores() over the owners holding cores, `owner` counted; at least 1.
+  int share(const void* owner) const;
 
  private:
   int cores_;
@@ -156,7 +158,7 @@ class CoreBudget {
 
 // One change the controller made (runtime/controller.h has the rules).
 struct ControllerDecision {
-  std::string knob;       // "queue_delay", "preferred_batch" or "instances"
+  std::string knob;       // "queue_delay", "preferred_batch", "instances" or "threads"
   std::string direction;  // "up" or "down"
   int64_t from = 0, to = 0;
   std::string reason;   // "p99 31.0 ms over the 20.0 ms objective with queue depth 14.0: +1 instance"
@@ -164,9 +166,12 @@ struct ControllerDecision {
 };
 
 struct ControllerOptions {
-  // Adapt queue delay, preferred batch and active instances to the load each window. Acts only
-  // with a latency objective (batching.queue.latency_objective_us > 0); instances is the most it
-  // activates, and it starts with one.
+  // Adapt queue delay, preferred batch, active instances and their intra-op threads to the load
+  // each window. Acts only with a latency objective (batching.queue.latency_objective_us > 0);
+  // instances is the most it activates, and it starts with one. The active instances share the
+  // model's cores in the budget: from threads_per_instance each up to the threads the Model was
+  // loaded for (ModelOptions::num_threads), so an instance alone runs on all of them. Pinned
+  // instances keep their threads.
   bool enabled = false;
   // Length of one control window (microseconds, > 0).
   int64_t window_us = 1'000'000;
@@ -187,6 +192,7 @@ struct ControllerStats {
   int active_instances = 0;  // instances taking batches now (all of them without a controller)
   int64_t queue_delay_us = 0;
   int preferred_batch = 0;  // 0 = none
+  int threads_per_instance = 0;  // intra-op threads of each active instance now
   // Decisions since load by (knob, direction).
   std::map<std::pair<std::string, std::string>, uint64_t> decisions;
 };

@@ -27,6 +27,12 @@ void CoreBudget::release(const void* owner) {
   held_.erase(owner);
 }
 
+int CoreBudget::share(const void* owner) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t owners = held_.size() + (held_.count(owner) ? 0 : 1);
+  return std::max(1, cores_ / static_cast<int>(owners));
+}
+
 int CoreBudget::held_by_others(const void* owner) const {
   std::lock_guard<std::mutex> lock(mu_);
   int others = 0;
@@ -42,14 +48,24 @@ ControlLoop::ControlLoop(Scheduler& scheduler, ControlLoopOptions options)
       options_(std::move(options)),
       budget_(options_.budget ? options_.budget : std::make_shared<CoreBudget>()) {
   options_.window_us = std::max<int64_t>(1, options_.window_us);
-  options_.limits.threads_per_instance = std::max(1, options_.limits.threads_per_instance);
+  ControlLimits& lim = options_.limits;
+  lim.threads_per_instance = std::max(1, lim.threads_per_instance);
+  lim.max_threads_per_instance = std::max(lim.threads_per_instance, lim.max_threads_per_instance);
+  if (!options_.set_threads) lim.max_threads_per_instance = lim.threads_per_instance;
+  const int floor = lim.threads_per_instance;
   settings_ = scheduler_.control_settings();
-  const int threads = options_.limits.threads_per_instance;
   // The instances active at start are held if the budget has room; the first one always is.
-  while (settings_.active_instances > 1 && !budget_->try_hold(this, settings_.active_instances * threads, threads))
+  (void)budget_->try_hold(this, floor, floor);  // counted among the owners before the spread
+  while (settings_.active_instances > 1 && !budget_->try_hold(this, settings_.active_instances * floor, floor))
     --settings_.active_instances;
-  if (settings_.active_instances == 1) (void)budget_->try_hold(this, threads, threads);
+  // Their threads: what the spread gives, when the budget grants it.
+  lim.cores_granted = budget_->cores() - budget_->held_by_others(this);
+  lim.cores_share = budget_->share(this);
+  settings_.threads_per_instance = spread_threads(lim, settings_.active_instances);
+  if (!budget_->try_hold(this, settings_.active_instances * settings_.threads_per_instance, floor))
+    settings_.threads_per_instance = floor;
   scheduler_.set_control(settings_);
+  if (options_.set_threads) options_.set_threads(settings_.threads_per_instance);
   last_ = scheduler_.control_counters();
   stats_.enabled = true;
 }
@@ -95,28 +111,46 @@ std::vector<ControllerDecision> ControlLoop::step() {
   last_ = now;
   ControlLimits lim = options_.limits;
   lim.cores_granted = budget_->cores() - budget_->held_by_others(this);
-  const int threads = lim.threads_per_instance;
+  lim.cores_share = budget_->share(this);
+  const int floor = lim.threads_per_instance;
   ControlDecision d = control_step(w, settings_, lim, &state_);
   std::vector<ControllerDecision> out;
   if (d.changes.empty()) return out;
-  const ControlChange& c = d.changes.front();
-  if (c.knob == ControlKnob::kInstances && !budget_->try_hold(this, d.settings.active_instances * threads, threads)) {
-    SL_LOG(kDebug) << "controller " << options_.name << ": " << c.reason << " not applied: the cores were taken";
-    return out;
+  const ControlSettings& s = d.settings;
+  if (s.active_instances * s.threads_per_instance != settings_.active_instances * settings_.threads_per_instance &&
+      !budget_->try_hold(this, s.active_instances * s.threads_per_instance, floor)) {
+    // Cores taken since: an instance shed keeps the others' threads; nothing else is applied.
+    const bool shed = d.changes.front().knob == ControlKnob::kInstances && s.active_instances < settings_.active_instances;
+    if (!shed || !budget_->try_hold(this, s.active_instances * settings_.threads_per_instance, floor)) {
+      SL_LOG(kDebug) << "controller " << options_.name << ": " << d.changes.front().reason
+                     << " not applied: the cores were taken";
+      return out;
+    }
+    d.settings.threads_per_instance = settings_.threads_per_instance;
+    d.changes.resize(1);
   }
+  const bool threads_changed = d.settings.threads_per_instance != settings_.threads_per_instance;
+  // Fewer threads before more instances and fewer instances before more threads: the cores in use
+  // never pass what is held.
+  if (threads_changed && d.settings.threads_per_instance < settings_.threads_per_instance && options_.set_threads)
+    options_.set_threads(d.settings.threads_per_instance);
   scheduler_.set_control(d.settings);
+  if (threads_changed && d.settings.threads_per_instance > settings_.threads_per_instance && options_.set_threads)
+    options_.set_threads(d.settings.threads_per_instance);
   settings_ = d.settings;
-  ControllerDecision e;
-  e.knob = control_knob_name(c.knob);
-  e.direction = c.direction();
-  e.from = c.from;
-  e.to = c.to;
-  e.reason = c.reason;
-  e.time_us = now.time_us;
-  ++stats_.decisions[{e.knob, e.direction}];
-  SL_LOG(kInfo) << "controller " << options_.name << ": " << e.reason;
-  if (options_.on_decision) options_.on_decision(e);
-  out.push_back(std::move(e));
+  for (const ControlChange& c : d.changes) {
+    ControllerDecision e;
+    e.knob = control_knob_name(c.knob);
+    e.direction = c.direction();
+    e.from = c.from;
+    e.to = c.to;
+    e.reason = c.reason;
+    e.time_us = now.time_us;
+    ++stats_.decisions[{e.knob, e.direction}];
+    SL_LOG(kInfo) << "controller " << options_.name << ": " << e.reason;
+    if (options_.on_decision) options_.on_decision(e);
+    out.push_back(std::move(e));
+  }
   return out;
 }
 
@@ -126,6 +160,7 @@ ControllerStats ControlLoop::stats() const {
   s.active_instances = settings_.active_instances;
   s.queue_delay_us = settings_.queue_delay_us;
   s.preferred_batch = settings_.preferred_batch;
+  s.threads_per_instance = settings_.threads_per_instance;
   return s;
 }
 

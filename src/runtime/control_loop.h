@@ -13,8 +13,10 @@
 //
 // Windows are timed by the real clock (the thread sleeps window_us); what a window saw is timed by
 // the scheduler's clock, so a FakeClock drives the observations of step(). Each change is logged
-// with its reason, counted in stats() and handed to on_decision. An instance added only when the
-// budget grants it at the moment of applying (another model may have taken the cores since).
+// with its reason, counted in stats() and handed to on_decision. Cores are taken only when the
+// budget grants them at the moment of applying (another model may have taken them since): an
+// instance or threads not granted are not added, and an instance shed whose threads could not
+// grow keeps the others' threads as they were.
 // Thread-safe: step, stats and stop may be called from any thread.
 
 #include <condition_variable>
@@ -42,11 +44,16 @@ struct ControlLoopOptions {
   std::string name;
   // Called after each applied change, on the thread that ran the window.
   std::function<void(const ControllerDecision&)> on_decision;
+  // Sets the intra-op threads of every instance, from their next batch on (InstancePool::set_threads).
+  // Called once at start and whenever the threads per instance change; null when they stay fixed
+  // (limits.max_threads_per_instance <= limits.threads_per_instance).
+  std::function<void(int)> set_threads;
 };
 
 class ControlLoop {
  public:
-  // Not owned: `scheduler` must outlive the loop. Holds the scheduler's active instances' cores.
+  // Not owned: `scheduler` must outlive the loop. Holds the scheduler's active instances' cores
+  // and sets their threads (the spread of limits over the instances active at start).
   ControlLoop(Scheduler& scheduler, ControlLoopOptions options);
   // stop().
   ~ControlLoop();

@@ -70,8 +70,17 @@ const char* control_knob_name(ControlKnob k) {
       return "preferred_batch";
     case ControlKnob::kInstances:
       return "instances";
+    case ControlKnob::kThreads:
+      return "threads";
   }
   return "?";
+}
+
+int spread_threads(const ControlLimits& lim, int active) {
+  const int lo = std::max(1, lim.threads_per_instance);
+  const int hi = std::max(lo, lim.max_threads_per_instance);
+  const int cores = lim.cores_share > 0 ? std::min(lim.cores_share, lim.cores_granted) : lim.cores_granted;
+  return std::clamp(cores / std::max(1, active), lo, hi);
 }
 
 ControlWindow window_between(const ControlCounters& a, const ControlCounters& b, int active_instances) {
@@ -112,9 +121,12 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
   ++state->windows_since_change;
   const int64_t objective = lim.latency_objective_us;
   if (objective <= 0) return d;
-  const int threads = std::max(1, lim.threads_per_instance);
+  const int min_threads = std::max(1, lim.threads_per_instance);
+  const int max_threads = std::max(min_threads, lim.max_threads_per_instance);
+  const int threads = std::clamp(current.threads_per_instance, min_threads, max_threads);
   const int active = std::clamp(current.active_instances, 1, std::max(1, lim.max_instances));
   d.settings.active_instances = active;
+  d.settings.threads_per_instance = threads;
 
   ControlChange c;
   bool have = false;
@@ -126,14 +138,22 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
     c.reason = std::move(reason);
     have = true;
   };
+  const auto cores = [](int a, int t) {
+    return std::to_string(a) + " instances x " + std::to_string(t) + " threads hold " + std::to_string(a * t) +
+           " cores";
+  };
 
   // Rule 1: the core budget shrank under this model.
-  if (active > 1 && active * threads > lim.cores_granted) {
-    propose(ControlKnob::kInstances, active, active - 1,
-            std::to_string(active) + " instances x " + std::to_string(threads) + " threads hold " +
-                std::to_string(active * threads) + " cores, over the " + std::to_string(lim.cores_granted) +
-                " granted: -1 instance");
-    forced = true;
+  if (active * threads > lim.cores_granted) {
+    const std::string over = cores(active, threads) + ", over the " + std::to_string(lim.cores_granted) + " granted";
+    if (threads > min_threads) {
+      const int to = spread_threads(lim, active);
+      propose(ControlKnob::kThreads, threads, to, over + ": " + std::to_string(to) + " threads per instance");
+      forced = true;
+    } else if (active > 1) {
+      propose(ControlKnob::kInstances, active, active - 1, over + ": -1 instance");
+      forced = true;
+    }
   }
   // Rule 3: pressure.
   const std::string why = have ? "" : pressure(w, d.settings, objective);
@@ -141,7 +161,7 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
     const int target = current.preferred_batch > 0 ? current.preferred_batch : lim.max_batch;
     const int64_t delay_cap = objective / 4;
     const int64_t delay_step = std::max<int64_t>(kMinQueueDelayUs, objective / 10);
-    if (active < lim.max_instances && (active + 1) * threads <= lim.cores_granted) {
+    if (active < lim.max_instances && (active + 1) * min_threads <= lim.cores_granted) {
       propose(ControlKnob::kInstances, active, active + 1, why + ": +1 instance");
     } else if (lim.max_batch > 1 && current.preferred_batch > 0 && current.preferred_batch < lim.max_batch &&
                w.mean_batch_rows >= kBatchFull * current.preferred_batch) {
@@ -171,6 +191,14 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
               idle + ", instances " + num(100 * w.busy_fraction) + "% busy: -1 instance");
     }
   }
+  // Rule 5: the cores to spread changed while nothing else did.
+  if (!have && spread_threads(lim, active) != threads) {
+    const int to = spread_threads(lim, active);
+    propose(ControlKnob::kThreads, threads, to,
+            std::to_string(active) + (active == 1 ? " instance" : " instances") + " over " +
+                std::to_string(std::max(lim.cores_granted, active * to)) + " cores available: " + std::to_string(to) +
+                " threads per instance");
+  }
   if (!have) return d;
 
   // Rule 2 and hysteresis: a change waits out the cooldown; undoing the last one waits longer.
@@ -189,11 +217,28 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
     case ControlKnob::kInstances:
       d.settings.active_instances = static_cast<int>(c.to);
       break;
+    case ControlKnob::kThreads:
+      d.settings.threads_per_instance = static_cast<int>(c.to);
+      break;
   }
   state->windows_since_change = 0;
   state->last_knob = static_cast<int>(c.knob);
   state->last_direction = direction;
+  const std::string reason = c.reason;
   d.changes.push_back(std::move(c));
+  // The threads move with the instances: the cores of the active ones spread over the new count.
+  if (d.changes.front().knob == ControlKnob::kInstances) {
+    const int to = spread_threads(lim, d.settings.active_instances);
+    if (to != threads) {
+      ControlChange t;
+      t.knob = ControlKnob::kThreads;
+      t.from = threads;
+      t.to = to;
+      t.reason = reason + ", " + std::to_string(to) + " threads per instance";
+      d.settings.threads_per_instance = to;
+      d.changes.push_back(std::move(t));
+    }
+  }
   return d;
 }
 

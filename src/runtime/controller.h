@@ -1,12 +1,13 @@
 #pragma once
 // The online controller's decision: a pure function of one control window's observations of a
 // model, its current settings and its limits. It returns the settings for the next window (queue
-// delay, preferred batch, active instances), with each change and its reason.
+// delay, preferred batch, active instances and their intra-op threads), with each change and its
+// reason.
 //
 //   ControlCounters before = scheduler.control_counters();  ...one window later...
 //   ControlWindow w = window_between(before, scheduler.control_counters(), current.active_instances);
 //   ControlLimits lim;  lim.latency_objective_us = 20000;  lim.max_batch = 8;  lim.max_instances = 4;
-//   lim.threads_per_instance = 1;  lim.cores_granted = 2;
+//   lim.threads_per_instance = 1;  lim.max_threads_per_instance = 2;  lim.cores_granted = 2;
 //   ControlDecision d = control_step(w, current, lim, &state);   // state: hysteresis, kept by the caller
 //   for (const ControlChange& c : d.changes) log(c.reason);     // "p99 31.0 ms over the 20.0 ms ..."
 //   scheduler.set_control(d.settings);
@@ -14,9 +15,17 @@
 // No clock, no threads, no locks: the control loop (control_loop.h) calls it once a window, and
 // tests call it with scripted windows.
 //
-// Rules, in order (the first that applies decides; at most one knob changes per window):
+// Threads follow instances: the active instances spread the cores this model may use (its share
+// of the budget, within what is granted) evenly, threads = spread / active within
+// [threads_per_instance, max_threads_per_instance]. One instance on an idle server runs on every
+// core (lowest latency); each instance added under pressure takes its cores from the others'
+// threads (more throughput), and an instance shed gives its cores back to the rest.
+//
+// Rules, in order (the first that applies decides; at most one knob changes per window, the
+// threads moving with an instance change as above):
 //  1. Budget: more cores held than granted (active x threads > cores_granted, another model took
-//     them): -1 instance, at once, cooldown or not.
+//     them): fewer threads per instance while the instances keep at least their minimum, else
+//     -1 instance; at once, cooldown or not.
 //  2. Cooldown: for `cooldown_windows` windows after a change nothing else changes.
 //  3. Pressure (p99 over the objective, requests refused or timed out, a queue deeper than
 //     kBacklogPerInstance per active instance, or instances over kSaturatedBusy busy with requests
@@ -28,7 +37,9 @@
 //     to 0 when batches hold about one row (waiting gains nothing), else halved; then -1 instance
 //     when the others would stay under kShedBusyFraction busy. The preferred batch stays: with no
 //     queue delay it only caps batches, which a light load does not fill.
-//  5. Otherwise (between the two bands): no change.
+//  5. Spread: threads per instance differ from what the spread gives (the budget grew or shrank
+//     while nothing else changed): set them.
+//  6. Otherwise (between the two bands): no change.
 // A change that reverses the previous one on the same knob waits `reverse_cooldown_windows`
 // windows instead, so a load at the edge of a band does not flap the setting.
 
@@ -86,6 +97,7 @@ struct ControlSettings {
   int64_t queue_delay_us = 0;  // BatchPolicy::max_queue_delay_us
   int preferred_batch = 0;     // the one preferred batch size; 0 = none (batches fill to max_batch)
   int active_instances = 1;    // instances that take batches (the first ones)
+  int threads_per_instance = 1;  // intra-op threads each active instance runs with
   bool operator==(const ControlSettings&) const = default;
 };
 
@@ -94,8 +106,10 @@ struct ControlLimits {
   int64_t latency_objective_us = 0;  // the model's SLO (> 0 for the controller to act)
   int max_batch = 1;                 // BatchPolicy::max_batch_size; 1 = no batching knobs
   int max_instances = 1;             // instances the model was started with
-  int threads_per_instance = 1;      // intra-op threads each active instance uses
-  int cores_granted = 1;             // cores this model may hold (its share of the core budget)
+  int threads_per_instance = 1;      // intra-op threads each active instance runs with at least
+  int max_threads_per_instance = 0;  // at most (what its plans allow); <= threads_per_instance: fixed
+  int cores_granted = 1;             // cores this model may hold (the budget less what others hold)
+  int cores_share = 0;               // cores its threads spread over: its fair share; 0 = cores_granted
   int cooldown_windows = 2;          // windows without change after a change
   int reverse_cooldown_windows = 5;  // windows before a change may undo the previous one
 };
@@ -107,8 +121,9 @@ struct ControllerState {
   int last_direction = 0;  // +1 up, -1 down
 };
 
-enum class ControlKnob { kQueueDelay, kPreferredBatch, kInstances };
-const char* control_knob_name(ControlKnob k);  // "queue_delay", "preferred_batch", "instances"
+enum class ControlKnob { kQueueDelay, kPreferredBatch, kInstances, kThreads };
+// "queue_delay", "preferred_batch", "instances", "threads"
+const char* control_knob_name(ControlKnob k);
 
 struct ControlChange {
   ControlKnob knob = ControlKnob::kInstances;
@@ -119,8 +134,12 @@ struct ControlChange {
 
 struct ControlDecision {
   ControlSettings settings;            // for the next window (the current ones when unchanged)
-  std::vector<ControlChange> changes;  // at most one
+  // At most one knob, plus kThreads when an instance change moves the threads with it.
+  std::vector<ControlChange> changes;
 };
+
+// Threads per instance when `active` instances spread the cores `limits` gives this model.
+int spread_threads(const ControlLimits& limits, int active);
 
 // Pressure: a mean queue deeper than this many requests per active instance.
 inline constexpr double kBacklogPerInstance = 2.0;

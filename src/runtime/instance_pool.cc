@@ -72,7 +72,9 @@ InstancePool::InstancePool(std::shared_ptr<const Model> model, InstancePoolOptio
   options_.instances = std::max(1, options_.instances);
   options_.threads_per_instance = std::max(1, options_.threads_per_instance);
   const int streams = std::max(1, model_->options().num_streams);
-  threads_per_stream_ = std::max(1, options_.threads_per_instance / streams);
+  streams_ = streams;
+  threads_.store(options_.threads_per_instance, std::memory_order_relaxed);
+  const int per_stream = std::max(1, options_.threads_per_instance / streams);
   for (int i = 0; i < options_.instances; ++i) {
     exec::ContextOptions co;
     if (options_.pin) {
@@ -80,8 +82,8 @@ InstancePool::InstancePool(std::shared_ptr<const Model> model, InstancePoolOptio
       const std::vector<int> cores = cores_of(i);
       for (int s = 0; s < streams; ++s) {
         std::vector<int> set;
-        for (int k = 0; k < threads_per_stream_; ++k)
-          set.push_back(cores[static_cast<size_t>((s * threads_per_stream_ + k) % static_cast<int>(cores.size()))]);
+        for (int k = 0; k < per_stream; ++k)
+          set.push_back(cores[static_cast<size_t>((s * per_stream + k) % static_cast<int>(cores.size()))]);
         co.stream_cores.push_back(std::move(set));
       }
     }
@@ -114,16 +116,25 @@ Status InstancePool::start_instance(int instance, const std::vector<Shape>* warm
   std::vector<Tensor> zeros;
   for (size_t k = 0; k < descs.size(); ++k) zeros.push_back(Tensor::empty(descs[k].dtype, (*warm_shapes)[k]));
   SL_ASSIGN_OR_RETURN(auto plan, model_->plan_for(*warm_shapes));
-  exec::RunOptions ro;
-  ro.num_threads = threads_per_stream_;
-  ro.elastic_threads = std::min(model_->elastic_threads(), options_.threads_per_instance);
-  ro.copy_outputs = false;
-  ro.safe = model_->options().safe;
+  const exec::RunOptions ro = run_options(threads());
   SL_ASSIGN_OR_RETURN(DeviceRunner * runner, runner_of(in));
   SL_RETURN_IF_ERROR(runner->run(*plan, zeros, &in.outputs, ro).with_context("warm-up run"));
   in.outputs.clear();
   in.arena.store(runner->arena_bytes(), std::memory_order_relaxed);
   return ok_status();
+}
+
+exec::RunOptions InstancePool::run_options(int threads) const {
+  exec::RunOptions ro;
+  ro.num_threads = std::max(1, threads / streams_);
+  ro.elastic_threads = std::min(model_->elastic_threads(), threads);
+  ro.copy_outputs = false;
+  ro.safe = model_->options().safe;
+  return ro;
+}
+
+void InstancePool::set_threads(int threads) {
+  threads_.store(std::max(1, threads), std::memory_order_relaxed);
 }
 
 Result<DeviceRunner*> InstancePool::runner_of(Instance& in) const {
@@ -216,6 +227,7 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
   // Pass 2: how these shapes run: a plan (made at load for the configured batch sizes), or node
   // by node (string tensors, If/Loop, shapes computed from values).
   SL_ASSIGN_OR_RETURN(ExecutionMode mode, model_->execution_mode(in.shapes));
+  const int threads = this->threads();  // this batch's, whatever set_threads does meanwhile
   std::shared_ptr<const plan::ExecutionPlan> plan;
   std::vector<std::string> names;
   const int64_t t_inputs = now_ns();
@@ -226,7 +238,7 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
   if (traced) steps.emplace();
   if (mode == ExecutionMode::kEager) {
     std::vector<AnyValue> values(in.inputs.begin(), in.inputs.end());
-    SL_ASSIGN_OR_RETURN(std::vector<AnyValue> outs, model_->run_eager(values, threads_per_stream_));
+    SL_ASSIGN_OR_RETURN(std::vector<AnyValue> outs, model_->run_eager(values, std::max(1, threads / streams_)));
     in.outputs.clear();
     for (size_t o = 0; o < outs.size(); ++o) {
       if (!outs[o].is_tensor())
@@ -239,11 +251,7 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
     SL_ASSIGN_OR_RETURN(plan, model_->plan_for(in.shapes));
     names = plan->output_names;
     // Pass 3: run; outputs stay in the arena until they are split.
-    exec::RunOptions ro;
-    ro.num_threads = threads_per_stream_;
-    ro.elastic_threads = std::min(model_->elastic_threads(), options_.threads_per_instance);
-    ro.copy_outputs = false;
-    ro.safe = model_->options().safe;
+    exec::RunOptions ro = run_options(threads);
     if (traced) ro.observer = &*steps;
     SL_ASSIGN_OR_RETURN(DeviceRunner * runner, runner_of(in));
     SL_RETURN_IF_ERROR(runner->run(*plan, in.inputs, &in.outputs, ro));

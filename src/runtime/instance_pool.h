@@ -56,6 +56,12 @@ class InstancePool {
 
   size_t arena_bytes(int instance) const;
 
+  // Intra-op threads every instance runs its next batches with (>= 1; at most the threads the
+  // Model was planned for, whose workspaces are sized for them). Any thread, any time: a batch
+  // running keeps the count it started with.
+  void set_threads(int threads);
+  int threads() const { return threads_.load(std::memory_order_relaxed); }
+
  private:
   struct Instance {
     explicit Instance(exec::ContextOptions co, int ordinal) : options(std::move(co)), device_ordinal(ordinal) {}
@@ -70,12 +76,15 @@ class InstancePool {
     std::atomic<size_t> arena{0};
   };
   Status run(Instance& in, std::span<const InferRequest* const> requests, std::span<InferResponse> responses);
+  // Run options for `threads` intra-op threads per instance.
+  exec::RunOptions run_options(int threads) const;
   // The instance's runner, made on first use (a missing GPU is reported then, per request).
   Result<DeviceRunner*> runner_of(Instance& in) const;
 
   std::shared_ptr<const Model> model_;
   InstancePoolOptions options_;
-  int threads_per_stream_ = 1;
+  int streams_ = 1;
+  std::atomic<int> threads_{1};  // per instance, for the next batch
   std::vector<std::unique_ptr<Instance>> instances_;
 };
 

@@ -145,6 +145,9 @@ Result<std::unique_ptr<ServingModel>> ServingModel::create(std::shared_ptr<const
     lo.limits.max_batch = bp.max_batch_size;
     lo.limits.max_instances = options.instances;
     lo.limits.threads_per_instance = m->threads_per_instance_;
+    // Plans are sized for the Model's threads: an instance runs on at most that many.
+    lo.limits.max_threads_per_instance = std::max(m->threads_per_instance_, mdl.default_threads());
+    if (!options.pin) lo.set_threads = [pool](int t) { pool->set_threads(t); };
     lo.budget = co.budget;
     lo.name = co.name;
     lo.on_decision = co.on_decision;
@@ -260,6 +263,7 @@ ServingStats ServingModel::stats() const {
     s.controller.active_instances = c.active_instances;
     s.controller.queue_delay_us = c.queue_delay_us;
     s.controller.preferred_batch = c.preferred_batch;
+    s.controller.threads_per_instance = threads_per_instance_;
   }
   return s;
 }

@@ -309,7 +309,7 @@ std::string ServerCore::metrics_text() const {
                static_cast<double>(m.stats.instance_busy_us[i]));
   // The online controller (models with latency_slo_ms): its decisions and the settings in force.
   x.family("streamline_controller_decisions_total", "counter",
-           "Changes the online controller made, by knob (queue_delay, preferred_batch, instances) and direction.");
+           "Changes the online controller made, by knob (queue_delay, preferred_batch, instances, threads) and direction.");
   for (const auto& m : models)
     for (const auto& [key, n] : m.stats.controller.decisions)
       x.sample("streamline_controller_decisions_total",
@@ -319,6 +319,10 @@ std::string ServerCore::metrics_text() const {
   for (const auto& m : models)
     x.sample("streamline_controller_active_instances", model_labels(m),
              static_cast<double>(m.stats.controller.active_instances));
+  x.family("streamline_controller_threads_per_instance", "gauge", "Intra-op threads of each active instance now.");
+  for (const auto& m : models)
+    x.sample("streamline_controller_threads_per_instance", model_labels(m),
+             static_cast<double>(m.stats.controller.threads_per_instance));
   x.family("streamline_controller_queue_delay_us", "gauge", "Queue delay the batcher uses now, in microseconds.");
   for (const auto& m : models)
     x.sample("streamline_controller_queue_delay_us", model_labels(m),

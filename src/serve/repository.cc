@@ -268,7 +268,13 @@ Result<std::vector<std::shared_ptr<LoadedModel>>> Repository::load_model(const s
   ServingOptions probe = serving_options(config);
   const int threads = core::share_threads(
       probe.threads_per_instance > 0 ? probe.threads_per_instance : options_.default_threads, 0, config.instance_count);
-  if (mo.num_threads == 0) mo.num_threads = threads;
+  // A controlled model's instances share its cores (one alone runs on all of them; `threads` is
+  // then each one's least): its plans are made for the most threads one instance may get, the
+  // instances' cores within the budget.
+  if (probe.controller.enabled && !probe.pin)
+    mo.num_threads = std::max({mo.num_threads, threads, std::min(budget_->cores(), threads * config.instance_count)});
+  else if (mo.num_threads == 0)
+    mo.num_threads = threads;
   std::vector<std::shared_ptr<LoadedModel>> out;
   for (const std::string& v : chosen) {
     const std::string path = (dir / v / kModelFile).string();

@@ -19,6 +19,13 @@ ControlLimits limits(int max_instances, int threads, int cores, int max_batch = 
   return l;
 }
 
+// Threads from 1 up to max_threads per instance.
+ControlLimits spreading(int max_instances, int max_threads, int cores) {
+  ControlLimits l = limits(max_instances, /*threads=*/1, cores);
+  l.max_threads_per_instance = max_threads;
+  return l;
+}
+
 ControlSettings settings(int64_t delay_us, int preferred, int active) {
   ControlSettings s;
   s.queue_delay_us = delay_us;
@@ -203,6 +210,25 @@ TEST(Controller, SteadyLoadConvergesWithoutOscillating) {
   }
 }
 
+TEST(Controller, SpreadThreadsNeverPassTheCoreBudget) {
+  std::mt19937 rng(11);
+  ControllerState st;
+  ControlSettings s = settings(0, 2, 1);
+  for (int i = 0; i < 2000; ++i) {
+    const int cores = 1 + static_cast<int>(rng() % 6);
+    ControlLimits lim = spreading(4, 1 + static_cast<int>(rng() % 4), cores);
+    if (rng() % 3 == 0) lim.cores_share = 1 + static_cast<int>(rng() % 4);
+    const ControlWindow w = rng() % 2 ? overloaded(static_cast<double>(rng() % 9)) : idle();
+    const ControlDecision d = control_step(w, s, lim, &st);
+    const int before = s.active_instances * s.threads_per_instance;
+    const int after = d.settings.active_instances * d.settings.threads_per_instance;
+    if (after > before) EXPECT_LE(after, cores) << "window " << i;
+    EXPECT_GE(d.settings.threads_per_instance, 1);
+    EXPECT_LE(d.settings.threads_per_instance, lim.max_threads_per_instance);
+    s = d.settings;
+  }
+}
+
 TEST(Controller, NeverGrowsPastTheCoreBudget) {
   std::mt19937 rng(7);
   ControllerState st;
@@ -221,6 +247,78 @@ TEST(Controller, NeverGrowsPastTheCoreBudget) {
     }
     s = d.settings;
   }
+}
+
+TEST(Controller, ThreadsFollowTheInstances) {
+  const ControlLimits lim = spreading(/*max_instances=*/4, /*max_threads=*/4, /*cores=*/4);
+  EXPECT_EQ(spread_threads(lim, 1), 4);
+  EXPECT_EQ(spread_threads(lim, 3), 1);
+  ControllerState st;
+  ControlSettings s = settings(0, 8, 1);
+  s.threads_per_instance = 4;
+  // Pressure: each instance added takes its cores from the others' threads.
+  std::vector<std::pair<int, int>> seen;  // (instances, threads) after each change
+  for (int i = 0; i < 20; ++i) {
+    const ControlDecision d = control_step(overloaded(8), s, lim, &st);
+    if (!d.changes.empty()) seen.emplace_back(d.settings.active_instances, d.settings.threads_per_instance);
+    for (const ControlChange& c : d.changes) {
+      if (c.knob == ControlKnob::kThreads) EXPECT_EQ(d.changes.front().knob, ControlKnob::kInstances);
+    }
+    EXPECT_LE(d.settings.active_instances * d.settings.threads_per_instance, lim.cores_granted);
+    s = d.settings;
+  }
+  EXPECT_EQ(seen, (std::vector<std::pair<int, int>>{{2, 2}, {3, 1}, {4, 1}}));
+  // Slack: each instance shed gives its cores back to the others.
+  seen.clear();
+  for (int i = 0; i < 40; ++i) {
+    const ControlDecision d = control_step(idle(), s, lim, &st);
+    if (!d.changes.empty()) seen.emplace_back(d.settings.active_instances, d.settings.threads_per_instance);
+    s = d.settings;
+  }
+  EXPECT_EQ(seen, (std::vector<std::pair<int, int>>{{3, 1}, {2, 2}, {1, 4}}));
+}
+
+TEST(Controller, AShrinkingBudgetTakesThreadsBeforeInstances) {
+  ControllerState st;
+  ControlSettings s = settings(0, 0, 2);
+  s.threads_per_instance = 2;
+  ControlLimits lim = spreading(2, 2, /*cores=*/3);  // 2 x 2 held, 3 granted
+  ControlDecision d = control_step(idle(), s, lim, &st);
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_EQ(d.changes[0].knob, ControlKnob::kThreads);
+  EXPECT_EQ(d.changes[0].reason, "2 instances x 2 threads hold 4 cores, over the 3 granted: 1 threads per instance");
+  EXPECT_EQ(d.settings.active_instances, 2);
+  EXPECT_EQ(d.settings.threads_per_instance, 1);
+  // At the floor, an instance goes; at once, within the cooldown.
+  lim.cores_granted = 1;
+  d = control_step(idle(), d.settings, lim, &st);
+  ASSERT_FALSE(d.changes.empty());
+  EXPECT_EQ(d.changes[0].knob, ControlKnob::kInstances);
+  EXPECT_EQ(d.settings.active_instances, 1);
+  EXPECT_EQ(d.settings.threads_per_instance, 1);
+}
+
+TEST(Controller, FreedCoresGoToTheActiveInstancesThreads) {
+  ControllerState st;
+  ControlSettings s = settings(0, 0, 1);
+  s.threads_per_instance = 1;
+  ControlLimits lim = spreading(2, 4, /*cores=*/3);
+  // Between the bands (neither pressure nor slack): only the spread changes.
+  ControlWindow w = idle();
+  w.p99_us = 15'000;
+  ControlDecision d = control_step(w, s, lim, &st);
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_EQ(d.changes[0].knob, ControlKnob::kThreads);
+  EXPECT_EQ(d.settings.threads_per_instance, 3);
+  EXPECT_EQ(d.changes[0].reason, "1 instance over 3 cores available: 3 threads per instance");
+  // The fair share caps the spread although more cores are free.
+  lim.cores_share = 2;
+  ControllerState st2;
+  d = control_step(w, s, lim, &st2);
+  EXPECT_EQ(d.settings.threads_per_instance, 2);
+  // Fixed threads (no maximum above the minimum): nothing to spread.
+  ControllerState st3;
+  EXPECT_TRUE(control_step(w, s, limits(2, 1, 3), &st3).changes.empty());
 }
 
 TEST(Controller, WithoutAnObjectiveNothingChanges) {

@@ -284,6 +284,73 @@ TEST(ControlLoop, ModelsShareOneBudget) {
   EXPECT_EQ(budget->held_by_others(nullptr), 3);
 }
 
+TEST(ControlLoop, AnInstanceAloneRunsOnEveryCoreAndAnAddedOneTakesItsShare) {
+  Fixture fx(policy(1, 0), /*instances=*/2, /*active=*/1, /*compute_us=*/5000);
+  auto budget = std::make_shared<CoreBudget>(2);
+  ControlLoopOptions o;
+  o.limits.latency_objective_us = 1000;  // every 5 ms run misses it
+  o.limits.max_instances = 2;
+  o.limits.threads_per_instance = 1;
+  o.limits.max_threads_per_instance = 2;
+  o.limits.cooldown_windows = 0;
+  o.budget = budget;
+  // Each call: the threads set and the instances active when they were set.
+  std::vector<std::pair<int, int>> calls;
+  o.set_threads = [&](int t) { calls.emplace_back(t, fx.sched->control_settings().active_instances); };
+  std::vector<ControllerDecision> seen;
+  o.on_decision = [&](const ControllerDecision& d) { seen.push_back(d); };
+  ControlLoop loop(*fx.sched, o);
+  ASSERT_EQ(calls, (std::vector<std::pair<int, int>>{{2, 1}}));  // alone: both cores
+  EXPECT_EQ(budget->held_by_others(nullptr), 2);
+  EXPECT_EQ(loop.stats().threads_per_instance, 2);
+  std::vector<std::future<InferResponse>> fs;
+  for (uint64_t i = 0; i < 4; ++i) fs.push_back(submit(*fx.sched, i));
+  for (auto& f : fs) EXPECT_TRUE(f.get().status.ok());
+  (void)loop.step();
+  // The second instance takes a core from the first one's threads, which drop first.
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].knob, "instances");
+  EXPECT_EQ(seen[0].to, 2);
+  EXPECT_EQ(seen[1].knob, "threads");
+  EXPECT_EQ(seen[1].direction, "down");
+  EXPECT_EQ(seen[1].to, 1);
+  EXPECT_NE(seen[1].reason.find("1 threads per instance"), std::string::npos) << seen[1].reason;
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1], std::make_pair(1, 1));  // set while one instance was still active
+  EXPECT_EQ(fx.sched->control_settings().active_instances, 2);
+  EXPECT_EQ(budget->held_by_others(nullptr), 2);
+  EXPECT_EQ((loop.stats().decisions.at({"threads", "down"})), 1u);
+}
+
+TEST(ControlLoop, ThreadsSpreadOverTheFairShareWhenModelsShareTheBudget) {
+  auto budget = std::make_shared<CoreBudget>(4);
+  Fixture a(policy(1, 0), 1, 1), b(policy(1, 0), 1, 1);
+  ControlLoopOptions o;
+  o.limits.latency_objective_us = 1000;
+  o.limits.max_instances = 1;
+  o.limits.threads_per_instance = 1;
+  o.limits.max_threads_per_instance = 4;
+  o.budget = budget;
+  int ta = 0, tb = 0;
+  o.set_threads = [&](int t) { ta = t; };
+  ControlLoop la(*a.sched, o);
+  EXPECT_EQ(ta, 4);  // alone in the budget
+  o.set_threads = [&](int t) { tb = t; };
+  ControlLoop lb(*b.sched, o);
+  EXPECT_EQ(tb, 1);  // the first model holds every core; b runs on its floor
+  // The first model's next window gives back what the fair share does not grant it.
+  (void)la.step();
+  EXPECT_EQ(ta, 2);
+  EXPECT_EQ(budget->held_by_others(nullptr), 3);
+  // Then the second one grows into the freed cores (after its cooldown).
+  for (int i = 0; i < 4 && tb != 2; ++i) (void)lb.step();
+  EXPECT_EQ(tb, 2);
+  EXPECT_EQ(budget->held_by_others(nullptr), 4);
+  lb.stop();
+  for (int i = 0; i < 8 && ta != 4; ++i) (void)la.step();  // a reversal waits longer
+  EXPECT_EQ(ta, 4);  // alone again
+}
+
 TEST(CoreBudget, GrowsWithinCoresAndAlwaysGrantsTheFirstInstance) {
   CoreBudget b(4);
   int x = 0, y = 0;

@@ -1,12 +1,13 @@
 """The online controller end to end: a model whose config sets latency_slo_ms starts with one
-active instance, gets another under a burst of concurrent clients (its p99 misses the objective)
-and gives it back when the burst is over; each decision is counted in /metrics with its knob and
-direction, the gauges show the settings in force, and the decision with its reason is a server
-event (/dashboard/server_events.json). A model with `controller: false` keeps every instance
-active and makes no decision.
+active instance on both cores of the budget (2 intra-op threads), gets a second instance under a
+burst of concurrent clients (its p99 misses the objective), each instance then on one thread, and
+when the burst is over sheds it, the first one taking both cores again; each decision is counted
+in /metrics with its knob and direction, the gauges show the settings in force, and the decision
+with its reason is a server event (/dashboard/server_events.json). A model with
+`controller: false` keeps every instance active and makes no decision.
 
 The window is 200 ms (control_window_ms) so that the test takes seconds; the core budget is
-given (--core-budget 4) so that it does not depend on the machine's cores.
+given (--core-budget 2) so that it does not depend on the machine's cores.
 """
 
 import concurrent.futures as cf
@@ -46,7 +47,7 @@ def server(tmp_path_factory):
     write_model(root, "adaptive", model, CONFIG.format(name="adaptive", extra=""))
     write_model(root, "fixed", model, CONFIG.format(
         name="fixed", extra='parameters { key: "controller" value: { string_value: "false" } }'))
-    s = Server(root, extra=["--core-budget", "4", "--log-info", "true"])
+    s = Server(root, extra=["--core-budget", "2", "--log-info", "true"])
     yield s
     s.stop()
 
@@ -103,7 +104,10 @@ def test_controller_adds_an_instance_under_a_burst_and_sheds_it_after(server):
     text = metrics(server)
     assert sample(text, "streamline_controller_active_instances", model="adaptive") == 1
     assert sample(text, "streamline_controller_active_instances", model="fixed") == 2
-    assert sample(text, "streamline_core_budget_cores") == 4
+    assert sample(text, "streamline_core_budget_cores") == 2
+    # Alone, the first instance runs on every core of the budget.
+    assert sample(text, "streamline_controller_threads_per_instance", model="adaptive") == 2
+    assert sample(text, "streamline_core_budget_held") == 2
 
     stop = threading.Event()
     with cf.ThreadPoolExecutor(1) as pool:
@@ -114,7 +118,11 @@ def test_controller_adds_an_instance_under_a_burst_and_sheds_it_after(server):
                      "no instance added under the burst")
             text = wait_for(server, lambda t: sample(t, "streamline_controller_active_instances",
                                                      model="adaptive") == 2, "the second instance not active")
+            # The second instance took its core from the first one's threads.
+            assert sample(text, "streamline_controller_threads_per_instance", model="adaptive") == 1
             assert sample(text, "streamline_core_budget_held") == 2
+            assert sample(text, "streamline_controller_decisions_total", model="adaptive", knob="threads",
+                          direction="down") == 1
         finally:
             stop.set()
             answered = load.result()
@@ -124,6 +132,7 @@ def test_controller_adds_an_instance_under_a_burst_and_sheds_it_after(server):
                                               knob="instances", direction="down") or 0) >= 1,
                     "the instance not shed after the burst")
     assert sample(text, "streamline_controller_active_instances", model="adaptive") == 1
+    assert sample(text, "streamline_controller_threads_per_instance", model="adaptive") == 2
     # Every request the clients sent was answered with outputs; none was lost to a change.
     assert sample(text, "streamline_inference_request_success_total", model="adaptive") == answered
     # The model without a controller made no decision.
