@@ -132,6 +132,8 @@ struct ModelStageOptions {
   // (ServingModel::create with the given model's options and one instance), made and warmed up
   // before it takes a request; one it loses finishes what it holds and stays idle. 1 = the stage
   // keeps the one model it was given (the rebalancer counts its instances but never adds any).
+  // The stage's capacity is measured from its models' instance busy time, so other users of the
+  // same ServingModel make it look slower than it is.
   int max_replicas = 1;
 };
 
@@ -166,7 +168,8 @@ struct RebalanceOptions {
   int cooldown_windows = 1;
   // A donor must keep this much more capacity than the bottleneck has (in [0, 1]).
   double margin = 0.1;
-  // Items each stage must finish in a window for it to count (>= 1).
+  // Items every stage must finish in a window for the window to count (>= 1): a stage whose
+  // items take longer than window_us / min_items per worker needs a longer window.
   int min_items = 8;
   // Windows run on a thread of the pipeline's own; false = only when step_rebalancer() is called.
   bool thread = true;
