@@ -158,8 +158,15 @@ struct RebalanceOptions {
   bool enabled = false;
   // Workers over all stages at most (plain stages' worker threads plus model stages' instances);
   // > 0 turns rebalancing on by itself (a budget is given to be used); 0 = the sum the stages
-  // start with when enabled. Must not be lower than that sum.
+  // start with when enabled, or no limit but `cores` when that is given. Must not be lower than
+  // the sum the stages start with.
   int worker_budget = 0;
+  // Cores shared with other pipelines and with serving models' controllers (serving.h); given, it
+  // turns rebalancing on. A plain stage's worker holds one core, a model stage's instance its
+  // model's threads_per_instance; workers are added only while the total stays within the
+  // budget, and the pipeline always holds the cores its stages start with (like a model's first
+  // instance). Released when the pipeline shuts down.
+  std::shared_ptr<CoreBudget> cores = nullptr;
   // Length of one measuring window (microseconds, >= 1000).
   int64_t window_us = 500'000;
   // Windows in a row that must propose the same move before it is made (>= 1).
@@ -217,6 +224,7 @@ struct RebalanceStats {
   int workers = 0;                    // in use over all stages now
   uint64_t windows = 0;               // measured so far
   uint64_t moves = 0;                 // made so far
+  int cores = 0;                      // held in RebalanceOptions::cores now (0 without one)
   std::string bottleneck;             // stage of least capacity in the last window ("" = not measured)
   double imbalance = 0;               // highest stage capacity / lowest - 1, last measured window
   std::string last_hold;              // why the last window moved nothing ("" when it moved)

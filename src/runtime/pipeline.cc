@@ -477,6 +477,11 @@ void PipelineImpl::shutdown(ShutdownMode mode) {
   for (const auto& st : stages)
     for (auto& t : st->threads) t.join();
   joined_ = true;
+  if (options.rebalance.cores) {
+    options.rebalance.cores->release(this);
+    std::lock_guard<std::mutex> lock(mu_);
+    cores_held_ = 0;
+  }
 }
 
 PipelineStats PipelineImpl::stats() const {
@@ -491,6 +496,7 @@ PipelineStats PipelineImpl::stats() const {
     p.in_flight = in_flight_;
     p.rebalance.windows = windows_;
     p.rebalance.moves = moves_;
+    p.rebalance.cores = cores_held_;
     p.rebalance.bottleneck = bottleneck_;
     p.rebalance.imbalance = imbalance_;
     p.rebalance.last_hold = last_hold_;

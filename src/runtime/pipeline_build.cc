@@ -344,10 +344,14 @@ Result<std::unique_ptr<Pipeline>> PipelineBuilder::build(const PipelineOptions& 
   }
   // Pass 6: rebalancing limits. The budget counts plain stages' workers and model instances.
   const RebalanceOptions& ro = options.rebalance;
-  impl->rebalancing_ = ro.enabled || ro.worker_budget > 0;
+  impl->rebalancing_ = ro.enabled || ro.worker_budget > 0 || ro.cores;
   int start_workers = 0;
-  for (const auto& st : impl->stages) start_workers += st->is_model ? st->min_workers : st->spec.instances;
-  impl->worker_budget_ = ro.worker_budget > 0 ? ro.worker_budget : start_workers;
+  std::vector<int> start;
+  for (const auto& st : impl->stages) {
+    start.push_back(st->is_model ? st->min_workers : st->spec.instances);
+    start_workers += start.back();
+  }
+  impl->worker_budget_ = ro.worker_budget > 0 ? ro.worker_budget : ro.cores ? runtime::kMaxInstances : start_workers;
   if (impl->rebalancing_ && impl->worker_budget_ < start_workers)
     return invalid_argument("rebalance: worker_budget " + std::to_string(impl->worker_budget_) + " is below the " +
                             std::to_string(start_workers) + " workers the stages start with");
@@ -365,6 +369,10 @@ Result<std::unique_ptr<Pipeline>> PipelineBuilder::build(const PipelineOptions& 
     st->min_workers = 1;
     st->max_workers = std::max(most, st->spec.instances);
     if (st->factory) st->owned.resize(static_cast<size_t>(st->max_workers));
+  }
+  if (ro.cores) {
+    impl->cores_floor_ = impl->cores_held_ = impl->cores_for(start);
+    (void)ro.cores->try_hold(impl.get(), impl->cores_floor_, impl->cores_floor_);  // within the floor: always
   }
   impl->start();
   return std::unique_ptr<Pipeline>(new Pipeline(std::move(impl)));

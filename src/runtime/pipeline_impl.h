@@ -157,6 +157,8 @@ struct PipelineImpl {
   // it under mu_.
   bool rebalancing_ = false;
   int worker_budget_ = 0;
+  int cores_floor_ = 0;  // cores the stages start with (always held in options.rebalance.cores)
+  int cores_held_ = 0;   // held now, under mu_
   std::mutex balance_mu_;
   BalanceState balance_state_;
   std::vector<StageMark> marks_;
@@ -177,11 +179,14 @@ struct PipelineImpl {
   PipelineStats stats() const;
   // One rebalancing window: measure, decide, apply. The moves made.
   std::vector<RebalanceMove> rebalance_window();
+  // Cores `workers` (per stage) hold: one per plain worker, threads_per_instance per model instance.
+  int cores_for(const std::vector<int>& workers) const;
 
  private:
   // Workers of stage `st` now (plain: active threads; model: instances of the active replicas).
   // st.mu held.
   static int workers_of(const StageRuntime& st);
+
   // Gives stage `st` `n` workers; false (with a log line) when a new worker could not be made.
   bool set_workers(StageRuntime& st, int n);
   void balance_main();

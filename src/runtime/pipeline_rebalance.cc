@@ -17,6 +17,13 @@ namespace {
 
 constexpr size_t kRecentMoves = 32;
 
+// Why a move was not made: the core budget had no room for it.
+void hold_for_cores(BalanceDecision& d, const RebalanceOptions& ro, int held_after) {
+  d.hold = "no room in the core budget (" + std::to_string(ro.cores->held_by_others(nullptr)) + " of " +
+           std::to_string(ro.cores->cores()) + " cores held, " + std::to_string(held_after) +
+           " needed by this pipeline): " + d.move->reason;
+}
+
 // Instance busy time of `models` since each was made, all together.
 int64_t busy_of(const std::vector<ServingModel*>& models) {
   int64_t busy = 0;
@@ -32,6 +39,15 @@ int PipelineImpl::workers_of(const StageRuntime& st) {
   int n = 0;
   for (size_t i = 0; i < st.active_replicas; ++i) n += std::max(1, st.replicas[i]->options().instances);
   return n;
+}
+
+int PipelineImpl::cores_for(const std::vector<int>& workers) const {
+  int cores = 0;
+  for (size_t i = 0; i < workers.size() && i < stages.size(); ++i) {
+    const StageRuntime& st = *stages[i];
+    cores += workers[i] * (st.is_model ? std::max(1, st.model->threads_per_instance()) : 1);
+  }
+  return cores;
 }
 
 bool PipelineImpl::set_workers(StageRuntime& st, int n) {
@@ -144,6 +160,18 @@ std::vector<RebalanceMove> PipelineImpl::rebalance_window() {
   const RebalanceOptions& ro = options.rebalance;
   BalanceLimits limits;
   limits.worker_budget = worker_budget_;
+  std::vector<int> now_workers;
+  int total = 0;
+  for (const StageWindow& sw : w.stages) {
+    now_workers.push_back(sw.workers);
+    total += sw.workers;
+  }
+  const int held_now = cores_for(now_workers);
+  if (ro.cores) {
+    // The unused budget is what the cores others leave us allow (at least one core a worker).
+    const int spare = ro.cores->cores() - ro.cores->held_by_others(this) - held_now;
+    limits.worker_budget = std::max(total, std::min(worker_budget_, total + std::max(0, spare)));
+  }
   limits.margin = ro.margin;
   limits.min_done = static_cast<uint64_t>(ro.min_items);
   limits.confirm_windows = ro.confirm_windows;
@@ -153,10 +181,19 @@ std::vector<RebalanceMove> PipelineImpl::rebalance_window() {
     const BalanceMove& bm = *d.move;
     StageRuntime& to = *stages[static_cast<size_t>(bm.to)];
     StageRuntime* from = bm.from >= 0 ? stages[static_cast<size_t>(bm.from)].get() : nullptr;
-    bool ok = !from || set_workers(*from, d.workers[static_cast<size_t>(bm.from)]);
+    // Cores first: a move that needs more than the budget leaves is not made.
+    const int held_after = cores_for(d.workers);
+    bool ok = !ro.cores || held_after <= held_now || ro.cores->try_hold(this, held_after, cores_floor_);
+    if (!ok) hold_for_cores(d, ro, held_after);
+    ok = ok && (!from || set_workers(*from, d.workers[static_cast<size_t>(bm.from)]));
     if (ok && !set_workers(to, d.workers[static_cast<size_t>(bm.to)])) {
       ok = false;
       if (from) (void)set_workers(*from, w.stages[static_cast<size_t>(bm.from)].workers);
+    }
+    if (ro.cores) (void)ro.cores->try_hold(this, ok ? held_after : held_now, cores_floor_);
+    if (ok && ro.cores) {
+      std::lock_guard<std::mutex> lock(mu_);
+      cores_held_ = held_after;
     }
     if (ok) {
       RebalanceMove m;
@@ -168,7 +205,7 @@ std::vector<RebalanceMove> PipelineImpl::rebalance_window() {
       m.time_us = now;
       SL_LOG(kInfo) << "pipeline rebalance: " << m.reason;
       moves.push_back(std::move(m));
-    } else {
+    } else if (d.hold.empty()) {
       d.hold = "the move failed (see the log): " + bm.reason;
     }
   }

@@ -270,6 +270,41 @@ TEST(PipelineRebalance, SerialStagesStayAndPerWorkerStagesGrow) {
   EXPECT_TRUE(load.each_answered_once());
 }
 
+// A core budget shared with another owner: the pipeline grows only into the cores others leave,
+// and gives back what it holds when it shuts down.
+TEST(PipelineRebalance, CoreBudgetBoundsTheGrowth) {
+  auto cores = std::make_shared<CoreBudget>(4);
+  const int other = 0;
+  ASSERT_TRUE(cores->try_hold(&other, 2, 2));
+  {
+    PipelineBuilder b;
+    b.input("x");
+    b.add_function({.name = "fast", .inputs = {"x"}, .outputs = {"y"}}, sleeping("x", "y", 1, 1, nullptr));
+    b.add_function({.name = "slow", .inputs = {"y"}, .outputs = {"out"}}, sleeping("y", "out", 20, 1, nullptr));
+    PipelineOptions po;
+    po.rebalance.cores = cores;  // turns rebalancing on; no worker budget of its own
+    po.rebalance.window_us = 200'000;
+    auto p = b.build(po);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    EXPECT_EQ(cores->held_by_others(nullptr), 4);  // its 2 starting workers, and the other's 2
+    Load load(**p, "x", "out", 2, 8, kMaxRequests);
+    ASSERT_TRUE(eventually([&] { return (*p)->stats().rebalance.windows >= 6; }));
+    PipelineStats s = (*p)->stats();
+    EXPECT_EQ(workers_of(s), (std::vector<int>{1, 1}));  // no core left
+    EXPECT_EQ(s.rebalance.moves, 0u);
+    EXPECT_EQ(s.rebalance.cores, 2);
+    cores->release(&other);  // two cores free now: 'slow' takes them
+    ASSERT_TRUE(eventually([&] {
+      return workers_of((*p)->stats()) == std::vector<int>{1, 3};
+    })) << (*p)->stats().rebalance.last_hold;
+    load.stop();
+    EXPECT_EQ(cores->held_by_others(nullptr), 4);
+    EXPECT_EQ((*p)->stats().rebalance.cores, 4);
+    EXPECT_EQ(load.wrong() + load.failed(), 0);
+  }
+  EXPECT_EQ(cores->held_by_others(nullptr), 0);  // released at shutdown
+}
+
 TEST(PipelineRebalance, BadOptionsAreRefused) {
   PipelineBuilder b;
   b.input("x");
