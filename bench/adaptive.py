@@ -11,6 +11,9 @@ then 32, then 1 again (--phases), each --warmup-s to settle plus --seconds measu
     default    what a Triton user starts from: one instance, no dynamic batching
     static     the grid the best static configuration is searched in: instances 1 or the cores,
                times no batching, batching with no delay, batching with a 2 ms delay
+    adaptive+admission  (--refusals) adaptive with deadline-aware admission on: requests that
+               cannot finish within the SLO are refused on arrival; the server's refusal-time
+               histogram (streamline_inference_refusal_duration_ms) gives how fast, per phase
 
 Per phase it reports each configuration's throughput, p50 and p99 (perf, the measured window), and
 from the server's own histograms over the whole phase: goodput (answers within the SLO per second),
@@ -18,11 +21,14 @@ the share of admitted requests within the SLO, and refusals. The best static con
 phase is the one with the lowest p50 in the low-load phases (1 client) and the highest throughput
 in the loaded ones. Targets: adaptive within 10% of each phase's best static (p50 or throughput),
 at the highest load at least 1.3x the default's goodput, at least 99% of admitted requests within
-the SLO. Prints a table; --json writes every figure.
+the SLO, refused requests answered in under 1 ms of server time. Prints a table; --json writes
+every figure.
 
     .venv/bin/python bench/adaptive.py
     .venv/bin/python bench/adaptive.py --model squeezenet1_1 --slo-ms 40 --seconds 10 --warmup-s 5
     .venv/bin/python bench/adaptive.py --mix --json bench/adaptive.json
+    .venv/bin/python bench/adaptive.py --refusals --only "static 1i batch" --phases 1,32
+    .venv/bin/python bench/adaptive.py --svg docs/benchmarks/adaptive.svg
 """
 
 import argparse
@@ -74,14 +80,18 @@ def config_text(name: str, c: dict, args) -> str:
         lines.append(f'dynamic_batching {{ max_queue_delay_microseconds: {c["delay_us"]} }}')
     if c.get("adaptive"):
         lines += [f'parameters {{ key: "latency_slo_ms" value: {{ string_value: "{args.slo_ms}" }} }}',
-                  f'parameters {{ key: "control_window_ms" value: {{ string_value: "{args.window_ms}" }} }}',
-                  'parameters { key: "admission" value: { string_value: "false" } }']
+                  f'parameters {{ key: "control_window_ms" value: {{ string_value: "{args.window_ms}" }} }}']
+        if not c.get("admission"):
+            lines.append('parameters { key: "admission" value: { string_value: "false" } }')
     return "\n".join(lines) + "\n"
 
 
-def configurations(cores: int) -> list:
+def configurations(cores: int, refusals: bool) -> list:
     out = [{"name": "adaptive", "instances": cores, "batching": True, "delay_us": 0, "adaptive": True},
            {"name": "default", "instances": 1, "batching": False, "delay_us": 0}]
+    if refusals:
+        out.append({"name": "adaptive+admission", "instances": cores, "batching": True, "delay_us": 0,
+                    "adaptive": True, "admission": True})
     for n in sorted({1, cores}):
         out.append({"name": f"static {n}i nobatch", "instances": n, "batching": False, "delay_us": 0})
         out.append({"name": f"static {n}i batch", "instances": n, "batching": True, "delay_us": 0})
@@ -104,6 +114,9 @@ def scrape(server, models, slo_ms) -> dict:
                   "failure": fails,
                   "within": value(rf'^streamline_inference_request_duration_ms_bucket\{{[^}}]*model="{m}"[^}}]*'
                                   rf'le="{slo_ms:g}"[^}}]*\}} (\S+)$'),
+                  "refusal_buckets": {float(le) if le != "+Inf" else float("inf"): float(v) for le, v in re.findall(
+                      rf'^streamline_inference_refusal_duration_ms_bucket\{{model="{m}",le="([^"]+)"\}} (\S+)$',
+                      text, re.M)},
                   "active": value(rf'^streamline_controller_active_instances\{{[^}}]*model="{m}"[^}}]*\}} (\S+)$'),
                   "decisions": {f"{k} {d}": float(v) for k, d, v in re.findall(
                       rf'^streamline_controller_decisions_total\{{[^}}]*model="{m}"[^}}]*knob="(\w+)",'
@@ -148,7 +161,8 @@ def run_config(binary, c, models, args, root: Path) -> list:
                     "p99_ms": p.get("latency_ms", {}).get("p99"), "errors": p.get("errors"),
                     "goodput": (b["within"] - a["within"]) / elapsed, "within_slo": (b["within"] - a["within"]) / ok
                     if ok else None, "refused": b["failure"] - a["failure"], "active_instances": b["active"],
-                    "decisions": {k: v - a["decisions"].get(k, 0) for k, v in b["decisions"].items()}}
+                    "decisions": {k: v - a["decisions"].get(k, 0) for k, v in b["decisions"].items()},
+                    "refusal_ms": refusal_times(a["refusal_buckets"], b["refusal_buckets"])}
             phases.append(row)
             print(f"  {c['name']:<22} {clients:>3} clients: " + ", ".join(
                 f"{n} {m['throughput'] or 0:.0f}/s p50 {m['p50_ms'] or 0:.2f} ms p99 {m['p99_ms'] or 0:.2f} ms "
@@ -157,6 +171,92 @@ def run_config(binary, c, models, args, root: Path) -> list:
     finally:
         server.stop()
     return phases
+
+
+def refusal_times(before: dict, after: dict) -> dict:
+    """Refusals between two scrapes of the histogram: count, share under 1 ms, and upper bounds
+    (bucket edges) of their p50 and p99 server time in ms."""
+    edges = sorted(after)
+    cum = [after[e] - before.get(e, 0) for e in edges]
+    n = cum[-1] if cum else 0
+    if not n:
+        return {"count": 0}
+
+    def bound(q):
+        return next((e for e, c in zip(edges, cum) if c >= q * n), float("inf"))
+    under = next((c for e, c in zip(edges, cum) if e == 1.0), None)
+    return {"count": n, "under_1ms": under / n if under is not None else None, "p50_le_ms": bound(0.5),
+            "p99_le_ms": bound(0.99), "max_le_ms": bound(1.0)}
+
+
+def print_refusals(results: dict, args) -> None:
+    """Per phase of the admission configuration: refusals and their server time."""
+    if "adaptive+admission" not in results:
+        return
+    print()
+    head = ["phase", "clients", "model", "answered/s", "refused", "refusals under 1 ms", "p50 <=", "p99 <=", "max <="]
+    table = [head]
+    for i, row in enumerate(results["adaptive+admission"]):
+        for name, m in row["models"].items():
+            r = m["refusal_ms"]
+            ms = lambda v: "-" if v is None else ("> 10 ms" if v == float("inf") else f"{v:g} ms")  # noqa: E731
+            table.append([str(i + 1), str(row["clients"]), name, f"{m['throughput'] or 0:.0f}", f"{r['count']:.0f}",
+                          "-" if not r["count"] else co.fmt(100 * r["under_1ms"], 1) + "%",
+                          ms(r.get("p50_le_ms")), ms(r.get("p99_le_ms")), ms(r.get("max_le_ms"))])
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    for row in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
+
+
+def svg_plot(rows, slo_ms: float) -> str:
+    """The phases as two bar charts, one model after another: throughput (left) and p99 with the
+    SLO as a line (right), adaptive beside the phase's best static configuration and the default."""
+    series = [("adaptive", "#1f77b4", lambda r: r["adaptive"]), ("best static", "#2ca02c", lambda r: r["best"]),
+              ("default", "#aaaaaa", lambda r: r["default"])]
+    panel_w, panel_h, left, top, gap = 420, 220, 60, 40, 70
+    width = left + 2 * panel_w + gap + 20
+    height = top + panel_h + 70
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+           f'font-size="11">', f'<rect width="{width}" height="{height}" fill="white"/>']
+
+    def panel(x0, title, key, line=None):
+        values = [key(get(r)) or 0 for r in rows for _, _, get in series]
+        top_value = max(values + ([line] if line else []) + [1e-9]) * 1.1
+        out.append(f'<text x="{x0}" y="{top - 16}" font-size="13">{title}</text>')
+        out.append(f'<line x1="{x0}" y1="{top + panel_h}" x2="{x0 + panel_w}" y2="{top + panel_h}" stroke="black"/>')
+        out.append(f'<line x1="{x0}" y1="{top}" x2="{x0}" y2="{top + panel_h}" stroke="black"/>')
+        for k in range(5):
+            v = top_value * k / 4
+            y = top + panel_h - panel_h * k / 4
+            text = f"{v:.0f}" if top_value >= 100 else f"{v:.3g}"
+            out.append(f'<text x="{x0 - 6}" y="{y + 4}" text-anchor="end">{text}</text>')
+        group_w = panel_w / max(1, len(rows))
+        bar_w = group_w * 0.8 / len(series)
+        for i, r in enumerate(rows):
+            gx = x0 + i * group_w + group_w * 0.1
+            for j, (_, color, get) in enumerate(series):
+                v = key(get(r)) or 0
+                h = panel_h * v / top_value
+                out.append(f'<rect x="{gx + j * bar_w:.1f}" y="{top + panel_h - h:.1f}" width="{bar_w - 1:.1f}" '
+                           f'height="{h:.1f}" fill="{color}"/>')
+            label = f'{r["clients"]} cl.' + (f' {r["model"]}' if len({x["model"] for x in rows}) > 1 else "")
+            out.append(f'<text x="{gx + group_w * 0.4:.1f}" y="{top + panel_h + 14}" text-anchor="middle">'
+                       f'{label}</text>')
+        if line:
+            y = top + panel_h - panel_h * line / top_value
+            out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x0 + panel_w}" y2="{y:.1f}" stroke="red" '
+                       f'stroke-dasharray="4 3"/>')
+            out.append(f'<text x="{x0 + panel_w - 2}" y="{y - 4:.1f}" text-anchor="end" fill="red">SLO</text>')
+        out.append(f'<text x="{x0 + panel_w / 2}" y="{top + panel_h + 30}" text-anchor="middle">phase (clients)</text>')
+
+    panel(left, "throughput (requests/s)", lambda m: m["throughput"])
+    panel(left + panel_w + gap, "p99 latency (ms)", lambda m: m["p99_ms"], line=slo_ms)
+    for j, (name, color, _) in enumerate(series):
+        x = left + j * 130
+        out.append(f'<rect x="{x}" y="{height - 22}" width="12" height="12" fill="{color}"/>')
+        out.append(f'<text x="{x + 16}" y="{height - 12}">{name}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
 
 
 def summarise(results: dict, models, args) -> list:
@@ -208,7 +308,10 @@ def main(argv=None) -> int:
     ap.add_argument("--slo-ms", type=float, default=20)
     ap.add_argument("--window-ms", type=float, default=500, help="the controller's window")
     ap.add_argument("--only", help="comma-separated configuration names to run (default all)")
+    ap.add_argument("--refusals", action="store_true",
+                    help="also run the adaptive configuration with admission on and report refusal times")
     ap.add_argument("--json", help="write every figure to this file")
+    ap.add_argument("--svg", help="draw the phases (throughput, p99 against the SLO) into this SVG file")
     args = ap.parse_args(argv)
     cores = len(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory(prefix="sl-adaptive-") as tmp:
@@ -222,16 +325,20 @@ def main(argv=None) -> int:
         if args.mix:
             mlp(root / "mlp_small.onnx", 256, 4, seed=2)
             models["mlp_small"] = (root / "mlp_small.onnx", None)
-        configs = configurations(cores)
+        configs = configurations(cores, args.refusals)
         if args.only:
             keep = set(args.only.split(","))
-            configs = [c for c in configs if c["name"] in keep or c["name"] in ("adaptive", "default")]
+            configs = [c for c in configs
+                       if c["name"] in keep or c["name"] in ("adaptive", "default", "adaptive+admission")]
         results = {}
         for c in configs:
             print(f"{c['name']}:", file=sys.stderr, flush=True)
             results[c["name"]] = run_config(args.binary, c, models, args, root)
     rows = summarise(results, models, args)
     print_table(rows)
+    print_refusals(results, args)
+    if args.svg:
+        Path(args.svg).write_text(svg_plot(rows, args.slo_ms))
     report = {"cores": cores, "cpu": co.cpu_model(), "args": {k: v for k, v in vars(args).items()},
               "configurations": configs, "phases": results, "summary": rows}
     if args.json:

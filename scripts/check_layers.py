@@ -10,6 +10,10 @@ header of its own layer only:
 The Python bindings (python/...) sit beside the CLI but may include the public API alone
 ("streamline/..."): they bind include/streamline/ and nothing under it.
 Tests, benchmarks and fuzzers may include anything.
+
+Includes are read in both forms ("layer/..." and <layer/...>). Every folder under src/ must be a
+layer in RANK and every header under include/ must be in include/streamline/: a new layer or a
+stray public header is an error until it has a place in the order, rather than going unchecked.
 """
 import pathlib
 import re
@@ -20,16 +24,25 @@ RANK = {"core": 0, "graph": 1, "ops": 2, "plan": 3, "exec": 4, "runtime": 5, "st
         "serve": 6, "tools": 7}
 # Layers allowed only the listed prefixes, whatever their rank.
 ONLY = {"python": {"streamline"}}
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
+INCLUDE = re.compile(r'^\s*#\s*include\s+["<]([a-z_]+)/')
 SUFFIXES = {".h", ".cc", ".cu", ".cuh"}
+
+
+class Unplaced(Exception):
+    """A source in a folder the layer order does not know."""
 
 
 def layer_of(root: pathlib.Path, path: pathlib.Path):
     rel = path.relative_to(root).parts
     if rel[0] == "src" and len(rel) > 2:
-        return rel[1] if rel[1] in RANK else None
-    if rel[0] == "include" and len(rel) > 2 and rel[1] == "streamline":
-        return "streamline"
+        if rel[1] not in RANK or rel[1] in ("streamline", "tools"):
+            raise Unplaced(f"{'/'.join(rel[:2])}/ is not a layer of the order "
+                           f"({', '.join(sorted(RANK, key=RANK.get))}); add it to RANK in scripts/check_layers.py")
+        return rel[1]
+    if rel[0] == "include":
+        if len(rel) > 2 and rel[1] == "streamline":
+            return "streamline"
+        raise Unplaced(f"{'/'.join(rel)}: public headers live in include/streamline/")
     if rel[0] == "tools":
         return "tools"
     if rel[0] == "python":
@@ -48,7 +61,12 @@ def main(root: pathlib.Path) -> int:
     bad = []
     checked = 0
     for path in sources(root):
-        layer = layer_of(root, path)
+        try:
+            layer = layer_of(root, path)
+        except Unplaced as e:
+            if str(e) not in bad:
+                bad.append(str(e))
+            continue
         if layer is None:
             continue
         checked += 1

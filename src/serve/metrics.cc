@@ -284,6 +284,14 @@ std::string ServerCore::metrics_text() const {
   histogram_family(x, "streamline_inference_compute_output_duration_ms",
                    "Compute output time (splitting and copying the outputs) in milliseconds.", models,
                    &ServingStats::compute_output_hist);
+  {
+    // Refusals answered without running, per model (also models no longer served, as counters do).
+    std::lock_guard<std::mutex> lock(mu_);
+    x.family("streamline_inference_refusal_duration_ms", "histogram",
+             "Server time of requests refused without running (queue full, admission, shutting down), from the "
+             "decoded request to its answer, in milliseconds.");
+    for (const auto& [name, h] : refusal_us_) x.histogram("streamline_inference_refusal_duration_ms", {{"model", name}}, h);
+  }
   x.family("streamline_inference_pending_requests", "gauge", "Requests waiting in the queue now.");
   for (const auto& m : models)
     x.sample("streamline_inference_pending_requests", model_labels(m), static_cast<double>(m.stats.queued));

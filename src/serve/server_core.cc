@@ -50,6 +50,16 @@ Status check_against_config(const ModelConfig& c, const InferRequest& r) {
   return ok_status();
 }
 
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Buckets of the refusal time histogram (microseconds): the target is under 1 ms.
+LatencyHistogram refusal_histogram() {
+  return LatencyHistogram({10, 25, 50, 100, 250, 500, 1000, 2500, 10000});
+}
+
 uint64_t now_ms() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -286,6 +296,15 @@ void ServerCore::refuse(const std::string& model, uint64_t id, Status status, In
   done(std::move(r));
 }
 
+void ServerCore::note_refusal(const std::string& model, const Status& status, int64_t since_ns) {
+  if (status.code() != StatusCode::kResourceExhausted && status.code() != StatusCode::kUnavailable) return;
+  const double us = static_cast<double>(steady_ns() - since_ns) / 1000.0;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = refusal_us_.find(model);
+  if (it == refusal_us_.end()) it = refusal_us_.emplace(model, refusal_histogram()).first;
+  it->second.add(us);
+}
+
 void ServerCore::note_inference(const std::string& model) {
   std::lock_guard<std::mutex> lock(mu_);
   last_inference_ms_[model] = now_ms();
@@ -301,8 +320,10 @@ void ServerCore::infer(const std::string& model, const std::string& version, Inf
   // Counted before draining_ is read: drain() sets draining_ and then reads in_flight_, so either
   // it sees this request or this request sees the drain.
   in_flight_.fetch_add(1);
+  const int64_t t0 = steady_ns();
   if (draining_.load()) {
     refuse(model, request.id, unavailable("server is shutting down"), done);
+    note_refusal(model, unavailable(""), t0);
     finished();
     return;
   }
@@ -315,9 +336,13 @@ void ServerCore::infer(const std::string& model, const std::string& version, Inf
   }
   // The callback must not hold the LoadedModel: the last reference dropped on an instance thread
   // would join that thread from itself.
-  (*found)->serving->submit(std::move(request), [this, model, done = std::move(done)](InferResponse r) {
+  (*found)->serving->submit(std::move(request), [this, model, t0, done = std::move(done)](InferResponse r) {
     note_inference(model);
+    // Not run (queued and computed nothing): a refusal, timed to the answer.
+    const bool refused = !r.status.ok() && r.queue_us == 0 && r.compute_us == 0;
+    const Status status = refused ? r.status : ok_status();
     done(std::move(r));
+    if (refused) note_refusal(model, status, t0);
     finished();
   });
 }

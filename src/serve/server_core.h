@@ -142,6 +142,10 @@ class ServerCore {
   std::map<std::string, std::map<StatusCode, uint64_t>> front_failures_;
   // Per model: when its last response was delivered (milliseconds since the epoch).
   std::map<std::string, uint64_t> last_inference_ms_;
+  // Per model: server time of the requests answered without running (queue full, admission,
+  // shutting down: ResourceExhausted or Unavailable), from infer() to the answer handed back.
+  std::map<std::string, LatencyHistogram> refusal_us_;
+  void note_refusal(const std::string& model, const Status& status, int64_t since_ns);
 };
 
 }  // namespace streamline::serve

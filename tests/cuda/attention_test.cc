@@ -17,7 +17,7 @@ namespace streamline::ops::cuda_test {
 namespace {
 
 using cuda::AttentionDims;
-using test_util::OneNode;
+using testing::OneNode;
 using Attrs = std::map<std::string, graph::Attribute>;
 
 // BERT's layout: Q, K, V and Y as [B, S, H, D]; the heads split and merge through the perms.
@@ -134,8 +134,8 @@ void expect_matches(const std::vector<Tensor>& inputs_f32, const Attrs& attrs, D
   auto n = make_node("Attention", "streamline", ref_inputs, attrs);
   EvalOptions eo;
   eo.num_threads = 8;
-  auto want = evaluate_node(against == Against::kReference ? test_util::ref_reg() : test_util::cpu_reg(), n->g,
-                            n->node(), ref_inputs, eo);
+  auto want = evaluate_node(against == Against::kReference ? testing::ref_reg() : testing::cpu_reg(), n->g, n->node(),
+                            ref_inputs, eo);
   ASSERT_TRUE(want.ok()) << want.status().to_string();
   auto got = run_gpu(*n, dev_inputs);
   ASSERT_TRUE(got.ok()) << got.status().to_string();
@@ -299,7 +299,7 @@ TEST(CudaAttention, PlannedStridesMatchReference) {
   for (size_t c = 0; c < cases.size(); ++c) {
     SCOPED_TRACE("case " + std::to_string(c));
     auto n = make_node("Attention", "streamline", cases[c].in, cases[c].attrs);
-    auto want = evaluate_node(test_util::ref_reg(), n->g, n->node(), cases[c].in);
+    auto want = evaluate_node(testing::ref_reg(), n->g, n->node(), cases[c].in);
     ASSERT_TRUE(want.ok()) << want.status().to_string();
     auto p = prepare(*n, cases[c].in, DType::kFloat32);
     ASSERT_TRUE(p.ok()) << p.status().to_string();

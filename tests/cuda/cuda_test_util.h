@@ -33,12 +33,12 @@
 
 namespace streamline::ops::cuda_test {
 
-using test_util::floats;
-using test_util::ints;
-using test_util::make_node;
-using test_util::one_int;
-using test_util::random_tensor;
-using test_util::str;
+using testing::floats;
+using testing::ints;
+using testing::make_node;
+using testing::one_int;
+using testing::random_tensor;
+using testing::str;
 
 inline const KernelRegistry& cuda_reg() {
   static const KernelRegistry* r = [] {
@@ -195,7 +195,7 @@ inline void expect_matches_reference(const std::string& op, const std::string& d
                                      double rel) {
   auto n = make_node(op, domain, inputs, std::move(attrs));
   n->g.node(n->id).opset = opset;
-  auto want = evaluate_node(test_util::ref_reg(), n->g, n->node(), inputs);
+  auto want = evaluate_node(testing::ref_reg(), n->g, n->node(), inputs);
   ASSERT_TRUE(want.ok()) << want.status().to_string();
   auto got = run_cuda(n->g, n->node(), inputs);
   ASSERT_TRUE(got.ok()) << got.status().to_string();

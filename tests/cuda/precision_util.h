@@ -49,7 +49,7 @@ struct Spec {
   std::vector<Tensor> inputs;
   std::map<std::string, graph::Attribute> attrs;
 
-  std::unique_ptr<test_util::OneNode> node() const {
+  std::unique_ptr<testing::OneNode> node() const {
     auto n = make_node(op, domain, inputs, attrs);
     n->g.node(n->id).opset = opset;
     return n;
@@ -72,7 +72,7 @@ inline std::vector<Tensor> inputs_for(const Spec& s, DType dtype) {
 }
 
 // Creates the spec's CUDA kernel for `r.dtype` with `r.options` and reshapes it (host only).
-inline Result<Prepared> prepare_spec(const test_util::OneNode& n, const Spec& s, const RunSpec& r) {
+inline Result<Prepared> prepare_spec(const testing::OneNode& n, const Spec& s, const RunSpec& r) {
   const std::vector<Tensor> in = inputs_for(s, r.dtype);
   std::vector<DType> dtypes(in.size(), DType::kUndefined);
   std::vector<TensorInfo> infos(in.size());
@@ -133,7 +133,7 @@ inline Result<Tensor> reference_for(const Spec& ref, DType dtype) {
   std::vector<Tensor> in;
   for (const Tensor& t : ref.inputs) in.push_back(dtype == DType::kFloat16 ? to_fp32(to_fp16(t)) : t);
   auto n = ref.node();
-  SL_ASSIGN_OR_RETURN(std::vector<Tensor> out, evaluate_node(test_util::ref_reg(), n->g, n->node(), in));
+  SL_ASSIGN_OR_RETURN(std::vector<Tensor> out, evaluate_node(testing::ref_reg(), n->g, n->node(), in));
   return out.at(0);
 }
 

@@ -22,12 +22,12 @@ namespace streamline {
 namespace {
 
 using graph::DimList;
-using ops::test_util::ints;
-using ops::test_util::one_int;
+using ops::testing::ints;
+using ops::testing::one_int;
 
 Tensor random_input(const Shape& s, uint32_t seed) {
   std::mt19937 rng(seed);
-  return ops::test_util::random_tensor(s, rng);
+  return ops::testing::random_tensor(s, rng);
 }
 
 // x[2,4,6,6] -> Conv 3x3 pad 1 (8 filters) -> Relu -> Reshape(to [2, Shape-derived count]) -> * 2.
@@ -234,7 +234,7 @@ TEST(GpuModel, TestModelsMatchTheCpu) {
     const char* name;
     double fp32, tf32, fp16;  // tolerances on the scaled error
   };
-  const Case cases[] = {{"resnet50", 1e-4, 2e-2, 5e-2},     {"mobilenet_v2", 1e-4, 2e-2, 5e-2},
+  const Case cases[] = {{"resnet50", 1e-4, 2e-2, 5e-2},      {"mobilenet_v2", 1e-4, 2e-2, 5e-2},
                         {"squeezenet1_1", 1e-4, 2e-2, 5e-2}, {"googlenet", 1e-4, 2e-2, 5e-2},
                         {"bert_tiny", 1e-4, 2e-2, 5e-2},     {"bert", 1e-4, 2e-2, 5e-2}};
   int tested = 0;
@@ -275,9 +275,8 @@ TEST(GpuModel, TestModelsMatchTheCpu) {
       const auto got = run_once(*m, in, 3);
       ASSERT_EQ(got.size(), want.size()) << c.name;
       for (size_t o = 0; o < got.size(); ++o)
-        EXPECT_LT(scaled_error(got[o], want[o]), v.tol)
-            << c.name << " output " << o << " precision " << ops::precision_name(v.precision) << " streams "
-            << v.streams;
+        EXPECT_LT(scaled_error(got[o], want[o]), v.tol) << c.name << " output " << o << " precision "
+                                                        << ops::precision_name(v.precision) << " streams " << v.streams;
     }
   }
   if (tested == 0) GTEST_SKIP() << "no test models in " << dir;

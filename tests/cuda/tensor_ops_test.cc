@@ -23,7 +23,7 @@ using cuda::PoolOp;
 using cuda::ReduceDims;
 using cuda::ReduceOp;
 using cuda::StridedDims;
-using test_util::OneNode;
+using testing::OneNode;
 using Attrs = std::map<std::string, graph::Attribute>;
 
 constexpr double kHalfTolerance = 2e-3;
@@ -116,7 +116,7 @@ Status status_of(const Case& c) {
 // pools the plain reference kernel (the CPU one is oneDNN plus corrections).
 Result<std::vector<Tensor>> reference(const Case& c) {
   auto n = c.node();
-  const KernelRegistry& reg = c.op.find("Pool") != std::string::npos ? test_util::ref_reg() : test_util::cpu_reg();
+  const KernelRegistry& reg = c.op.find("Pool") != std::string::npos ? testing::ref_reg() : testing::cpu_reg();
   EvalOptions eo;
   eo.constant_mask = c.mask();
   return evaluate_node(reg, n->g, n->node(), c.in, eo);

@@ -11,21 +11,14 @@
 #include <string>
 
 #include "core/npy.h"
+#include "models/exported_model.h"
 #include "streamline/streamline.h"
 
 namespace streamline {
 namespace {
 
 std::filesystem::path encoder_path() {
-  const std::filesystem::path dir = SL_MODEL_DIR;
-  const std::filesystem::path path = dir / "bert_tiny.onnx";
-  if (!std::filesystem::exists(path)) {
-    // The Python model tests export it too; the exporter locks per model, so both at once is safe.
-    const std::string cmd = std::string("cd '") + SL_SOURCE_DIR + "' && .venv/bin/python scripts/export_models.py" +
-                            " --out '" + dir.string() + "' --models bert_tiny > /dev/null";
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << "exporting bert_tiny failed: " << cmd;
-  }
-  return path;
+  return testing::exported_model("bert_tiny");
 }
 
 Tensor token_ids(const Shape& s, int64_t seed) {

@@ -9,16 +9,16 @@
 #include <limits>
 #include <random>
 
-#include "llm_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops {
 namespace {
 
-using llm_test::expect_same_values;
-using llm_test::one_float;
-using llm_test::run_one;
-using test_util::one_int;
-using test_util::random_tensor;
+using testing::expect_same_values;
+using testing::one_float;
+using testing::one_int;
+using testing::random_tensor;
+using testing::run_one;
 
 struct Case {
   std::string name;
@@ -64,7 +64,7 @@ std::vector<Tensor> inputs_of(const Case& c, std::mt19937& rng) {
   in.resize(c.nonpad ? 7 : 6);
   if (!c.mask.empty()) {
     if (c.bool_mask) {
-      in[3] = llm_test::random_bool(c.mask, rng, 0.8);
+      in[3] = testing::random_bool(c.mask, rng, 0.8);
     } else {
       // Mostly 0, some -inf and some moderate values, as padding and bias masks are.
       in[3] = random_tensor(c.mask, rng);
@@ -81,7 +81,7 @@ std::vector<Tensor> inputs_of(const Case& c, std::mt19937& rng) {
   if (c.nonpad) {
     std::vector<int64_t> n;
     for (int64_t i = 0; i < c.b; ++i) n.push_back(1 + static_cast<int64_t>(rng() % static_cast<uint32_t>(c.skv)));
-    in[6] = llm_test::int64_tensor(Shape{c.b}, n);
+    in[6] = testing::int64_tensor(Shape{c.b}, n);
   }
   while (!in.empty() && !in.back().defined()) in.pop_back();
   return in;
@@ -93,9 +93,9 @@ std::vector<bool> outputs_of(const Case& c) {
 
 void check(const Case& c, const std::vector<Tensor>& in, int threads) {
   const std::string what = c.name + " threads " + std::to_string(threads);
-  auto got = run_one(test_util::cpu_reg(), "Attention", opset_of(c), in, attrs_of(c), outputs_of(c), threads);
+  auto got = run_one(testing::cpu_reg(), "Attention", opset_of(c), in, attrs_of(c), outputs_of(c), threads);
   ASSERT_TRUE(got.ok()) << what << ": " << got.status().to_string();
-  auto want = run_one(test_util::ref_reg(), "Attention", opset_of(c), in, attrs_of(c), outputs_of(c));
+  auto want = run_one(testing::ref_reg(), "Attention", opset_of(c), in, attrs_of(c), outputs_of(c));
   ASSERT_TRUE(want.ok()) << what << ": " << want.status().to_string();
   const std::vector<bool> outs = outputs_of(c);
   const char* names[] = {"Y", "present_key", "present_value", "qk_matmul_output"};
@@ -219,11 +219,11 @@ TEST(OnnxAttention, MaskedOutKeysCarryNoWeight) {
   std::mt19937 rng(24);
   Case c{.name = "causal", .b = 1, .hq = 1, .hkv = 1, .sq = 4, .skv = 4, .causal = true};
   std::vector<Tensor> in = inputs_of(c, rng);
-  auto first = run_one(test_util::cpu_reg(), "Attention", 23, in, attrs_of(c));
+  auto first = run_one(testing::cpu_reg(), "Attention", 23, in, attrs_of(c));
   ASSERT_TRUE(first.ok()) << first.status().to_string();
   // V row 3 is visible only to query 3; rows 0..2 of Y must not move.
   for (int64_t e = 0; e < c.dv; ++e) in[2].data<float>()[3 * c.dv + e] += 100.f;
-  auto second = run_one(test_util::cpu_reg(), "Attention", 23, in, attrs_of(c));
+  auto second = run_one(testing::cpu_reg(), "Attention", 23, in, attrs_of(c));
   ASSERT_TRUE(second.ok());
   for (int64_t i = 0; i < 3 * c.dv; ++i) EXPECT_EQ((*first)[0].data<float>()[i], (*second)[0].data<float>()[i]) << i;
   EXPECT_NE((*first)[0].data<float>()[3 * c.dv], (*second)[0].data<float>()[3 * c.dv]);
@@ -238,7 +238,7 @@ TEST(OnnxAttention, RowWithoutVisibleKeysIsZero) {
     in[3].data<uint8_t>()[j] = 1;
     in[3].data<uint8_t>()[5 + j] = 0;
   }
-  auto y = run_one(test_util::cpu_reg(), "Attention", 23, in, attrs_of(c));
+  auto y = run_one(testing::cpu_reg(), "Attention", 23, in, attrs_of(c));
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   for (int64_t e = 0; e < c.dv; ++e) {
     EXPECT_EQ((*y)[0].data<float>()[c.dv + e], 0.f);
@@ -277,9 +277,9 @@ TEST(OnnxAttention, Float16RunsInFloat32) {
     half_in.push_back(t.defined() && t.dtype() == DType::kFloat32 ? to_half(t) : t);
     rounded.push_back(t.defined() && t.dtype() == DType::kFloat32 ? to_float(half_in.back()) : t);
   }
-  auto got = run_one(test_util::cpu_reg(), "Attention", 23, half_in, attrs_of(c), outputs_of(c), 2);
+  auto got = run_one(testing::cpu_reg(), "Attention", 23, half_in, attrs_of(c), outputs_of(c), 2);
   ASSERT_TRUE(got.ok()) << got.status().to_string();
-  auto want = run_one(test_util::ref_reg(), "Attention", 23, rounded, attrs_of(c), outputs_of(c));
+  auto want = run_one(testing::ref_reg(), "Attention", 23, rounded, attrs_of(c), outputs_of(c));
   ASSERT_TRUE(want.ok()) << want.status().to_string();
   for (size_t i = 0; i < 4; ++i) {
     ASSERT_EQ((*got)[i].dtype(), DType::kFloat16) << i;
@@ -293,7 +293,7 @@ TEST(OnnxAttention, BadInputsAreClearErrors) {
   const Tensor v4 = random_tensor(Shape{1, 3, 5, 8}, rng);
   auto expect_error = [&](const std::vector<Tensor>& in, std::map<std::string, graph::Attribute> a, StatusCode code,
                           const std::string& needle) {
-    auto r = run_one(test_util::cpu_reg(), "Attention", 23, in, std::move(a));
+    auto r = run_one(testing::cpu_reg(), "Attention", 23, in, std::move(a));
     ASSERT_FALSE(r.ok()) << needle;
     EXPECT_EQ(r.status().code(), code) << r.status().to_string();
     EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().to_string();
@@ -312,7 +312,7 @@ TEST(OnnxAttention, BadInputsAreClearErrors) {
   expect_error({q4, k, v, Tensor(), random_tensor(Shape{1, 2, 4, 8}, rng)}, {}, StatusCode::kInvalidArgument,
                "together");
   // An integer mask and a bad output mode.
-  expect_error({q4, k, v, llm_test::int64_tensor(Shape{1}, {0})}, {}, StatusCode::kInvalidArgument, "attn_mask");
+  expect_error({q4, k, v, testing::int64_tensor(Shape{1}, {0})}, {}, StatusCode::kInvalidArgument, "attn_mask");
   expect_error({q4, k, v}, {{"qk_matmul_output_mode", one_int(4)}}, StatusCode::kInvalidArgument,
                "qk_matmul_output_mode");
 }

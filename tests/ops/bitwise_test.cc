@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "ops/cpu/extra_common.h"
-#include "ops/extra_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -39,7 +39,7 @@ TEST(Bitwise, BinaryOpsBroadcastOnEveryWidth) {
   EXPECT_EQ(values<int32_t>((*n32)[0]), (std::vector<int32_t>{-1, 4}));
   // Floats have no bitwise ops; mixed dtypes are refused.
   std::mt19937 rng(1);
-  const Tensor f = uniform_f32(Shape{2}, rng);
+  const Tensor f = random_tensor(Shape{2}, rng);
   EXPECT_FALSE(NodeCase("BitwiseAnd", 18, 2).run(cpu_reg(), {f, f}).ok());
   EXPECT_FALSE(NodeCase("BitwiseOr", 18, 2).run(cpu_reg(), {a8, a16}).ok());
 }

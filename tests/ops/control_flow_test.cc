@@ -7,8 +7,8 @@
 #include <tuple>
 
 #include "ops/eager.h"
-#include "ops/registry.h"
 #include "ops/op_test_util.h"
+#include "ops/registry.h"
 
 namespace streamline::ops {
 namespace {
@@ -16,12 +16,12 @@ namespace {
 using graph::Attribute;
 using graph::DimList;
 
-using test_util::ints;
-using test_util::one_int;
+using testing::ints;
+using testing::one_int;
 
 Tensor random_tensor(const Shape& s, uint32_t seed) {
   std::mt19937 rng(seed);
-  return test_util::random_tensor(s, rng);
+  return testing::random_tensor(s, rng);
 }
 
 Attribute graph_attr(graph::Graph g) {
@@ -125,8 +125,8 @@ graph::Graph loop_graph(int64_t stop_after) {
 TEST(ControlFlow, LoopCarriesValuesAndStacksScanOutputs) {
   const Tensor s0 = random_tensor(Shape{3}, 2), x = random_tensor(Shape{3}, 3);
   // (trip count, stop_after) -> iterations run: min(M, stop_after + 1).
-  for (auto [trips, stop_after, iterations] : {std::tuple{int64_t{4}, int64_t{100}, int64_t{4}},
-                                               std::tuple{int64_t{10}, int64_t{2}, int64_t{3}}}) {
+  for (auto [trips, stop_after, iterations] :
+       {std::tuple{int64_t{4}, int64_t{100}, int64_t{4}}, std::tuple{int64_t{10}, int64_t{2}, int64_t{3}}}) {
     auto outs = run_graph(loop_graph(stop_after), {Tensor::scalar<int64_t>(trips), Tensor::scalar<bool>(true), s0, x});
     ASSERT_TRUE(outs.ok()) << outs.status().to_string();
     const Tensor& fin = (*outs)[0];

@@ -10,7 +10,7 @@
 namespace streamline::ops {
 namespace {
 
-using namespace test_util;
+using namespace testing;
 
 // ---- Conv / FusedConv -------------------------------------------------------------------------
 
@@ -384,7 +384,7 @@ TEST(ConvTransposeOp, ShapeFollowsSpec) {
 namespace streamline::ops {
 namespace {
 
-using namespace test_util;
+using namespace testing;
 
 // 1-D convolutions written as 2-D ([N, C, L, 1], Kx1 filters) run with their long axis as the width
 // (ConvAlgorithm::kLongAxis, and whatever kMeasure picks): same results as the reference in every

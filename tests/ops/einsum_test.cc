@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "ops/extra_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -52,7 +52,7 @@ TEST(Einsum, MatchesReferenceOnEquationTable) {
       for (size_t i = 0; i < c.terms.size(); ++i) {
         Shape s;
         for (char l : c.terms[i]) s.push_back(l == '.' ? (rep == 2 && i == 0 ? 1 : 3) : size[l]);
-        in.push_back(uniform_f32(s, rng));
+        in.push_back(random_tensor(s, rng));
       }
       NodeCase nc("Einsum", 12, in.size());
       nc.s("equation", c.equation);
@@ -70,10 +70,10 @@ TEST(Einsum, RejectsMismatchedLabelSizesAndOperandCount) {
   std::mt19937 rng(702);
   NodeCase bad("Einsum", 12, 2);
   bad.s("equation", "ij,jk->ik");
-  EXPECT_FALSE(bad.run(cpu_reg(), {uniform_f32(Shape{2, 3}, rng), uniform_f32(Shape{4, 2}, rng)}).ok());
+  EXPECT_FALSE(bad.run(cpu_reg(), {random_tensor(Shape{2, 3}, rng), random_tensor(Shape{4, 2}, rng)}).ok());
   NodeCase count("Einsum", 12, 1);
   count.s("equation", "ij,jk->ik");
-  EXPECT_FALSE(count.run(cpu_reg(), {uniform_f32(Shape{2, 3}, rng)}).ok());
+  EXPECT_FALSE(count.run(cpu_reg(), {random_tensor(Shape{2, 3}, rng)}).ok());
 }
 
 }  // namespace

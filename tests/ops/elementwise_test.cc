@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "ops/cpu/math_vec.h"
-#include "ops/math_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -106,9 +106,9 @@ std::vector<BinaryCase> binary_cases() {
       {"Div", {f, i32, i64}},
       {"Pow", {f}, 13, {}, 0.1, 3},
       {"Pow", {i32, i64}, 13, {}, 0, 4},
-      {"Mod", {f}, 13, {{"fmod", attr_i(1)}}},
-      {"Mod", {i32, i64}, 13, {{"fmod", attr_i(0)}}, -9, 9},
-      {"Mod", {i32, i64}, 13, {{"fmod", attr_i(1)}}, -9, 9},
+      {"Mod", {f}, 13, {{"fmod", one_int(1)}}},
+      {"Mod", {i32, i64}, 13, {{"fmod", one_int(0)}}, -9, 9},
+      {"Mod", {i32, i64}, 13, {{"fmod", one_int(1)}}, -9, 9},
       {"Max", {f, i32, i64}},
       {"Min", {f, i32, i64}},
       {"Sum", {f, i32, i64}},
@@ -121,8 +121,8 @@ std::vector<BinaryCase> binary_cases() {
       {"And", {b}},
       {"Or", {b}},
       {"Xor", {b}},
-      {"BitShift", {DType::kUInt8, DType::kUInt32, DType::kUInt64}, 13, {{"direction", attr_s("LEFT")}}, 0, 9},
-      {"BitShift", {DType::kUInt8, DType::kUInt16, DType::kUInt64}, 13, {{"direction", attr_s("RIGHT")}}, 0, 9},
+      {"BitShift", {DType::kUInt8, DType::kUInt32, DType::kUInt64}, 13, {{"direction", str("LEFT")}}, 0, 9},
+      {"BitShift", {DType::kUInt8, DType::kUInt16, DType::kUInt64}, 13, {{"direction", str("RIGHT")}}, 0, 9},
   };
 }
 
@@ -293,15 +293,15 @@ struct UnaryCase {
 TEST(Elementwise, UnaryMatchesReference) {
   const UnaryCase cases[] = {
       {"Relu"},
-      {"LeakyRelu", -4, 4, {{"alpha", attr_f(0.2f)}}},
+      {"LeakyRelu", -4, 4, {{"alpha", one_float(0.2f)}}},
       {"Elu"},
       {"Elu", -1e-3, 1e-3},
       {"Selu"},
-      {"Celu", -4, 4, {{"alpha", attr_f(0.7f)}}},
-      {"ThresholdedRelu", -4, 4, {{"alpha", attr_f(0.5f)}}},
+      {"Celu", -4, 4, {{"alpha", one_float(0.7f)}}},
+      {"ThresholdedRelu", -4, 4, {{"alpha", one_float(0.5f)}}},
       {"Sigmoid", -30, 30},
       {"HardSigmoid"},
-      {"HardSigmoid", -4, 4, {{"alpha", attr_f(0.3f)}, {"beta", attr_f(0.1f)}}},
+      {"HardSigmoid", -4, 4, {{"alpha", one_float(0.3f)}, {"beta", one_float(0.1f)}}},
       {"HardSwish"},
       {"Tanh"},
       {"Tanh", -0.1, 0.1},
@@ -358,8 +358,8 @@ TEST(Elementwise, IsInfIsNaNDetectFlags) {
   Tensor x = Tensor::from_vector<float>(Shape{5}, {1.f, INFINITY, -INFINITY, NAN, 0.f});
   for (int pos : {0, 1}) {
     for (int neg : {0, 1}) {
-      OpCase c{"IsInf", 10, {{"detect_positive", attr_i(pos)}, {"detect_negative", attr_i(neg)}}};
-      auto out = run_op(cpu_registry(), c, {x});
+      OpCase c{"IsInf", 10, {{"detect_positive", one_int(pos)}, {"detect_negative", one_int(neg)}}};
+      auto out = run_op(cpu_reg(), c, {x});
       ASSERT_TRUE(out.ok()) << out.status().to_string();
       const uint8_t* y = (*out)[0].data<uint8_t>();
       EXPECT_EQ(y[0], 0);
@@ -369,7 +369,7 @@ TEST(Elementwise, IsInfIsNaNDetectFlags) {
       EXPECT_EQ(y[4], 0);
     }
   }
-  auto nan = run_op(cpu_registry(), {"IsNaN", 13}, {x});
+  auto nan = run_op(cpu_reg(), {"IsNaN", 13}, {x});
   ASSERT_TRUE(nan.ok());
   EXPECT_EQ((*nan)[0].data<uint8_t>()[3], 1);
   EXPECT_EQ((*nan)[0].data<uint8_t>()[1], 0);
@@ -378,8 +378,8 @@ TEST(Elementwise, IsInfIsNaNDetectFlags) {
 TEST(Elementwise, ClipAttributesAndInputs) {
   std::mt19937 rng(8);
   Tensor x = random_tensor(DType::kFloat32, Shape{3, 4, 5}, rng);
-  EXPECT_TRUE(match_reference({"Clip", 6, {{"min", attr_f(-1.f)}, {"max", attr_f(0.5f)}}}, {x}));
-  EXPECT_TRUE(match_reference({"Clip", 6, {{"max", attr_f(0.5f)}}}, {x}));
+  EXPECT_TRUE(match_reference({"Clip", 6, {{"min", one_float(-1.f)}, {"max", one_float(0.5f)}}}, {x}));
+  EXPECT_TRUE(match_reference({"Clip", 6, {{"max", one_float(0.5f)}}}, {x}));
   EXPECT_TRUE(match_reference({"Clip", 13}, {x, Tensor::scalar(-0.5f), Tensor::scalar(2.f)}));
   EXPECT_TRUE(match_reference({"Clip", 13}, {x, Tensor(), Tensor::scalar(0.f)}));
   EXPECT_TRUE(match_reference({"Clip", 13}, {x, Tensor::scalar(0.f)}));
@@ -387,7 +387,7 @@ TEST(Elementwise, ClipAttributesAndInputs) {
   Tensor xi = random_tensor(DType::kInt64, Shape{17}, rng, -20, 20);
   EXPECT_TRUE(match_reference({"Clip", 13}, {xi, Tensor::scalar<int64_t>(-3), Tensor::scalar<int64_t>(7)}));
   // min > max: every element becomes max (numpy.clip).
-  auto out = run_op(cpu_registry(), {"Clip", 13}, {x, Tensor::scalar(2.f), Tensor::scalar(1.f)});
+  auto out = run_op(cpu_reg(), {"Clip", 13}, {x, Tensor::scalar(2.f), Tensor::scalar(1.f)});
   ASSERT_TRUE(out.ok());
   for (int64_t i = 0; i < x.numel(); ++i) EXPECT_EQ((*out)[0].data<float>()[i], 1.f);
 }
@@ -398,21 +398,21 @@ TEST(Elementwise, ClipAttributesAndInputs) {
 TEST(Elementwise, IntegerModFollowsSpecSigns) {
   Tensor a = Tensor::from_vector<int32_t>(Shape{6}, {-7, 7, -7, 7, 5, -4});
   Tensor b = Tensor::from_vector<int32_t>(Shape{6}, {3, -3, -3, 3, 0, 2});
-  auto py = run_op(cpu_registry(), {"Mod", 13, {{"fmod", attr_i(0)}}}, {a, b});
+  auto py = run_op(cpu_reg(), {"Mod", 13, {{"fmod", one_int(0)}}}, {a, b});
   ASSERT_TRUE(py.ok()) << py.status().to_string();
   const std::vector<int32_t> want_py = {2, -2, -1, 1, 0, 0};
   for (int i = 0; i < 6; ++i) EXPECT_EQ((*py)[0].data<int32_t>()[i], want_py[static_cast<size_t>(i)]) << i;
-  auto c = run_op(cpu_registry(), {"Mod", 13, {{"fmod", attr_i(1)}}}, {a, b});
+  auto c = run_op(cpu_reg(), {"Mod", 13, {{"fmod", one_int(1)}}}, {a, b});
   ASSERT_TRUE(c.ok());
   const std::vector<int32_t> want_c = {-1, 1, -1, 1, 0, 0};
   for (int i = 0; i < 6; ++i) EXPECT_EQ((*c)[0].data<int32_t>()[i], want_c[static_cast<size_t>(i)]) << i;
   Tensor fa = Tensor::from_vector<float>(Shape{2}, {-7.5f, 7.5f});
   Tensor fb = Tensor::from_vector<float>(Shape{2}, {2.f, -2.f});
-  auto f = run_op(cpu_registry(), {"Mod", 13, {{"fmod", attr_i(1)}}}, {fa, fb});
+  auto f = run_op(cpu_reg(), {"Mod", 13, {{"fmod", one_int(1)}}}, {fa, fb});
   ASSERT_TRUE(f.ok());
   EXPECT_EQ((*f)[0].data<float>()[0], -1.5f);
   EXPECT_EQ((*f)[0].data<float>()[1], 1.5f);
-  auto bad = run_op(cpu_registry(), {"Mod", 13}, {fa, fb});
+  auto bad = run_op(cpu_reg(), {"Mod", 13}, {fa, fb});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
@@ -420,7 +420,7 @@ TEST(Elementwise, IntegerModFollowsSpecSigns) {
 TEST(Elementwise, IntegerDivTruncatesAndSurvivesZero) {
   Tensor a = Tensor::from_vector<int64_t>(Shape{5}, {-7, 7, -7, 9, INT64_MIN});
   Tensor b = Tensor::from_vector<int64_t>(Shape{5}, {2, -2, -2, 0, -1});
-  auto out = run_op(cpu_registry(), {"Div", 13}, {a, b});
+  auto out = run_op(cpu_reg(), {"Div", 13}, {a, b});
   ASSERT_TRUE(out.ok());
   const int64_t* y = (*out)[0].data<int64_t>();
   EXPECT_EQ(y[0], -3);
@@ -432,7 +432,7 @@ TEST(Elementwise, IntegerDivTruncatesAndSurvivesZero) {
 
 TEST(Elementwise, RoundHalfToEven) {
   Tensor x = Tensor::from_vector<float>(Shape{8}, {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 2.4f, -2.6f, 3.5f});
-  auto out = run_op(cpu_registry(), {"Round", 11}, {x});
+  auto out = run_op(cpu_reg(), {"Round", 11}, {x});
   ASSERT_TRUE(out.ok());
   const std::vector<float> want = {0.f, 2.f, 2.f, -0.f, -2.f, 2.f, -3.f, 4.f};
   for (int i = 0; i < 8; ++i) EXPECT_EQ((*out)[0].data<float>()[i], want[static_cast<size_t>(i)]) << i;
@@ -441,7 +441,7 @@ TEST(Elementwise, RoundHalfToEven) {
 TEST(Elementwise, NonBroadcastableShapesAreInvalidArgument) {
   Tensor a = Tensor::empty(DType::kFloat32, Shape{2, 3});
   Tensor b = Tensor::empty(DType::kFloat32, Shape{4});
-  auto out = run_op(cpu_registry(), {"Add", 13}, {a, b});
+  auto out = run_op(cpu_reg(), {"Add", 13}, {a, b});
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(out.status().message().find("[2,3]"), std::string::npos) << out.status().message();
@@ -449,18 +449,18 @@ TEST(Elementwise, NonBroadcastableShapesAreInvalidArgument) {
   EXPECT_NE(out.status().message().find("node0"), std::string::npos) << out.status().message();
 
   Tensor w = Tensor::empty(DType::kFloat32, Shape{5});
-  auto where = run_op(cpu_registry(), {"Where", 16}, {Tensor::empty(DType::kBool, Shape{3}), w, w});
+  auto where = run_op(cpu_reg(), {"Where", 16}, {Tensor::empty(DType::kBool, Shape{3}), w, w});
   ASSERT_FALSE(where.ok());
   EXPECT_EQ(where.status().code(), StatusCode::kInvalidArgument);
 
-  auto mixed = run_op(cpu_registry(), {"Add", 13}, {a, Tensor::empty(DType::kInt64, Shape{2, 3})});
+  auto mixed = run_op(cpu_reg(), {"Add", 13}, {a, Tensor::empty(DType::kInt64, Shape{2, 3})});
   ASSERT_FALSE(mixed.ok());
   EXPECT_EQ(mixed.status().code(), StatusCode::kInvalidArgument);
 
-  auto prelu = run_op(cpu_registry(), {"PRelu", 16}, {b, a});
+  auto prelu = run_op(cpu_reg(), {"PRelu", 16}, {b, a});
   ASSERT_FALSE(prelu.ok());
 
-  auto shift = run_op(cpu_registry(), {"BitShift", 11},
+  auto shift = run_op(cpu_reg(), {"BitShift", 11},
                       {Tensor::empty(DType::kUInt8, Shape{2}), Tensor::empty(DType::kUInt8, Shape{2})});
   ASSERT_FALSE(shift.ok());  // direction is required
 }
@@ -469,7 +469,7 @@ TEST(Elementwise, NonBroadcastableShapesAreInvalidArgument) {
 // Kernel-level contract: layouts, accepts() and in-place runs.
 
 std::unique_ptr<Kernel> make_kernel(const graph::Graph& g, const graph::Node& n, std::vector<DType> dtypes) {
-  auto def = cpu_registry().find(n.op_type, "", n.opset, Device::kCpu, dtypes[0]);
+  auto def = cpu_reg().find(n.op_type, "", n.opset, Device::kCpu, dtypes[0]);
   EXPECT_TRUE(def.ok());
   std::vector<const Tensor*> constants(dtypes.size(), nullptr);
   KernelCreateArgs args{g, n, constants, dtypes, {}};
@@ -544,7 +544,7 @@ TEST(Elementwise, InPlaceRunsMatchOutOfPlace) {
       Tensor x = random_tensor(DType::kFloat32, s, rng);
       Tensor z = random_tensor(DType::kFloat32, other, rng);
       std::vector<Tensor> inputs = binary ? std::vector<Tensor>{x, z} : std::vector<Tensor>{x};
-      auto want = run_op(cpu_registry(), {op, 13}, inputs);
+      auto want = run_op(cpu_reg(), {op, 13}, inputs);
       ASSERT_TRUE(want.ok());
       // Second input as the full-shape one: the output may take input 1's buffer.
       for (int order = 0; order < (binary ? 2 : 1); ++order) {
@@ -558,7 +558,7 @@ TEST(Elementwise, InPlaceRunsMatchOutOfPlace) {
         ASSERT_EQ(rr->inplace.size(), 1u);
         const int share = rr->inplace[0];
         ASSERT_GE(share, 0) << op;
-        auto expect = run_op(cpu_registry(), {op, 13}, ins);
+        auto expect = run_op(cpu_reg(), {op, 13}, ins);
         ASSERT_TRUE(expect.ok());
         std::vector<Tensor> copies;
         for (const Tensor& t : ins) copies.push_back(t.clone());

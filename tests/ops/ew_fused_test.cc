@@ -16,7 +16,7 @@ namespace {
 using graph::EwInstr;
 using graph::EwOp;
 using graph::EwProgram;
-using namespace test_util;
+using namespace testing;
 
 constexpr int kImm = EwInstr::kImm;
 

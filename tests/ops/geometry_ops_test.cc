@@ -2,7 +2,7 @@
 // GridSample, each against an identity it must satisfy or values computed by hand.
 
 #include "ops/cpu/extra_common.h"
-#include "ops/extra_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -62,9 +62,9 @@ TEST(GeometryOps, Col2ImRebuildsTheImage) {
 TEST(GeometryOps, DeformConvWithZeroOffsetsIsConv) {
   std::mt19937 rng(71);
   for (int64_t group : {1, 2}) {
-    const Tensor x = uniform_f32(Shape{2, 4, 7, 6}, rng);
-    const Tensor w = uniform_f32(Shape{6, 4 / group, 3, 2}, rng);
-    const Tensor b = uniform_f32(Shape{6}, rng);
+    const Tensor x = random_tensor(Shape{2, 4, 7, 6}, rng);
+    const Tensor w = random_tensor(Shape{6, 4 / group, 3, 2}, rng);
+    const Tensor b = random_tensor(Shape{6}, rng);
     const int64_t oh = (7 + 2 - 3) / 2 + 1, ow = (6 + 0 - 2) / 1 + 1;
     const Tensor offset = Tensor::empty(DType::kFloat32, Shape{2, 2 * 2 * 6, oh, ow});
     Tensor mask = Tensor::empty(DType::kFloat32, Shape{2, 2 * 6, oh, ow});
@@ -92,7 +92,7 @@ TEST(GeometryOps, AffineGridIdentityThroughGridSample) {
   std::mt19937 rng(72);
   for (bool three_d : {false, true}) {
     const Shape xs = three_d ? Shape{1, 2, 3, 4, 5} : Shape{1, 2, 4, 5};
-    const Tensor x = uniform_f32(xs, rng);
+    const Tensor x = random_tensor(xs, rng);
     Tensor theta = three_d ? Tensor::from_vector<float>(Shape{1, 3, 4}, {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0})
                            : Tensor::from_vector<float>(Shape{1, 2, 3}, {1, 0, 0, 0, 1, 0});
     NodeCase affine("AffineGrid", 20, 2);
@@ -122,7 +122,7 @@ TEST(GeometryOps, AffineGridIdentityThroughGridSample) {
   // 5-D input needs GridSample-20.
   NodeCase old("GridSample", 16, 2);
   EXPECT_FALSE(
-      old.run(cpu_reg(), {uniform_f32(Shape{1, 1, 2, 2, 2}, rng), uniform_f32(Shape{1, 1, 1, 1, 3}, rng)}).ok());
+      old.run(cpu_reg(), {random_tensor(Shape{1, 1, 2, 2, 2}, rng), random_tensor(Shape{1, 1, 1, 1, 3}, rng)}).ok());
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 namespace streamline::ops {
 namespace {
 
-using namespace test_util;
+using namespace testing;
 
 // Runs LayoutConvert directly (evaluate_node would turn the output back to plain).
 Result<Tensor> convert(const Tensor& x, const std::string& to, int threads) {
@@ -69,7 +69,7 @@ TEST(LayoutConvertOp, Errors) {
 namespace streamline::ops {
 namespace {
 
-using namespace test_util;
+using namespace testing;
 
 // nChw8c: element (n, c, h, w) sits at ((n * C/8 + c/8) * H * W + h * W + w) * 8 + c % 8; every
 // pair of layouts converts both ways without loss.

@@ -1,7 +1,7 @@
 // NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss: the CPU kernels against the reference on
 // random shapes, reductions, weights and ignore_index (fixed seed), plus a hand-computed case.
 
-#include "ops/extra_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -23,9 +23,9 @@ TEST(Loss, MatchesReferenceOnRandomCases) {
     const bool weighted = (iter / 2) % 2 == 1;
     const bool ignore = (iter / 4) % 2 == 1;
     const char* red = reductions[iter % 3];
-    std::vector<Tensor> in = {uniform_f32(xs, rng, -3.f, 3.f), uniform_i64(ts, rng, 0, c - 1)};
+    std::vector<Tensor> in = {random_tensor(xs, rng, -3.f, 3.f), uniform_i64(ts, rng, 0, c - 1)};
     if (ignore) in[1].data<int64_t>()[0] = -1;
-    if (weighted) in.push_back(uniform_f32(Shape{c}, rng, 0.1f, 2.f));
+    if (weighted) in.push_back(random_tensor(Shape{c}, rng, 0.1f, 2.f));
     NodeCase nc(sce ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss", 13, in.size(), sce ? 2 : 1);
     nc.s("reduction", red);
     if (ignore) nc.i("ignore_index", -1);

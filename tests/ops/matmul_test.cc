@@ -6,7 +6,7 @@
 namespace streamline::ops {
 namespace {
 
-using namespace test_util;
+using namespace testing;
 
 graph::Attribute one_float(float v) {
   graph::Attribute a;

@@ -1,7 +1,7 @@
 // CumSum, CumProd, TopK, Det, Shrink, ReverseSequence and MaxUnpool: the CPU kernels against the reference
 // on random shapes (fixed seed), plus corner cases by hand.
 
-#include "ops/extra_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -20,7 +20,7 @@ TEST(MiscOps, CumSumMatchesReference) {
     const int64_t axis = std::uniform_int_distribution<int64_t>(-rank, rank - 1)(rng);
     NodeCase nc("CumSum", 14, 2);
     nc.i("exclusive", iter % 2).i("reverse", (iter / 2) % 2);
-    Tensor x = iter % 3 == 0 ? small_i32(s, rng) : uniform_f32(s, rng);
+    Tensor x = iter % 3 == 0 ? small_i32(s, rng) : random_tensor(s, rng);
     Tensor ax = iter % 2 ? Tensor::scalar<int64_t>(axis) : Tensor::scalar<int32_t>(static_cast<int32_t>(axis));
     expect_cpu_matches_reference(nc, {x, ax}, 1e-5, "CumSum " + s.to_string());
   }
@@ -34,7 +34,7 @@ TEST(MiscOps, CumProd) {
     const Shape s = random_shape(rng, 1, 3, 5);
     const int64_t rank = static_cast<int64_t>(s.rank());
     const Tensor ax = Tensor::scalar<int64_t>(std::uniform_int_distribution<int64_t>(-rank, rank - 1)(rng));
-    Tensor x = uniform_f32(s, rng, 0.5f, 2.f), logs = Tensor::empty(DType::kFloat32, s);
+    Tensor x = random_tensor(s, rng, 0.5f, 2.f), logs = Tensor::empty(DType::kFloat32, s);
     for (int64_t i = 0; i < x.numel(); ++i) logs.data<float>()[i] = std::log(x.data<float>()[i]);
     NodeCase prod("CumProd", 26, 2), sum("CumSum", 14, 2);
     prod.i("exclusive", iter % 2).i("reverse", (iter / 2) % 2);
@@ -66,7 +66,7 @@ TEST(MiscOps, TopKMatchesReferenceWithConstantK) {
     const int64_t axis = std::uniform_int_distribution<int64_t>(-rank, rank - 1)(rng);
     const int64_t len = s[static_cast<size_t>(axis < 0 ? axis + rank : axis)];
     const int64_t k = std::uniform_int_distribution<int64_t>(0, len)(rng);
-    Tensor x = uniform_f32(s, rng);
+    Tensor x = random_tensor(s, rng);
     // Ties: round to a coarse grid so equal values appear.
     for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::round(x.data<float>()[i] * 3.f);
     NodeCase nc("TopK", 11, 2, 2);
@@ -78,7 +78,7 @@ TEST(MiscOps, TopKMatchesReferenceWithConstantK) {
 TEST(MiscOps, TopKNeedsConstantK) {
   std::mt19937 rng(903);
   NodeCase nc("TopK", 11, 2, 2);
-  auto out = nc.run(cpu_reg(), {uniform_f32(Shape{3, 4}, rng), i64({2})}, 1, {false, false});
+  auto out = nc.run(cpu_reg(), {random_tensor(Shape{3, 4}, rng), i64({2})}, 1, {false, false});
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kUnsupported);
 }
@@ -89,7 +89,7 @@ TEST(MiscOps, DetMatchesReference) {
     const int64_t m = 1 + iter % 5;
     Shape s = iter % 2 ? Shape{2, 3, m, m} : Shape{m, m};
     NodeCase nc("Det", 11, 1);
-    expect_cpu_matches_reference(nc, {uniform_f32(s, rng)}, 1e-4, "Det " + s.to_string());
+    expect_cpu_matches_reference(nc, {random_tensor(s, rng)}, 1e-4, "Det " + s.to_string());
   }
   NodeCase singular("Det", 11, 1);
   auto out = singular.run(cpu_reg(), {Tensor::from_vector<float>(Shape{2, 2}, {1, 2, 2, 4})});
@@ -102,7 +102,7 @@ TEST(MiscOps, ShrinkAndReverseSequenceMatchReference) {
   for (int iter = 0; iter < 12; ++iter) {
     NodeCase sh("Shrink", 9, 1);
     sh.f("lambd", 0.3f).f("bias", iter % 2 ? 0.1f : 0.f);
-    expect_cpu_matches_reference(sh, {uniform_f32(random_shape(rng, 1, 3, 5), rng)}, 0.0, "Shrink");
+    expect_cpu_matches_reference(sh, {random_tensor(random_shape(rng, 1, 3, 5), rng)}, 0.0, "Shrink");
     const int64_t batch_axis = iter % 2, time_axis = 1 - batch_axis;
     const int64_t batch = 1 + rng() % 4, steps = 1 + rng() % 5;
     Shape s = batch_axis == 0 ? Shape{batch, steps} : Shape{steps, batch};
@@ -110,7 +110,7 @@ TEST(MiscOps, ShrinkAndReverseSequenceMatchReference) {
     Tensor lens = uniform_i64(Shape{batch}, rng, 0, steps);
     NodeCase rs("ReverseSequence", 10, 2);
     rs.i("batch_axis", batch_axis).i("time_axis", time_axis);
-    expect_cpu_matches_reference(rs, {random_tensor(iter % 2 ? DType::kInt64 : DType::kFloat32, s, rng), lens}, 0.0,
+    expect_cpu_matches_reference(rs, {random_full(iter % 2 ? DType::kInt64 : DType::kFloat32, s, rng), lens}, 0.0,
                                  "ReverseSequence " + s.to_string());
   }
 }
@@ -119,7 +119,7 @@ TEST(MiscOps, MaxUnpoolMatchesReference) {
   std::mt19937 rng(906);
   for (int iter = 0; iter < 8; ++iter) {
     const int64_t h = 1 + rng() % 3, w = 1 + rng() % 3;
-    Tensor x = uniform_f32(Shape{1, 2, h, w}, rng);
+    Tensor x = random_tensor(Shape{1, 2, h, w}, rng);
     const int64_t oh = 2 * h, ow = 2 * w;
     Tensor idx = Tensor::empty(DType::kInt64, x.shape());
     for (int64_t c = 0; c < 2; ++c)

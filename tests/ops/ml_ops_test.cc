@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "ops/extra_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "ops/cpu/extra_common.h"
-#include "ops/extra_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -87,7 +87,7 @@ TEST(NewerOps, TensorScatterLinearAndCircular) {
 // end, where only the bias reaches.
 TEST(NewerOps, ConvTransposeOutputShapePastNatural) {
   std::mt19937 rng(81);
-  const Tensor x = uniform_f32(Shape{1, 2, 3, 3}, rng), w = uniform_f32(Shape{2, 1, 3, 3}, rng);
+  const Tensor x = random_tensor(Shape{1, 2, 3, 3}, rng), w = random_tensor(Shape{2, 1, 3, 3}, rng);
   const Tensor b = Tensor::from_vector<float>(Shape{1}, {0.25f});
   NodeCase natural("ConvTranspose", 11, 3), wider("ConvTranspose", 11, 3);
   natural.ints("strides", {2, 2});

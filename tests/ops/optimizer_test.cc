@@ -1,7 +1,7 @@
 // Adagrad, Momentum and Adam (ai.onnx.preview.training): the CPU kernels against the reference on
 // random groups (fixed seed), plus one Adagrad step by hand.
 
-#include "ops/extra_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -19,7 +19,7 @@ TEST(Optimizer, MatchesReferenceOnRandomGroups) {
     for (size_t g = 0; g < groups; ++g) shapes.push_back(random_shape(rng, 1, 3, 4));
     std::vector<Tensor> in = {Tensor::scalar<float>(0.1f), Tensor::scalar<int64_t>(iter % 4)};
     for (size_t k = 0; k < per; ++k)
-      for (size_t g = 0; g < groups; ++g) in.push_back(uniform_f32(shapes[g], rng, k >= 2 ? 0.f : -1.f, 1.f));
+      for (size_t g = 0; g < groups; ++g) in.push_back(random_tensor(shapes[g], rng, k >= 2 ? 0.f : -1.f, 1.f));
     // Adam's second moment and Adagrad's accumulator must be non-negative.
     for (size_t g = 0; g < groups; ++g) {
       Tensor& st = in[2 + (per - 1) * groups + g];

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "ops/cpu/extra_common.h"
-#include "ops/extra_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {

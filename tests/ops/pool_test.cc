@@ -6,7 +6,7 @@
 namespace streamline::ops {
 namespace {
 
-using namespace test_util;
+using namespace testing;
 
 TEST(PoolOp, RandomShapesMatchReference) {
   std::mt19937 rng(51);

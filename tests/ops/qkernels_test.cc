@@ -4,7 +4,7 @@
 // differ from the reference by one step where float and double rounding part (a value within a
 // few ulps of .5); anything more, or more than 1% of the elements, fails.
 
-#include "ops/extra_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -108,12 +108,12 @@ TEST(QKernels, QLinearConvMatchesReference) {
     qc.ints("pads", {pad, pad, pad, pad}).ints("strides", {stride, stride}).i("group", group);
     Tensor x = q8(xt, Shape{1 + static_cast<int64_t>(rng() % 2), c, h, w}, rng);
     const std::vector<Tensor> in = {x,
-                                    uniform_f32(Shape{}, rng, 0.01f, 0.05f),
+                                    random_tensor(Shape{}, rng, 0.01f, 0.05f),
                                     scalar_q8(xt, static_cast<int>(rng() % 60) - (xt == DType::kInt8 ? 30 : 0)),
                                     wt,
-                                    uniform_f32(per_channel ? Shape{m} : Shape{}, rng, 0.005f, 0.02f),
+                                    random_tensor(per_channel ? Shape{m} : Shape{}, rng, 0.005f, 0.02f),
                                     wzp,
-                                    uniform_f32(Shape{}, rng, 0.5f, 2.f),
+                                    random_tensor(Shape{}, rng, 0.5f, 2.f),
                                     scalar_q8(yt, yt == DType::kInt8 ? -5 : 120),
                                     i32(Shape{m}, rng, -2000, 2000)};
     const QRun r{iter % 3 ? Layout::kChannelsLast : Layout::kPlain, 1 + iter % 2, {}};
@@ -151,12 +151,12 @@ TEST(QKernels, FusedQConvWithResidualAndActivation) {
     // A clamp on conv + bias before the residual (the range of a QDQ graph's intermediate tensor).
     if (residual && iter % 4 == 1) qc.floats("pre_residual_clip", {-0.3f, 0.4f});
     std::vector<Tensor> in = {q8(xt, Shape{1, c, h, w}, rng),
-                              uniform_f32(Shape{}, rng, 0.01f, 0.05f),
+                              random_tensor(Shape{}, rng, 0.01f, 0.05f),
                               scalar_q8(xt, xt == DType::kInt8 ? -128 : 0),
                               q8(DType::kInt8, Shape{m, c, 3, 3}, rng, -127, 127),
-                              uniform_f32(Shape{m}, rng, 0.005f, 0.02f),
+                              random_tensor(Shape{m}, rng, 0.005f, 0.02f),
                               Tensor(),
-                              float_out ? Tensor() : uniform_f32(Shape{}, rng, 0.05f, 0.2f),
+                              float_out ? Tensor() : random_tensor(Shape{}, rng, 0.05f, 0.2f),
                               float_out ? Tensor() : scalar_q8(yt, yt == DType::kInt8 ? -20 : 100),
                               i32(Shape{m}, rng, -500, 500),
                               Tensor(),
@@ -164,7 +164,7 @@ TEST(QKernels, FusedQConvWithResidualAndActivation) {
                               Tensor()};
     if (residual && !float_out) {
       in[9] = q8(DType::kUInt8, Shape{1, m, h, w}, rng);
-      in[10] = uniform_f32(Shape{}, rng, 0.02f, 0.1f);
+      in[10] = random_tensor(Shape{}, rng, 0.02f, 0.1f);
       in[11] = scalar_q8(DType::kUInt8, 128);
     }
     const QRun r{iter % 2 ? Layout::kChannelsLast : Layout::kPlain, 1 + iter % 2, {}};
@@ -228,9 +228,9 @@ TEST(QKernels, QuantizedMatMulsMatchReference) {
 
     NodeCase ql("QLinearMatMul", 10, 8);
     expect_matches(ql,
-                   {a, uniform_f32(Shape{}, rng, 0.01f, 0.05f), azp, b,
-                    uniform_f32(per_col ? Shape{n} : Shape{}, rng, 0.01f, 0.05f), scalar_q8(DType::kInt8, 0),
-                    uniform_f32(Shape{}, rng, 0.2f, 0.5f), scalar_q8(yt, yt == DType::kInt8 ? 0 : 128)},
+                   {a, random_tensor(Shape{}, rng, 0.01f, 0.05f), azp, b,
+                    random_tensor(per_col ? Shape{n} : Shape{}, rng, 0.01f, 0.05f), scalar_q8(DType::kInt8, 0),
+                    random_tensor(Shape{}, rng, 0.2f, 0.5f), scalar_q8(yt, yt == DType::kInt8 ? 0 : 128)},
                    r, "QLinearMatMul" + what);
 
     NodeCase mi("MatMulInteger", 10, 4);
@@ -244,20 +244,20 @@ TEST(QKernels, QuantizedMatMulsMatchReference) {
     if (act == "Clip") qm.floats("activation_params", {-1.f, 2.f});
     const bool float_out = iter % 4 == 1;
     expect_matches(qm,
-                   {a, uniform_f32(Shape{}, rng, 0.01f, 0.05f), azp, b,
-                    uniform_f32(per_col ? Shape{n} : Shape{}, rng, 0.01f, 0.05f), Tensor(),
-                    float_out ? Tensor() : uniform_f32(Shape{}, rng, 0.1f, 0.3f),
+                   {a, random_tensor(Shape{}, rng, 0.01f, 0.05f), azp, b,
+                    random_tensor(per_col ? Shape{n} : Shape{}, rng, 0.01f, 0.05f), Tensor(),
+                    float_out ? Tensor() : random_tensor(Shape{}, rng, 0.1f, 0.3f),
                     float_out ? Tensor() : scalar_q8(yt, yt == DType::kInt8 ? 0 : 128), i32(Shape{n}, rng, -300, 300)},
                    r, "QMatMul " + act + what, 2e-4);
 
     NodeCase tf("MatMulIntegerToFloat", 1, 7, 1, {}, "streamline");
     if (iter % 2) tf.s("activation", "Gelu");
-    expect_matches(
-        tf,
-        {a, b, uniform_f32(Shape{}, rng, 0.01f, 0.05f), uniform_f32(per_col ? Shape{n} : Shape{}, rng, 0.01f, 0.05f),
-         azp, scalar_q8(DType::kInt8, 0), uniform_f32(Shape{n}, rng, -1.f, 1.f)},
-        QRun{Layout::kPlain, r.threads, {false, true, false, true, false, true, true}}, "MatMulIntegerToFloat" + what,
-        2e-4);
+    expect_matches(tf,
+                   {a, b, random_tensor(Shape{}, rng, 0.01f, 0.05f),
+                    random_tensor(per_col ? Shape{n} : Shape{}, rng, 0.01f, 0.05f), azp, scalar_q8(DType::kInt8, 0),
+                    random_tensor(Shape{n}, rng, -1.f, 1.f)},
+                   QRun{Layout::kPlain, r.threads, {false, true, false, true, false, true, true}},
+                   "MatMulIntegerToFloat" + what, 2e-4);
   }
 }
 
@@ -274,7 +274,7 @@ TEST(QKernels, BandedRunsMatchReference) {
                                     Tensor::scalar<float>(0.02f),
                                     scalar_q8(DType::kUInt8, 0),
                                     q8(DType::kInt8, Shape{64, 32, 3, 3}, rng, -127, 127),
-                                    uniform_f32(Shape{64}, rng, 0.002f, 0.01f),
+                                    random_tensor(Shape{64}, rng, 0.002f, 0.01f),
                                     Tensor(),
                                     Tensor::scalar<float>(0.3f),
                                     scalar_q8(DType::kUInt8, 0),
@@ -288,8 +288,8 @@ TEST(QKernels, BandedRunsMatchReference) {
   NodeCase tf("MatMulIntegerToFloat", 1, 7, 1, {}, "streamline");
   const Tensor a = q8(DType::kUInt8, Shape{2, 150, 256}, rng), b = q8(DType::kInt8, Shape{256, 200}, rng, -127, 127);
   expect_matches(tf,
-                 {a, b, Tensor::scalar<float>(0.03f), uniform_f32(Shape{200}, rng, 0.01f, 0.02f),
-                  scalar_q8(DType::kUInt8, 131), scalar_q8(DType::kInt8, 0), uniform_f32(Shape{200}, rng, -1.f, 1.f)},
+                 {a, b, Tensor::scalar<float>(0.03f), random_tensor(Shape{200}, rng, 0.01f, 0.02f),
+                  scalar_q8(DType::kUInt8, 131), scalar_q8(DType::kInt8, 0), random_tensor(Shape{200}, rng, -1.f, 1.f)},
                  QRun{Layout::kPlain, 3, {false, true, false, true, false, true, true}}, "banded MatMulIntegerToFloat",
                  2e-4);
 }
@@ -307,14 +307,14 @@ TEST(QKernels, QAddAndQGlobalAveragePoolMatchReference) {
     NodeCase add("QAdd", 1, 8, 1, {}, "streamline");
     if (iter % 3 == 1) add.s("activation", "Relu");
     expect_matches(add,
-                   {q8(at, s, rng), uniform_f32(Shape{}, rng, 0.01f, 0.1f), scalar_q8(at, 10), q8(bt, s, rng),
-                    uniform_f32(Shape{}, rng, 0.01f, 0.1f), scalar_q8(bt, 7), uniform_f32(Shape{}, rng, 0.05f, 0.2f),
-                    scalar_q8(yt, yt == DType::kInt8 ? -3 : 60)},
+                   {q8(at, s, rng), random_tensor(Shape{}, rng, 0.01f, 0.1f), scalar_q8(at, 10), q8(bt, s, rng),
+                    random_tensor(Shape{}, rng, 0.01f, 0.1f), scalar_q8(bt, 7),
+                    random_tensor(Shape{}, rng, 0.05f, 0.2f), scalar_q8(yt, yt == DType::kInt8 ? -3 : 60)},
                    r, "QAdd " + s.to_string());
     NodeCase gap("QGlobalAveragePool", 1, 5, 1, {}, "streamline");
     expect_matches(gap,
-                   {q8(at, s, rng), uniform_f32(Shape{}, rng, 0.01f, 0.1f), scalar_q8(at, 9),
-                    uniform_f32(Shape{}, rng, 0.001f, 0.05f), scalar_q8(yt, 2)},
+                   {q8(at, s, rng), random_tensor(Shape{}, rng, 0.01f, 0.1f), scalar_q8(at, 9),
+                    random_tensor(Shape{}, rng, 0.001f, 0.05f), scalar_q8(yt, 2)},
                    QRun{r.layout, r.threads, {false, true, true, true, true}}, "QGlobalAveragePool " + s.to_string());
   }
 }
@@ -335,9 +335,9 @@ TEST(QKernels, QMulAndBroadcastQAddMatchReference) {
       if (iter % 4 == 3) c2.s("activation", "Relu");
       expect_matches(
           c2,
-          {q8(at, s, rng), uniform_f32(Shape{}, rng, 0.01f, 0.1f), scalar_q8(at, 3), q8(bt, bs, rng),
-           uniform_f32(Shape{}, rng, 0.01f, 0.1f), scalar_q8(bt, 9),
-           uniform_f32(Shape{}, rng, std::string(op) == "QMul" ? 0.05f : 0.01f, 0.3f), scalar_q8(DType::kUInt8, 64)},
+          {q8(at, s, rng), random_tensor(Shape{}, rng, 0.01f, 0.1f), scalar_q8(at, 3), q8(bt, bs, rng),
+           random_tensor(Shape{}, rng, 0.01f, 0.1f), scalar_q8(bt, 9),
+           random_tensor(Shape{}, rng, std::string(op) == "QMul" ? 0.05f : 0.01f, 0.3f), scalar_q8(DType::kUInt8, 64)},
           r, std::string(op) + " " + s.to_string() + " * " + bs.to_string());
     }
   }
@@ -366,9 +366,9 @@ TEST(QKernels, QScaleShiftAndQAveragePoolMatchReference) {
     NodeCase ss("QScaleShift", 1, 7, 1, {}, "streamline");
     if (iter % 3 == 1) ss.s("activation", "Relu");
     expect_matches(ss,
-                   {q8(xt, s, rng), uniform_f32(Shape{}, rng, 0.01f, 0.05f), scalar_q8(xt, 5),
-                    uniform_f32(Shape{c}, rng, 0.5f, 2.f), uniform_f32(Shape{c}, rng, -1.f, 1.f),
-                    uniform_f32(Shape{}, rng, 0.02f, 0.1f), scalar_q8(yt, yt == DType::kInt8 ? -3 : 30)},
+                   {q8(xt, s, rng), random_tensor(Shape{}, rng, 0.01f, 0.05f), scalar_q8(xt, 5),
+                    random_tensor(Shape{c}, rng, 0.5f, 2.f), random_tensor(Shape{c}, rng, -1.f, 1.f),
+                    random_tensor(Shape{}, rng, 0.02f, 0.1f), scalar_q8(yt, yt == DType::kInt8 ? -3 : 30)},
                    QRun{layout, 1 + iter % 2, {false, true, true, true, true, true, true}},
                    "QScaleShift " + s.to_string());
     NodeCase ap("QAveragePool", 1, 5, 1, {}, "streamline");
@@ -376,8 +376,8 @@ TEST(QKernels, QScaleShiftAndQAveragePoolMatchReference) {
     ap.ints("kernel_shape", {k, k}).ints("strides", {2, 2}).ints("pads", {pad, pad, pad, pad});
     if (iter % 4 == 1) ap.i("count_include_pad", 1);
     expect_matches(ap,
-                   {q8(xt, s, rng), uniform_f32(Shape{}, rng, 0.01f, 0.05f), scalar_q8(xt, 7),
-                    uniform_f32(Shape{}, rng, 0.01f, 0.05f), scalar_q8(yt, 4)},
+                   {q8(xt, s, rng), random_tensor(Shape{}, rng, 0.01f, 0.05f), scalar_q8(xt, 7),
+                    random_tensor(Shape{}, rng, 0.01f, 0.05f), scalar_q8(yt, 4)},
                    QRun{layout, 1 + iter % 2, {false, true, true, true, true}}, "QAveragePool " + s.to_string());
   }
 }
@@ -413,7 +413,7 @@ TEST(QKernels, Int8MaxPoolEqualsFloatMaxPool) {
 
 TEST(QKernels, QuantizeDequantizeKeepChannelsLast) {
   std::mt19937 rng(708);
-  const Tensor x = uniform_f32(Shape{2, 5, 3, 4}, rng, -4.f, 4.f);
+  const Tensor x = random_tensor(Shape{2, 5, 3, 4}, rng, -4.f, 4.f);
   NodeCase q("QuantizeLinear", 13, 3);
   expect_matches(q, {x, Tensor::scalar<float>(0.03f), scalar_q8(DType::kInt8, -3)},
                  QRun{Layout::kChannelsLast, 2, {false, true, true}}, "QuantizeLinear NHWC", 0.0);

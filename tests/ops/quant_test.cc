@@ -2,7 +2,7 @@
 // per-tensor and per-axis, uint8 and int8, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul,
 // ConvInteger and QLinearConv; plus the spec's worked examples.
 
-#include "ops/extra_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -29,12 +29,12 @@ TEST(Quant, QuantizeDequantizeMatchReference) {
     const int64_t rank = static_cast<int64_t>(s.rank());
     const int64_t axis = per_axis ? std::uniform_int_distribution<int64_t>(-rank, rank - 1)(rng) : 1;
     const int64_t len = per_axis ? s[static_cast<size_t>(axis < 0 ? axis + rank : axis)] : 1;
-    Tensor scale = per_axis ? uniform_f32(Shape{len}, rng, 0.01f, 0.2f) : uniform_f32(Shape{}, rng, 0.01f, 0.2f);
+    Tensor scale = per_axis ? random_tensor(Shape{len}, rng, 0.01f, 0.2f) : random_tensor(Shape{}, rng, 0.01f, 0.2f);
     Tensor zp = q8(qt, per_axis ? Shape{len} : Shape{}, rng);
     NodeCase q("QuantizeLinear", 13, 3), dq("DequantizeLinear", 13, 3);
     q.i("axis", axis);
     dq.i("axis", axis);
-    expect_cpu_matches_reference(q, {uniform_f32(s, rng, -20.f, 20.f), scale, zp}, 0.0, "quantize " + s.to_string());
+    expect_cpu_matches_reference(q, {random_tensor(s, rng, -20.f, 20.f), scale, zp}, 0.0, "quantize " + s.to_string());
     expect_cpu_matches_reference(dq, {q8(qt, s, rng), scale, zp}, 1e-6, "dequantize " + s.to_string());
   }
 }
@@ -92,7 +92,7 @@ TEST(Quant, DynamicQuantizeMatchesReference) {
   for (int iter = 0; iter < 8; ++iter) {
     NodeCase c("DynamicQuantizeLinear", 11, 1, 3);
     const float lo = iter % 2 ? 0.5f : -3.f;
-    expect_cpu_matches_reference(c, {uniform_f32(random_shape(rng, 1, 3, 6), rng, lo, 4.f)}, 1e-7);
+    expect_cpu_matches_reference(c, {random_tensor(random_shape(rng, 1, 3, 6), rng, lo, 4.f)}, 1e-7);
   }
 }
 
@@ -113,11 +113,11 @@ TEST(Quant, IntegerMatMulsMatchReference) {
     expect_cpu_matches_reference(mi, {a, b, azp, bzp}, 0.0, "MatMulInteger");
     const DType yt = iter % 3 ? DType::kUInt8 : DType::kInt8;
     NodeCase ql("QLinearMatMul", 10, 8);
-    expect_cpu_matches_reference(
-        ql,
-        {a, uniform_f32(Shape{}, rng, 0.01f, 0.05f), q8(at, Shape{}, rng), b, uniform_f32(Shape{}, rng, 0.01f, 0.05f),
-         q8(bt, Shape{}, rng), uniform_f32(Shape{}, rng, 0.05f, 0.3f), q8(yt, Shape{}, rng)},
-        0.0, "QLinearMatMul");
+    expect_cpu_matches_reference(ql,
+                                 {a, random_tensor(Shape{}, rng, 0.01f, 0.05f), q8(at, Shape{}, rng), b,
+                                  random_tensor(Shape{}, rng, 0.01f, 0.05f), q8(bt, Shape{}, rng),
+                                  random_tensor(Shape{}, rng, 0.05f, 0.3f), q8(yt, Shape{}, rng)},
+                                 0.0, "QLinearMatMul");
   }
 }
 
@@ -139,9 +139,9 @@ TEST(Quant, IntegerConvsMatchReference) {
     Tensor bias = Tensor::empty(DType::kInt32, Shape{m});
     for (int64_t k = 0; k < m; ++k) bias.data<int32_t>()[k] = static_cast<int32_t>(rng() % 200) - 100;
     expect_cpu_matches_reference(qc,
-                                 {x, uniform_f32(Shape{}, rng, 0.01f, 0.05f), q8(DType::kUInt8, Shape{}, rng), wt,
-                                  uniform_f32(Shape{m}, rng, 0.01f, 0.05f), wzp, uniform_f32(Shape{}, rng, 0.1f, 0.5f),
-                                  q8(DType::kUInt8, Shape{}, rng), bias},
+                                 {x, random_tensor(Shape{}, rng, 0.01f, 0.05f), q8(DType::kUInt8, Shape{}, rng), wt,
+                                  random_tensor(Shape{m}, rng, 0.01f, 0.05f), wzp,
+                                  random_tensor(Shape{}, rng, 0.1f, 0.5f), q8(DType::kUInt8, Shape{}, rng), bias},
                                  0.0, "QLinearConv");
   }
 }

@@ -1,6 +1,6 @@
 // Reduce* and ArgMax/ArgMin against the reference kernels on random shapes and axis sets.
 
-#include "ops/math_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -24,8 +24,8 @@ TEST(Reduce, MatchesReferenceOnRandomAxes) {
       const auto axes = random_axes(rng, static_cast<int64_t>(s.rank()));
       Tensor x = random_tensor(DType::kFloat32, s, rng, positive ? 0.1 : -2, positive ? 2 : 2);
       if (std::string(op) == "ReduceProd") x = random_tensor(DType::kFloat32, s, rng, 0.8, 1.2);
-      OpCase c{op, 11, {{"keepdims", attr_i(trial % 2)}}};
-      if (!axes.empty() || trial % 3 == 0) c.attrs["axes"] = attr_ints(axes);
+      OpCase c{op, 11, {{"keepdims", one_int(trial % 2)}}};
+      if (!axes.empty() || trial % 3 == 0) c.attrs["axes"] = ints(axes);
       EvalOptions opt;
       opt.num_threads = 1 + trial % 2;
       EXPECT_TRUE(match_reference(c, {x}, {1e-5, 1e-5}, opt));
@@ -43,7 +43,7 @@ TEST(Reduce, IntegerReductions) {
         const Shape s = random_shape(rng, 1, 4, 5);
         Tensor x = random_tensor(dt, s, rng, std::string(op) == "ReduceProd" ? -2 : -100,
                                  std::string(op) == "ReduceProd" ? 2 : 100);
-        OpCase c{op, 11, {{"axes", attr_ints(random_axes(rng, static_cast<int64_t>(s.rank())))}}};
+        OpCase c{op, 11, {{"axes", ints(random_axes(rng, static_cast<int64_t>(s.rank())))}}};
         EXPECT_TRUE(match_reference(c, {x}));
       }
     }
@@ -56,24 +56,24 @@ TEST(Reduce, ReduceSumAxesInputAndNoop) {
   EvalOptions opt;
   opt.constant_mask = {false, true};
   EXPECT_TRUE(match_reference({"ReduceSum", 13}, {x, Tensor::from_vector<int64_t>(Shape{2}, {0, -1})}, {}, opt));
-  EXPECT_TRUE(match_reference({"ReduceSum", 13, {{"keepdims", attr_i(0)}}},
+  EXPECT_TRUE(match_reference({"ReduceSum", 13, {{"keepdims", one_int(0)}}},
                               {x, Tensor::from_vector<int64_t>(Shape{1}, {1})}, {}, opt));
   // No axes: reduce everything, or nothing with noop_with_empty_axes.
-  auto all = run_op(cpu_registry(), {"ReduceSum", 13}, {x});
+  auto all = run_op(cpu_reg(), {"ReduceSum", 13}, {x});
   ASSERT_TRUE(all.ok());
   EXPECT_EQ((*all)[0].shape(), (Shape{1, 1, 1}));
   double sum = 0;
   for (int64_t i = 0; i < x.numel(); ++i) sum += x.data<float>()[i];
   EXPECT_NEAR((*all)[0].data<float>()[0], sum, 1e-4);
-  auto noop = run_op(cpu_registry(), {"ReduceSum", 13, {{"noop_with_empty_axes", attr_i(1)}}},
+  auto noop = run_op(cpu_reg(), {"ReduceSum", 13, {{"noop_with_empty_axes", one_int(1)}}},
                      {x, Tensor::empty(DType::kInt64, Shape{0})}, opt);
   ASSERT_TRUE(noop.ok()) << noop.status().to_string();
   EXPECT_TRUE(tensors_near((*noop)[0], x, 0, 0));
   // Axes that are not constant cannot size the output.
-  auto dynamic = run_op(cpu_registry(), {"ReduceSum", 13}, {x, Tensor::from_vector<int64_t>(Shape{1}, {1})});
+  auto dynamic = run_op(cpu_reg(), {"ReduceSum", 13}, {x, Tensor::from_vector<int64_t>(Shape{1}, {1})});
   ASSERT_FALSE(dynamic.ok());
   EXPECT_EQ(dynamic.status().code(), StatusCode::kUnsupported);
-  auto bad = run_op(cpu_registry(), {"ReduceMean", 13, {{"axes", attr_ints({3})}}}, {x});
+  auto bad = run_op(cpu_reg(), {"ReduceMean", 13, {{"axes", ints({3})}}}, {x});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
@@ -89,12 +89,12 @@ TEST(Reduce, Opset18AxesInput) {
     Tensor x = random_tensor(DType::kFloat32, Shape{3, 4, 5}, rng, 0.5, 1.5);
     const Tensor axes = Tensor::from_vector<int64_t>(Shape{2}, {0, -1});
     EXPECT_TRUE(match_reference({op, 18}, {x, axes}, {1e-5, 1e-5}, opt)) << op;
-    auto got = run_op(cpu_registry(), {op, 18, {{"keepdims", attr_i(0)}}}, {x, axes}, opt);
-    auto want = run_op(cpu_registry(), {op, 13, {{"keepdims", attr_i(0)}, {"axes", attr_ints({0, 2})}}}, {x});
+    auto got = run_op(cpu_reg(), {op, 18, {{"keepdims", one_int(0)}}}, {x, axes}, opt);
+    auto want = run_op(cpu_reg(), {op, 13, {{"keepdims", one_int(0)}, {"axes", ints({0, 2})}}}, {x});
     ASSERT_TRUE(got.ok() && want.ok()) << op << ": " << got.status().to_string();
     EXPECT_EQ((*got)[0].shape(), (Shape{4}));
     EXPECT_TRUE(tensors_near((*got)[0], (*want)[0], 0, 0)) << op;
-    auto noop = run_op(cpu_registry(), {op, 18, {{"noop_with_empty_axes", attr_i(1)}}},
+    auto noop = run_op(cpu_reg(), {op, 18, {{"noop_with_empty_axes", one_int(1)}}},
                        {x, Tensor::empty(DType::kInt64, Shape{0})}, opt);
     ASSERT_TRUE(noop.ok()) << op << ": " << noop.status().to_string();
     EXPECT_EQ((*noop)[0].shape(), x.shape());
@@ -107,8 +107,8 @@ TEST(Reduce, MaxMinOfBoolAndBytes) {
   opt.constant_mask = {false, true};
   const Tensor b = Tensor::from_vector<bool>(Shape{2, 3}, {true, false, false, true, true, true});
   const Tensor axis1 = Tensor::from_vector<int64_t>(Shape{1}, {1});
-  auto any = run_op(cpu_registry(), {"ReduceMax", 20, {{"keepdims", attr_i(0)}}}, {b, axis1}, opt);
-  auto all = run_op(cpu_registry(), {"ReduceMin", 20, {{"keepdims", attr_i(0)}}}, {b, axis1}, opt);
+  auto any = run_op(cpu_reg(), {"ReduceMax", 20, {{"keepdims", one_int(0)}}}, {b, axis1}, opt);
+  auto all = run_op(cpu_reg(), {"ReduceMin", 20, {{"keepdims", one_int(0)}}}, {b, axis1}, opt);
   ASSERT_TRUE(any.ok() && all.ok()) << any.status().to_string() << all.status().to_string();
   ASSERT_EQ((*any)[0].dtype(), DType::kBool);
   EXPECT_EQ((std::vector<uint8_t>{(*any)[0].data<uint8_t>()[0], (*any)[0].data<uint8_t>()[1]}),
@@ -116,8 +116,8 @@ TEST(Reduce, MaxMinOfBoolAndBytes) {
   EXPECT_EQ((std::vector<uint8_t>{(*all)[0].data<uint8_t>()[0], (*all)[0].data<uint8_t>()[1]}),
             (std::vector<uint8_t>{0, 1}));
   const Tensor i8 = Tensor::from_vector<int8_t>(Shape{4}, {-5, 7, -128, 3});
-  auto mx = run_op(cpu_registry(), {"ReduceMax", 13, {{"keepdims", attr_i(0)}}}, {i8});
-  auto mn = run_op(cpu_registry(), {"ReduceMin", 13, {{"keepdims", attr_i(0)}}}, {i8});
+  auto mx = run_op(cpu_reg(), {"ReduceMax", 13, {{"keepdims", one_int(0)}}}, {i8});
+  auto mn = run_op(cpu_reg(), {"ReduceMin", 13, {{"keepdims", one_int(0)}}}, {i8});
   ASSERT_TRUE(mx.ok() && mn.ok());
   EXPECT_EQ((*mx)[0].data<int8_t>()[0], 7);
   EXPECT_EQ((*mn)[0].data<int8_t>()[0], -128);
@@ -130,9 +130,9 @@ TEST(Reduce, LargeReductionsAcrossThreads) {
     EvalOptions opt;
     opt.num_threads = threads;
     for (const auto& axes : std::vector<std::vector<int64_t>>{{2, 3}, {1}, {0, 2}, {0}, {3}}) {
-      EXPECT_TRUE(match_reference({"ReduceMean", 13, {{"axes", attr_ints(axes)}}}, {x}, {1e-5, 1e-4}, opt));
-      EXPECT_TRUE(match_reference({"ReduceLogSumExp", 13, {{"axes", attr_ints(axes)}}}, {x}, {1e-5, 1e-5}, opt));
-      EXPECT_TRUE(match_reference({"ReduceMax", 13, {{"axes", attr_ints(axes)}}}, {x}, {0, 0}, opt));
+      EXPECT_TRUE(match_reference({"ReduceMean", 13, {{"axes", ints(axes)}}}, {x}, {1e-5, 1e-4}, opt));
+      EXPECT_TRUE(match_reference({"ReduceLogSumExp", 13, {{"axes", ints(axes)}}}, {x}, {1e-5, 1e-5}, opt));
+      EXPECT_TRUE(match_reference({"ReduceMax", 13, {{"axes", ints(axes)}}}, {x}, {0, 0}, opt));
     }
   }
 }
@@ -148,9 +148,9 @@ TEST(Reduce, ArgMaxArgMinMatchReference) {
         Tensor x = random_tensor(dt, s, rng, -3, 3);
         OpCase c{op,
                  13,
-                 {{"axis", attr_i(std::uniform_int_distribution<int64_t>(-rank, rank - 1)(rng))},
-                  {"keepdims", attr_i(trial % 2)},
-                  {"select_last_index", attr_i((trial / 2) % 2)}}};
+                 {{"axis", one_int(std::uniform_int_distribution<int64_t>(-rank, rank - 1)(rng))},
+                  {"keepdims", one_int(trial % 2)},
+                  {"select_last_index", one_int((trial / 2) % 2)}}};
         EvalOptions opt;
         opt.num_threads = 1 + trial % 2;
         EXPECT_TRUE(match_reference(c, {x}, {}, opt));
@@ -158,8 +158,8 @@ TEST(Reduce, ArgMaxArgMinMatchReference) {
     }
   }
   Tensor x = Tensor::from_vector<float>(Shape{2, 3}, {1.f, 5.f, 5.f, 7.f, 7.f, 0.f});
-  auto first = run_op(cpu_registry(), {"ArgMax", 13, {{"axis", attr_i(1)}}}, {x});
-  auto last = run_op(cpu_registry(), {"ArgMax", 13, {{"axis", attr_i(1)}, {"select_last_index", attr_i(1)}}}, {x});
+  auto first = run_op(cpu_reg(), {"ArgMax", 13, {{"axis", one_int(1)}}}, {x});
+  auto last = run_op(cpu_reg(), {"ArgMax", 13, {{"axis", one_int(1)}, {"select_last_index", one_int(1)}}}, {x});
   ASSERT_TRUE(first.ok() && last.ok());
   EXPECT_EQ((*first)[0].shape(), (Shape{2, 1}));
   EXPECT_EQ((*first)[0].data<int64_t>()[0], 1);

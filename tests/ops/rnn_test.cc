@@ -1,7 +1,7 @@
 // RNN, GRU and LSTM: the CPU kernels against the reference on random shapes (fixed seed) over
 // directions, layouts, sequence_lens, initial states, peepholes, activations and clip.
 
-#include "ops/extra_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -31,12 +31,12 @@ TEST(Recurrent, MatchesReferenceOnRandomCases) {
     const int64_t g = cell.gates;
     const Shape state = layout == 0 ? Shape{dirs, batch, hidden} : Shape{batch, dirs, hidden};
     std::vector<Tensor> in = {
-        uniform_f32(layout == 0 ? Shape{seq, batch, input} : Shape{batch, seq, input}, rng),
-        uniform_f32(Shape{dirs, g * hidden, input}, rng, -0.7f, 0.7f),
-        uniform_f32(Shape{dirs, g * hidden, hidden}, rng, -0.7f, 0.7f),
-        with_bias ? uniform_f32(Shape{dirs, 2 * g * hidden}, rng) : Tensor(),
+        random_tensor(layout == 0 ? Shape{seq, batch, input} : Shape{batch, seq, input}, rng),
+        random_tensor(Shape{dirs, g * hidden, input}, rng, -0.7f, 0.7f),
+        random_tensor(Shape{dirs, g * hidden, hidden}, rng, -0.7f, 0.7f),
+        with_bias ? random_tensor(Shape{dirs, 2 * g * hidden}, rng) : Tensor(),
         Tensor(),
-        with_init ? uniform_f32(state, rng) : Tensor(),
+        with_init ? random_tensor(state, rng) : Tensor(),
     };
     if (with_lens) {
       Tensor lens = Tensor::empty(DType::kInt32, Shape{batch});
@@ -46,8 +46,8 @@ TEST(Recurrent, MatchesReferenceOnRandomCases) {
     }
     size_t outputs = 2;
     if (g == 4) {
-      in.push_back(with_init ? uniform_f32(state, rng) : Tensor());
-      in.push_back(iter % 3 == 2 ? uniform_f32(Shape{dirs, 3 * hidden}, rng) : Tensor());
+      in.push_back(with_init ? random_tensor(state, rng) : Tensor());
+      in.push_back(iter % 3 == 2 ? random_tensor(Shape{dirs, 3 * hidden}, rng) : Tensor());
       outputs = 3;
     }
     std::vector<bool> present;
@@ -76,7 +76,8 @@ TEST(Recurrent, MissingStateOutputsAreFine) {
   NodeCase nc("LSTM", 14, 3, 1);
   nc.i("hidden_size", 3);
   expect_cpu_matches_reference(
-      nc, {uniform_f32(Shape{4, 2, 5}, rng), uniform_f32(Shape{1, 12, 5}, rng), uniform_f32(Shape{1, 12, 3}, rng)},
+      nc,
+      {random_tensor(Shape{4, 2, 5}, rng), random_tensor(Shape{1, 12, 5}, rng), random_tensor(Shape{1, 12, 3}, rng)},
       2e-5);
 }
 
@@ -85,8 +86,8 @@ TEST(Recurrent, RejectsBadSequenceLength) {
   Tensor lens = Tensor::from_vector<int32_t>(Shape{2}, {1, 9});
   NodeCase nc("GRU", 14, 5, 2);
   nc.i("hidden_size", 2);
-  auto out = nc.run(cpu_reg(), {uniform_f32(Shape{3, 2, 2}, rng), uniform_f32(Shape{1, 6, 2}, rng),
-                                uniform_f32(Shape{1, 6, 2}, rng), Tensor(), lens});
+  auto out = nc.run(cpu_reg(), {random_tensor(Shape{3, 2, 2}, rng), random_tensor(Shape{1, 6, 2}, rng),
+                                random_tensor(Shape{1, 6, 2}, rng), Tensor(), lens});
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
 }
@@ -96,14 +97,14 @@ TEST(Recurrent, RejectsWrongWeightShapeAndUnknownActivation) {
   NodeCase bad_w("RNN", 14, 3, 1);
   bad_w.i("hidden_size", 3);
   EXPECT_FALSE(bad_w
-                   .run(cpu_reg(), {uniform_f32(Shape{2, 1, 2}, rng), uniform_f32(Shape{1, 4, 2}, rng),
-                                    uniform_f32(Shape{1, 3, 3}, rng)})
+                   .run(cpu_reg(), {random_tensor(Shape{2, 1, 2}, rng), random_tensor(Shape{1, 4, 2}, rng),
+                                    random_tensor(Shape{1, 3, 3}, rng)})
                    .ok());
   NodeCase bad_act("RNN", 14, 3, 1);
   bad_act.i("hidden_size", 3).strings("activations", {"Cube"});
   EXPECT_FALSE(bad_act
-                   .run(cpu_reg(), {uniform_f32(Shape{2, 1, 2}, rng), uniform_f32(Shape{1, 3, 2}, rng),
-                                    uniform_f32(Shape{1, 3, 3}, rng)})
+                   .run(cpu_reg(), {random_tensor(Shape{2, 1, 2}, rng), random_tensor(Shape{1, 3, 2}, rng),
+                                    random_tensor(Shape{1, 3, 3}, rng)})
                    .ok());
 }
 

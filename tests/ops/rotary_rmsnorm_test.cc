@@ -5,16 +5,16 @@
 
 #include <random>
 
-#include "llm_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops {
 namespace {
 
-using llm_test::expect_same_values;
-using llm_test::one_float;
-using llm_test::run_one;
-using test_util::one_int;
-using test_util::random_tensor;
+using testing::expect_same_values;
+using testing::one_float;
+using testing::one_int;
+using testing::random_tensor;
+using testing::run_one;
 
 struct RotaryCase {
   std::string name;
@@ -34,7 +34,7 @@ std::vector<Tensor> rotary_inputs(const RotaryCase& c, std::mt19937& rng) {
   if (c.positions) {
     std::vector<int64_t> pos;
     for (int64_t i = 0; i < c.b * c.seq; ++i) pos.push_back(static_cast<int64_t>(rng() % max_pos));
-    in.push_back(llm_test::int64_tensor(Shape{c.b, c.seq}, pos));
+    in.push_back(testing::int64_tensor(Shape{c.b, c.seq}, pos));
   }
   return in;
 }
@@ -60,10 +60,10 @@ TEST(RotaryEmbedding, MatchesReferenceOnRandomShapes) {
   };
   for (const RotaryCase& c : cases) {
     const std::vector<Tensor> in = rotary_inputs(c, rng);
-    auto want = run_one(test_util::ref_reg(), "RotaryEmbedding", 23, in, rotary_attrs(c));
+    auto want = run_one(testing::ref_reg(), "RotaryEmbedding", 23, in, rotary_attrs(c));
     ASSERT_TRUE(want.ok()) << c.name << ": " << want.status().to_string();
     for (int threads : {1, 3}) {
-      auto got = run_one(test_util::cpu_reg(), "RotaryEmbedding", 23, in, rotary_attrs(c), {true}, threads);
+      auto got = run_one(testing::cpu_reg(), "RotaryEmbedding", 23, in, rotary_attrs(c), {true}, threads);
       ASSERT_TRUE(got.ok()) << c.name << ": " << got.status().to_string();
       expect_same_values((*got)[0], (*want)[0], 1e-6, c.name);
     }
@@ -82,7 +82,7 @@ TEST(RotaryEmbedding, RunsInPlace) {
     for (size_t i = 0; i < in.size(); ++i) ins.push_back(g.add_value("in" + std::to_string(i), in[i].dtype()));
     const graph::NodeId id = g.add_node("RotaryEmbedding", "rot", ins, {g.add_value("y")});
     g.node(id).attrs = rotary_attrs(c);
-    const KernelDef* def = *test_util::cpu_reg().find("RotaryEmbedding", "", 23, Device::kCpu, DType::kFloat32);
+    const KernelDef* def = *testing::cpu_reg().find("RotaryEmbedding", "", 23, Device::kCpu, DType::kFloat32);
     auto kernel = def->create(KernelCreateArgs{g, g.node(id), {}, {}, {}});
     ASSERT_TRUE(kernel.ok()) << kernel.status().to_string();
     std::vector<TensorInfo> infos;
@@ -90,7 +90,7 @@ TEST(RotaryEmbedding, RunsInPlace) {
     auto rr = (*kernel)->reshape(infos);
     ASSERT_TRUE(rr.ok()) << rr.status().to_string();
     EXPECT_EQ(rr->inplace, std::vector<int>{0});
-    auto want = run_one(test_util::ref_reg(), "RotaryEmbedding", 23, in, rotary_attrs(c));
+    auto want = run_one(testing::ref_reg(), "RotaryEmbedding", 23, in, rotary_attrs(c));
     ASSERT_TRUE(want.ok());
     std::vector<Tensor> outs = {in[0]};  // output aliases input 0
     RunContext rc;
@@ -107,17 +107,17 @@ TEST(RotaryEmbedding, BadInputsAreClearErrors) {
   RotaryCase c{"bad"};
   std::vector<Tensor> in = rotary_inputs(c, rng);
   in[3].data<int64_t>()[4] = 40;  // one past the caches
-  auto r = run_one(test_util::cpu_reg(), "RotaryEmbedding", 23, in, rotary_attrs(c));
+  auto r = run_one(testing::cpu_reg(), "RotaryEmbedding", 23, in, rotary_attrs(c));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("position_ids value 40"), std::string::npos) << r.status().to_string();
   // An odd rotary dim, and a 3-D input without num_heads.
-  auto odd = run_one(test_util::cpu_reg(), "RotaryEmbedding", 23, rotary_inputs(c, rng),
-                     {{"rotary_embedding_dim", one_int(5)}});
+  auto odd =
+      run_one(testing::cpu_reg(), "RotaryEmbedding", 23, rotary_inputs(c, rng), {{"rotary_embedding_dim", one_int(5)}});
   ASSERT_FALSE(odd.ok());
   EXPECT_NE(odd.status().message().find("even"), std::string::npos) << odd.status().to_string();
   RotaryCase c3{"3d", true};
-  auto no_heads = run_one(test_util::cpu_reg(), "RotaryEmbedding", 23, rotary_inputs(c3, rng), {});
+  auto no_heads = run_one(testing::cpu_reg(), "RotaryEmbedding", 23, rotary_inputs(c3, rng), {});
   ASSERT_FALSE(no_heads.ok());
   EXPECT_NE(no_heads.status().message().find("num_heads"), std::string::npos) << no_heads.status().to_string();
 }
@@ -137,10 +137,10 @@ TEST(RMSNormalization, MatchesReferenceOnRandomShapes) {
   for (const Case& c : cases) {
     const std::vector<Tensor> in = {random_tensor(c.x, rng, -3.f, 5.f), random_tensor(c.scale, rng, 0.5f, 1.5f)};
     std::map<std::string, graph::Attribute> a = {{"axis", one_int(c.axis)}, {"epsilon", one_float(c.eps)}};
-    auto want = run_one(test_util::ref_reg(), "RMSNormalization", 23, in, a);
+    auto want = run_one(testing::ref_reg(), "RMSNormalization", 23, in, a);
     ASSERT_TRUE(want.ok()) << want.status().to_string();
     for (int threads : {1, 2}) {
-      auto got = run_one(test_util::cpu_reg(), "RMSNormalization", 23, in, a, {true}, threads);
+      auto got = run_one(testing::cpu_reg(), "RMSNormalization", 23, in, a, {true}, threads);
       ASSERT_TRUE(got.ok()) << got.status().to_string();
       expect_same_values((*got)[0], (*want)[0], 2e-6, "RMSNorm " + c.x.to_string() + " axis " + std::to_string(c.axis));
     }
@@ -150,11 +150,11 @@ TEST(RMSNormalization, MatchesReferenceOnRandomShapes) {
 TEST(RMSNormalization, UnsupportedStashTypeAndBadScaleAreErrors) {
   std::mt19937 rng(35);
   const std::vector<Tensor> in = {random_tensor(Shape{2, 8}, rng), random_tensor(Shape{8}, rng)};
-  auto stash = run_one(test_util::cpu_reg(), "RMSNormalization", 23, in, {{"stash_type", one_int(11)}});
+  auto stash = run_one(testing::cpu_reg(), "RMSNormalization", 23, in, {{"stash_type", one_int(11)}});
   ASSERT_FALSE(stash.ok());
   EXPECT_EQ(stash.status().code(), StatusCode::kUnsupported);
   EXPECT_NE(stash.status().message().find("stash_type 11"), std::string::npos) << stash.status().to_string();
-  auto scale = run_one(test_util::cpu_reg(), "RMSNormalization", 23, {in[0], random_tensor(Shape{3}, rng)}, {});
+  auto scale = run_one(testing::cpu_reg(), "RMSNormalization", 23, {in[0], random_tensor(Shape{3}, rng)}, {});
   ASSERT_FALSE(scale.ok());
   EXPECT_NE(scale.status().message().find("Scale"), std::string::npos) << scale.status().to_string();
 }

@@ -1,7 +1,7 @@
 // GridSample and RoiAlign: the CPU kernels against the reference on random inputs (fixed seed) over
 // every mode, padding mode and coordinate convention.
 
-#include "ops/extra_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -15,10 +15,10 @@ TEST(Sampling, GridSampleMatchesReference) {
     for (const char* pad : pads)
       for (int align = 0; align < 2; ++align, ++iter) {
         const int64_t n = 1 + iter % 2, c = 1 + iter % 3, h = 2 + rng() % 5, w = 2 + rng() % 5;
-        Tensor x = uniform_f32(Shape{n, c, h, w}, rng, -2.f, 2.f);
+        Tensor x = random_tensor(Shape{n, c, h, w}, rng, -2.f, 2.f);
         // Grid values a little outside [-1, 1] to exercise the padding modes.
-        Tensor grid = uniform_f32(Shape{n, 1 + static_cast<int64_t>(rng() % 4), 1 + static_cast<int64_t>(rng() % 5), 2},
-                                  rng, -1.4f, 1.4f);
+        Tensor grid = random_tensor(
+            Shape{n, 1 + static_cast<int64_t>(rng() % 4), 1 + static_cast<int64_t>(rng() % 5), 2}, rng, -1.4f, 1.4f);
         NodeCase nc("GridSample", 16, 2);
         nc.s("mode", mode).s("padding_mode", pad).i("align_corners", align);
         expect_cpu_matches_reference(
@@ -46,7 +46,7 @@ TEST(Sampling, RoiAlignMatchesReference) {
   std::mt19937 rng(802);
   for (int iter = 0; iter < 16; ++iter) {
     const int64_t n = 1 + iter % 2, c = 1 + iter % 3, h = 4 + rng() % 8, w = 4 + rng() % 8, rois = 1 + rng() % 4;
-    Tensor x = uniform_f32(Shape{n, c, h, w}, rng);
+    Tensor x = random_tensor(Shape{n, c, h, w}, rng);
     Tensor boxes = Tensor::empty(DType::kFloat32, Shape{rois, 4});
     Tensor idx = Tensor::empty(DType::kInt64, Shape{rois});
     for (int64_t r = 0; r < rois; ++r) {
@@ -74,7 +74,7 @@ TEST(Sampling, RoiAlignRejectsBadBatchIndex) {
   std::mt19937 rng(803);
   NodeCase nc("RoiAlign", 16, 3);
   auto out =
-      nc.run(cpu_reg(), {uniform_f32(Shape{1, 1, 4, 4}, rng), Tensor::from_vector<float>(Shape{1, 4}, {0, 0, 2, 2}),
+      nc.run(cpu_reg(), {random_tensor(Shape{1, 1, 4, 4}, rng), Tensor::from_vector<float>(Shape{1, 4}, {0, 0, 2, 2}),
                          Tensor::from_vector<int64_t>(Shape{1}, {3})});
   EXPECT_FALSE(out.ok());
 }

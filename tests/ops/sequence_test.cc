@@ -6,16 +6,15 @@
 #include <random>
 
 #include "ops/op_test_util.h"
-#include "ops/value_test_util.h"
 
 namespace streamline::ops {
 namespace {
 
-using test_util::fails_with;
-using test_util::int_attr;
-using test_util::NodeSpec;
-using test_util::run_node;
-using test_util::run_values;
+using testing::fails_with;
+using testing::NodeSpec;
+using testing::one_int;
+using testing::run_node;
+using testing::run_values;
 
 Tensor iota(const Shape& s, float start = 0.f) {
   Tensor t = Tensor::empty(DType::kFloat32, s);
@@ -66,7 +65,7 @@ TEST(Sequence, ConstructAtLengthInsertErase) {
   ASSERT_TRUE(last.ok());
   EXPECT_EQ((*last)[0].items().size(), 2u);
 
-  auto empty = run_node({"SequenceEmpty", "", 11, {{"dtype", int_attr(7)}}}, {});
+  auto empty = run_node({"SequenceEmpty", "", 11, {{"dtype", one_int(7)}}}, {});
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE((*empty)[0].items().empty());
   EXPECT_EQ((*empty)[0].elem_dtype(), DType::kInt64);
@@ -113,7 +112,7 @@ TEST(Sequence, SplitToSequenceMatchesSlicingAndConcatUndoesIt) {
     const int rank = 1 + static_cast<int>(rng() % 4);
     Shape shape;
     for (int d = 0; d < rank; ++d) shape.push_back(1 + static_cast<int64_t>(rng() % 5));
-    const Tensor x = test_util::random_tensor(shape, rng);
+    const Tensor x = testing::random_tensor(shape, rng);
     const int64_t axis = static_cast<int64_t>(rng() % static_cast<unsigned>(rank));
     const int64_t neg_axis = rng() % 2 ? axis - rank : axis;  // negative axes count from the end
     const int64_t len = shape[static_cast<size_t>(axis)];
@@ -134,7 +133,7 @@ TEST(Sequence, SplitToSequenceMatchesSlicingAndConcatUndoesIt) {
       sizes.assign(static_cast<size_t>(len), 1);
     }
     const bool keep = mode != 3;
-    NodeSpec spec{"SplitToSequence", "", 11, {{"axis", int_attr(neg_axis)}, {"keepdims", int_attr(keep ? 1 : 0)}}};
+    NodeSpec spec{"SplitToSequence", "", 11, {{"axis", one_int(neg_axis)}, {"keepdims", one_int(keep ? 1 : 0)}}};
     auto out = run_node(spec, {x, split});
     ASSERT_TRUE(out.ok()) << out.status().to_string();
     const auto& items = (*out)[0].items();
@@ -147,7 +146,7 @@ TEST(Sequence, SplitToSequenceMatchesSlicingAndConcatUndoesIt) {
       start += sizes[k];
     }
     // Concatenating (or, for squeezed pieces, stacking) along the same axis gives x back.
-    NodeSpec cat{"ConcatFromSequence", "", 11, {{"axis", int_attr(neg_axis)}, {"new_axis", int_attr(keep ? 0 : 1)}}};
+    NodeSpec cat{"ConcatFromSequence", "", 11, {{"axis", one_int(neg_axis)}, {"new_axis", one_int(keep ? 0 : 1)}}};
     auto back = run_node(cat, {(*out)[0]});
     ASSERT_TRUE(back.ok()) << back.status().to_string();
     ASSERT_EQ((*back)[0].tensor().shape(), x.shape()) << trial;
@@ -158,7 +157,7 @@ TEST(Sequence, SplitToSequenceMatchesSlicingAndConcatUndoesIt) {
 TEST(Sequence, ConcatFromSequenceStacksAtTheEndAndRefusesMismatches) {
   const Tensor a = iota(Shape{2, 3}), b = iota(Shape{2, 3}, 6.f);
   auto stacked =
-      run_node({"ConcatFromSequence", "", 11, {{"axis", int_attr(-1)}, {"new_axis", int_attr(1)}}}, {seq({a, b})});
+      run_node({"ConcatFromSequence", "", 11, {{"axis", one_int(-1)}, {"new_axis", one_int(1)}}}, {seq({a, b})});
   ASSERT_TRUE(stacked.ok()) << stacked.status().to_string();
   const Tensor& y = (*stacked)[0].tensor();
   ASSERT_EQ(y.shape(), (Shape{2, 3, 2}));
@@ -167,9 +166,9 @@ TEST(Sequence, ConcatFromSequenceStacksAtTheEndAndRefusesMismatches) {
     EXPECT_EQ(y.data<float>()[2 * i + 1], b.data<float>()[i]);
   }
   EXPECT_TRUE(fails_with(
-      run_node({"ConcatFromSequence", "", 11, {{"axis", int_attr(0)}}}, {seq({a, iota(Shape{2, 4})})}).status(),
+      run_node({"ConcatFromSequence", "", 11, {{"axis", one_int(0)}}}, {seq({a, iota(Shape{2, 4})})}).status(),
       StatusCode::kInvalidArgument, {"ConcatFromSequence 'node0'", "cannot concatenate"}));
-  EXPECT_TRUE(fails_with(run_node({"ConcatFromSequence", "", 11, {{"axis", int_attr(2)}}}, {seq({a})}).status(),
+  EXPECT_TRUE(fails_with(run_node({"ConcatFromSequence", "", 11, {{"axis", one_int(2)}}}, {seq({a})}).status(),
                          StatusCode::kInvalidArgument, {"axis 2"}));
 }
 
@@ -180,7 +179,7 @@ TEST(Sequence, StringTensorsSplitAndJoin) {
   ASSERT_EQ((*parts)[0].items().size(), 2u);
   EXPECT_EQ((*parts)[0].elem_dtype(), DType::kString);
   EXPECT_EQ((*parts)[0].items()[1].strings()[0], "dddd");
-  auto joined = run_node({"ConcatFromSequence", "", 11, {{"axis", int_attr(0)}}}, {(*parts)[0]});
+  auto joined = run_node({"ConcatFromSequence", "", 11, {{"axis", one_int(0)}}}, {(*parts)[0]});
   ASSERT_TRUE(joined.ok()) << joined.status().to_string();
   EXPECT_EQ((*joined)[0].tensor().strings()[2], "ccc");
 }
@@ -279,7 +278,7 @@ TEST(Loop, CarriesASequenceItGrows) {
   const auto cond = g.add_constant("cond", Tensor::scalar<bool>(true));
   const auto s0 = g.add_value("s0"), out = g.add_value("out"), len = g.add_value("len");
   const auto e = g.add_node("SequenceEmpty", "start", {}, {s0});
-  g.node(e).attrs["dtype"] = int_attr(7);
+  g.node(e).attrs["dtype"] = one_int(7);
   const auto loop = g.add_node("Loop", "loop", {m, cond, s0}, {out});
   g.node(loop).attrs["body"] = graph_attr(std::move(body));
   g.add_node("SequenceLength", "count", {out}, {len});

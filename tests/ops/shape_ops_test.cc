@@ -3,7 +3,7 @@
 
 #include <climits>
 
-#include "ops/data_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -15,7 +15,7 @@ Tensor f32(const Shape& s, float start = 0.f) {
 }
 
 TEST(ShapeOp, ShapeAndKnownValue) {
-  OneNode n("Shape", 13, 1);
+  NodeCase n("Shape", 13, 1);
   const Tensor x = f32({2, 3, 4});
   auto out = n.cpu({x});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
@@ -43,7 +43,7 @@ TEST(ShapeOp, StartEndClampLikeTheSpec) {
                                    {-10, 10, {2, 3, 4, 5}},      {3, 1, {}},
                                    {10, std::nullopt, {}}};
   for (const auto& c : cases) {
-    OneNode n("Shape", 15, 1);
+    NodeCase n("Shape", 15, 1);
     n.i("start", c.start);
     if (c.end) n.i("end", *c.end);
     auto out = n.cpu({x});
@@ -53,7 +53,7 @@ TEST(ShapeOp, StartEndClampLikeTheSpec) {
 }
 
 TEST(ShapeOp, Size) {
-  auto out = OneNode("Size", 13, 1).cpu({f32({2, 3, 4})});
+  auto out = NodeCase("Size", 13, 1).cpu({f32({2, 3, 4})});
   ASSERT_TRUE(out.ok());
   EXPECT_EQ((*out)[0].shape().rank(), 0u);
   EXPECT_EQ(*(*out)[0].data<int64_t>(), 24);
@@ -62,7 +62,7 @@ TEST(ShapeOp, Size) {
 TEST(ShapeOp, ReshapeZeroAndMinusOne) {
   const Tensor x = f32({2, 3, 4});
   auto shape_of = [&](std::vector<int64_t> req, int64_t allowzero, int opset = 14) -> Result<Shape> {
-    OneNode n("Reshape", opset, 2);
+    NodeCase n("Reshape", opset, 2);
     if (opset >= 14) n.i("allowzero", allowzero);
     SL_ASSIGN_OR_RETURN(std::vector<Tensor> out, n.cpu({x, i64(req)}));
     EXPECT_TRUE(same_tensor(out[0].reshaped(x.shape()), x));
@@ -89,7 +89,7 @@ TEST(ShapeOp, ReshapeZeroAndMinusOne) {
 }
 
 TEST(ShapeOp, ReshapeAllowZeroOnEmptyInput) {
-  OneNode n("Reshape", 14, 2);
+  NodeCase n("Reshape", 14, 2);
   n.i("allowzero", 1);
   auto out = n.cpu({Tensor::empty(DType::kFloat32, Shape{0, 3, 4}), i64({3, 4, 0})});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
@@ -97,7 +97,7 @@ TEST(ShapeOp, ReshapeAllowZeroOnEmptyInput) {
 }
 
 TEST(ShapeOp, ReshapeNeedsConstantShape) {
-  OneNode n("Reshape", 14, 2);
+  NodeCase n("Reshape", 14, 2);
   EvalOptions o;
   o.constant_mask = {true, false};
   auto out = n.run(cpu_reg(), {f32({2, 3}), i64({6})}, o);
@@ -108,7 +108,7 @@ TEST(ShapeOp, ReshapeNeedsConstantShape) {
 
 TEST(ShapeOp, ViewOpsRunInPlace) {
   const Tensor x = f32({2, 3});
-  OneNode n("Reshape", 14, 2);
+  NodeCase n("Reshape", 14, 2);
   const Tensor shape = i64({3, 2});
   auto k = n.kernel({x, shape});
   ASSERT_TRUE(k.ok());
@@ -131,41 +131,41 @@ TEST(ShapeOp, Flatten) {
   const std::vector<std::pair<int64_t, Shape>> cases = {{0, Shape{1, 120}}, {1, Shape{2, 60}},  {3, Shape{24, 5}},
                                                         {4, Shape{120, 1}}, {-1, Shape{24, 5}}, {-4, Shape{1, 120}}};
   for (const auto& [axis, want] : cases) {
-    OneNode n("Flatten", 13, 1);
+    NodeCase n("Flatten", 13, 1);
     n.i("axis", axis);
     auto out = n.cpu({x});
     ASSERT_TRUE(out.ok()) << out.status().to_string();
     EXPECT_EQ((*out)[0].shape(), want) << axis;
   }
-  OneNode bad("Flatten", 13, 1);
+  NodeCase bad("Flatten", 13, 1);
   bad.i("axis", 5);
   EXPECT_EQ(bad.cpu({x}).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(ShapeOp, SqueezeByAttributeAndByInput) {
   const Tensor x = f32({1, 3, 1, 5});
-  OneNode attr("Squeeze", 11, 1);
+  NodeCase attr("Squeeze", 11, 1);
   attr.ints("axes", {0, -2});
   auto a = attr.cpu({x});
   ASSERT_TRUE(a.ok()) << a.status().to_string();
   EXPECT_EQ((*a)[0].shape(), (Shape{3, 5}));
 
-  OneNode input("Squeeze", 13, 2);
+  NodeCase input("Squeeze", 13, 2);
   auto b = input.cpu({x, i64({2})});
   ASSERT_TRUE(b.ok()) << b.status().to_string();
   EXPECT_EQ((*b)[0].shape(), (Shape{1, 3, 5}));
 
-  OneNode empty_axes("Squeeze", 13, 2);
+  NodeCase empty_axes("Squeeze", 13, 2);
   auto e = empty_axes.cpu({x, i64({})});
   ASSERT_TRUE(e.ok()) << e.status().to_string();
   EXPECT_EQ((*e)[0].shape(), (Shape{3, 5}));
 
-  OneNode all("Squeeze", 13, 1);
+  NodeCase all("Squeeze", 13, 1);
   auto c = all.cpu({x});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ((*c)[0].shape(), (Shape{3, 5}));
 
-  OneNode bad("Squeeze", 13, 2);
+  NodeCase bad("Squeeze", 13, 2);
   auto d = bad.cpu({x, i64({1})});
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
@@ -173,121 +173,122 @@ TEST(ShapeOp, SqueezeByAttributeAndByInput) {
 
 TEST(ShapeOp, UnsqueezeByAttributeAndByInput) {
   const Tensor x = f32({3, 4, 5});
-  OneNode attr("Unsqueeze", 11, 1);
+  NodeCase attr("Unsqueeze", 11, 1);
   attr.ints("axes", {4, 0});
   auto a = attr.cpu({x});
   ASSERT_TRUE(a.ok()) << a.status().to_string();
   EXPECT_EQ((*a)[0].shape(), (Shape{1, 3, 4, 5, 1}));
   EXPECT_TRUE(same_tensor((*a)[0].reshaped(x.shape()), x));
 
-  OneNode input("Unsqueeze", 13, 2);
+  NodeCase input("Unsqueeze", 13, 2);
   auto b = input.cpu({x, i64({-1, 1})});
   ASSERT_TRUE(b.ok()) << b.status().to_string();
   EXPECT_EQ((*b)[0].shape(), (Shape{3, 1, 4, 5, 1}));
 
-  OneNode dup("Unsqueeze", 13, 2);
+  NodeCase dup("Unsqueeze", 13, 2);
   EXPECT_EQ(dup.cpu({x, i64({1, 1})}).status().code(), StatusCode::kInvalidArgument);
-  OneNode missing("Unsqueeze", 11, 1);
+  NodeCase missing("Unsqueeze", 11, 1);
   EXPECT_FALSE(missing.cpu({x}).ok());
 }
 
 TEST(ShapeOp, IdentityAndDropout) {
   std::mt19937 rng(7);
-  const Tensor x = random_tensor(DType::kUInt8, Shape{4, 5}, rng);
-  auto id = OneNode("Identity", 16, 1).cpu({x});
+  const Tensor x = random_full(DType::kUInt8, Shape{4, 5}, rng);
+  auto id = NodeCase("Identity", 16, 1).cpu({x});
   ASSERT_TRUE(id.ok());
   EXPECT_TRUE(same_tensor((*id)[0], x));
 
-  const Tensor xf = random_tensor(DType::kFloat32, Shape{3, 7}, rng);
-  auto d12 = OneNode("Dropout", 13, 1, 2).cpu({xf});
+  const Tensor xf = random_full(DType::kFloat32, Shape{3, 7}, rng);
+  auto d12 = NodeCase("Dropout", 13, 1, 2).cpu({xf});
   ASSERT_TRUE(d12.ok()) << d12.status().to_string();
   EXPECT_TRUE(same_tensor((*d12)[0], xf));
   ASSERT_EQ(d12->size(), 2u);
   EXPECT_EQ((*d12)[1].dtype(), DType::kBool);
   for (uint8_t m : values<uint8_t>((*d12)[1])) EXPECT_EQ(m, 1);
 
-  auto d7 = OneNode("Dropout", 7, 1, 2).cpu({xf});
+  auto d7 = NodeCase("Dropout", 7, 1, 2).cpu({xf});
   ASSERT_TRUE(d7.ok());
   EXPECT_EQ((*d7)[1].dtype(), DType::kFloat32);
   for (float m : values<float>((*d7)[1])) EXPECT_EQ(m, 1.f);
 
   // training_mode = true with the default ratio would need randomness.
-  OneNode train("Dropout", 13, 3);
+  NodeCase train("Dropout", 13, 3);
   Tensor yes = Tensor::scalar<bool>(true);
   EXPECT_EQ(train.cpu({xf, Tensor::scalar<float>(0.5f), yes}).status().code(), StatusCode::kUnsupported);
 }
 
 TEST(ShapeOp, Constant) {
   const Tensor v = Tensor::from_vector<int32_t>(Shape{2, 2}, {1, 2, 3, 4});
-  auto a = OneNode("Constant", 13, 0).t("value", v).cpu({});
+  auto a = NodeCase("Constant", 13, 0).tensor("value", v).cpu({});
   ASSERT_TRUE(a.ok()) << a.status().to_string();
   EXPECT_TRUE(same_tensor((*a)[0], v));
-  auto b = OneNode("Constant", 13, 0).floats("value_floats", {1.5f, 2.5f}).cpu({});
+  auto b = NodeCase("Constant", 13, 0).floats("value_floats", {1.5f, 2.5f}).cpu({});
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(values<float>((*b)[0]), (std::vector<float>{1.5f, 2.5f}));
-  auto c = OneNode("Constant", 13, 0).i("value_int", 7).cpu({});
+  auto c = NodeCase("Constant", 13, 0).i("value_int", 7).cpu({});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ((*c)[0].shape().rank(), 0u);
   EXPECT_EQ(*(*c)[0].data<int64_t>(), 7);
-  auto d = OneNode("Constant", 13, 0).ints("value_ints", {3, 4}).cpu({});
+  auto d = NodeCase("Constant", 13, 0).ints("value_ints", {3, 4}).cpu({});
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(values<int64_t>((*d)[0]), (std::vector<int64_t>{3, 4}));
-  auto e = OneNode("Constant", 13, 0).f("value_float", 0.25f).cpu({});
+  auto e = NodeCase("Constant", 13, 0).f("value_float", 0.25f).cpu({});
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(*(*e)[0].data<float>(), 0.25f);
-  auto sparse = OneNode("Constant", 13, 0).t("sparse_value", v).cpu({});
+  auto sparse = NodeCase("Constant", 13, 0).tensor("sparse_value", v).cpu({});
   EXPECT_EQ(sparse.status().code(), StatusCode::kUnsupported);
-  auto str = OneNode("Constant", 13, 0).s("value_string", "x").cpu({});
+  auto str = NodeCase("Constant", 13, 0).s("value_string", "x").cpu({});
   EXPECT_EQ(str.status().code(), StatusCode::kUnsupported);
 }
 
 TEST(ShapeOp, ConstantOfShape) {
-  auto a = OneNode("ConstantOfShape", 9, 1).t("value", Tensor::from_vector<int64_t>(Shape{1}, {5})).cpu({i64({2, 3})});
+  auto a =
+      NodeCase("ConstantOfShape", 9, 1).tensor("value", Tensor::from_vector<int64_t>(Shape{1}, {5})).cpu({i64({2, 3})});
   ASSERT_TRUE(a.ok()) << a.status().to_string();
   EXPECT_EQ((*a)[0].shape(), (Shape{2, 3}));
   EXPECT_EQ(values<int64_t>((*a)[0]), std::vector<int64_t>(6, 5));
-  auto b = OneNode("ConstantOfShape", 9, 1).cpu({i64({4})});
+  auto b = NodeCase("ConstantOfShape", 9, 1).cpu({i64({4})});
   ASSERT_TRUE(b.ok());
   EXPECT_EQ((*b)[0].dtype(), DType::kFloat32);
   EXPECT_EQ(values<float>((*b)[0]), std::vector<float>(4, 0.f));
-  auto c = OneNode("ConstantOfShape", 9, 1).cpu({i64({})});
+  auto c = NodeCase("ConstantOfShape", 9, 1).cpu({i64({})});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ((*c)[0].shape().rank(), 0u);
 }
 
 TEST(ShapeOp, Range) {
-  auto a = OneNode("Range", 11, 3)
+  auto a = NodeCase("Range", 11, 3)
                .cpu({Tensor::scalar<int64_t>(10), Tensor::scalar<int64_t>(1), Tensor::scalar<int64_t>(-3)});
   ASSERT_TRUE(a.ok()) << a.status().to_string();
   EXPECT_EQ(values<int64_t>((*a)[0]), (std::vector<int64_t>{10, 7, 4}));
-  auto b = OneNode("Range", 11, 3)
+  auto b = NodeCase("Range", 11, 3)
                .cpu({Tensor::scalar<float>(1.f), Tensor::scalar<float>(2.f), Tensor::scalar<float>(0.25f)});
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(values<float>((*b)[0]), (std::vector<float>{1.f, 1.25f, 1.5f, 1.75f}));
-  auto empty =
-      OneNode("Range", 11, 3).cpu({Tensor::scalar<int32_t>(5), Tensor::scalar<int32_t>(1), Tensor::scalar<int32_t>(2)});
+  auto empty = NodeCase("Range", 11, 3)
+                   .cpu({Tensor::scalar<int32_t>(5), Tensor::scalar<int32_t>(1), Tensor::scalar<int32_t>(2)});
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ((*empty)[0].numel(), 0);
-  auto zero =
-      OneNode("Range", 11, 3).cpu({Tensor::scalar<int64_t>(0), Tensor::scalar<int64_t>(1), Tensor::scalar<int64_t>(0)});
+  auto zero = NodeCase("Range", 11, 3)
+                  .cpu({Tensor::scalar<int64_t>(0), Tensor::scalar<int64_t>(1), Tensor::scalar<int64_t>(0)});
   EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(ShapeOp, EyeLikeTriluOneHot) {
-  auto eye = OneNode("EyeLike", 9, 1).i("k", 1).i("dtype", static_cast<int64_t>(DType::kInt32)).cpu({f32({3, 4})});
+  auto eye = NodeCase("EyeLike", 9, 1).i("k", 1).i("dtype", static_cast<int64_t>(DType::kInt32)).cpu({f32({3, 4})});
   ASSERT_TRUE(eye.ok()) << eye.status().to_string();
   EXPECT_EQ(values<int32_t>((*eye)[0]), (std::vector<int32_t>{0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1}));
 
   const Tensor m = f32({3, 3}, 1.f);
-  auto up = OneNode("Trilu", 14, 2).cpu({m, Tensor::scalar<int64_t>(1)});
+  auto up = NodeCase("Trilu", 14, 2).cpu({m, Tensor::scalar<int64_t>(1)});
   ASSERT_TRUE(up.ok()) << up.status().to_string();
   EXPECT_EQ(values<float>((*up)[0]), (std::vector<float>{0, 2, 3, 0, 0, 6, 0, 0, 0}));
-  auto lo = OneNode("Trilu", 14, 1).i("upper", 0).cpu({m});
+  auto lo = NodeCase("Trilu", 14, 1).i("upper", 0).cpu({m});
   ASSERT_TRUE(lo.ok());
   EXPECT_EQ(values<float>((*lo)[0]), (std::vector<float>{1, 0, 0, 4, 5, 0, 7, 8, 9}));
 
   auto oh =
-      OneNode("OneHot", 11, 3)
+      NodeCase("OneHot", 11, 3)
           .i("axis", 0)
           .cpu({i64({0, 2, -1, 5}), Tensor::scalar<int64_t>(3), Tensor::from_vector<float>(Shape{2}, {-1.f, 1.f})});
   ASSERT_TRUE(oh.ok()) << oh.status().to_string();
@@ -298,8 +299,8 @@ TEST(ShapeOp, EyeLikeTriluOneHot) {
 TEST(ShapeOp, ExpandBroadcastsBothWays) {
   std::mt19937 rng(11);
   for (DType dt : {DType::kFloat32, DType::kInt64, DType::kUInt8}) {
-    const Tensor x = random_tensor(dt, Shape{3, 1, 5}, rng);
-    auto out = OneNode("Expand", 13, 2).cpu({x, i64({2, 1, 4, 1})}, 2);
+    const Tensor x = random_full(dt, Shape{3, 1, 5}, rng);
+    auto out = NodeCase("Expand", 13, 2).cpu({x, i64({2, 1, 4, 1})}, 2);
     ASSERT_TRUE(out.ok()) << out.status().to_string();
     const Tensor& y = (*out)[0];
     ASSERT_EQ(y.shape(), (Shape{2, 3, 4, 5}));
@@ -312,7 +313,7 @@ TEST(ShapeOp, ExpandBroadcastsBothWays) {
             ASSERT_EQ(std::memcmp(y.data<uint8_t>() + yi * esz, x.data<uint8_t>() + xi * esz, esz), 0);
           }
   }
-  EXPECT_EQ(OneNode("Expand", 13, 2).cpu({f32({3, 2}), i64({4})}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(NodeCase("Expand", 13, 2).cpu({f32({3, 2}), i64({4})}).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(ShapeOp, TileMatchesNaiveLoops) {
@@ -323,8 +324,8 @@ TEST(ShapeOp, TileMatchesNaiveLoops) {
     std::uniform_int_distribution<int64_t> rep(0, 3);
     for (size_t i = 0; i < s.rank(); ++i) reps.push_back(iter == 0 ? 1 : rep(rng));
     const DType dt = iter % 2 ? DType::kInt64 : DType::kUInt8;
-    const Tensor x = random_tensor(dt, s, rng);
-    auto out = OneNode("Tile", 13, 2).cpu({x, i64(reps)});
+    const Tensor x = random_full(dt, s, rng);
+    auto out = NodeCase("Tile", 13, 2).cpu({x, i64(reps)});
     ASSERT_TRUE(out.ok()) << out.status().to_string();
     const Tensor& y = (*out)[0];
     const size_t esz = dtype_size(dt);

@@ -3,7 +3,7 @@
 // from the spec's examples by hand.
 
 #include "ops/cpu/extra_common.h"
-#include "ops/extra_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -17,7 +17,7 @@ TEST(Signal, DftMatchesReference) {
             1 + static_cast<int64_t>(rng() % 4), comp};
     const int64_t axis = 1 + iter % 2;
     const bool with_len = iter % 5 == 2;
-    Tensor x = uniform_f32(s, rng);
+    Tensor x = random_tensor(s, rng);
     const Tensor len = Tensor::scalar<int64_t>(1 + static_cast<int64_t>(rng() % 10));
     const std::vector<Tensor> in = with_len ? std::vector<Tensor>{x, len} : std::vector<Tensor>{x};
     const std::vector<bool> constant = with_len ? std::vector<bool>{false, true} : std::vector<bool>{false};
@@ -32,7 +32,7 @@ TEST(Signal, DftMatchesReference) {
 // as DFT-17's attribute; IRFFT (onesided inverse) of an RFFT returns the real signal.
 TEST(Signal, Dft20AxisInputAndIrfft) {
   std::mt19937 rng(1103);
-  const Tensor x = uniform_f32(Shape{2, 6, 5, 1}, rng);
+  const Tensor x = random_tensor(Shape{2, 6, 5, 1}, rng);
   for (int64_t axis : {1, 2, -2, -3}) {
     NodeCase old("DFT", 17, 1), now("DFT", 20, 3, 1, {true, false, true});
     old.i("axis", axis);
@@ -53,7 +53,7 @@ TEST(Signal, Dft20AxisInputAndIrfft) {
                    .run(cpu_reg(), {x, Tensor(), Tensor::scalar<int64_t>(-1)}, 1, {false, false, true})
                    .ok());
   for (int64_t n : {6, 7}) {
-    const Tensor sig = uniform_f32(Shape{1, n, 1}, rng);
+    const Tensor sig = random_tensor(Shape{1, n, 1}, rng);
     NodeCase rfft("DFT", 20, 1), irfft("DFT", 20, 2);
     rfft.i("onesided", 1);
     irfft.i("onesided", 1).i("inverse", 1);

@@ -1,6 +1,6 @@
 // Softmax, LogSoftmax and Hardmax against the reference kernels, and the opset 11 vs 13 axis rules.
 
-#include "ops/math_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -15,7 +15,7 @@ TEST(Softmax, MatchesReferenceOnRandomShapesAndAxes) {
         const int64_t rank = static_cast<int64_t>(s.rank());
         const int64_t axis = std::uniform_int_distribution<int64_t>(-rank, rank - 1)(rng);
         Tensor x = random_tensor(DType::kFloat32, s, rng, -20, 20);
-        OpCase c{op, opset, {{"axis", attr_i(axis)}}};
+        OpCase c{op, opset, {{"axis", one_int(axis)}}};
         EvalOptions opt;
         opt.num_threads = 1 + trial % 2;
         EXPECT_TRUE(match_reference(c, {x}, {1e-6, 1e-5}, opt));
@@ -38,7 +38,7 @@ TEST(Softmax, LargeInputsAcrossThreads) {
     opt.num_threads = threads;
     for (const char* op : {"Softmax", "LogSoftmax", "Hardmax"}) {
       EXPECT_TRUE(match_reference({op, 13}, {rows}, {1e-6, 1e-5}, opt));
-      EXPECT_TRUE(match_reference({op, 13, {{"axis", attr_i(1)}}}, {cols}, {1e-6, 1e-5}, opt));
+      EXPECT_TRUE(match_reference({op, 13, {{"axis", one_int(1)}}}, {cols}, {1e-6, 1e-5}, opt));
     }
   }
 }
@@ -46,8 +46,8 @@ TEST(Softmax, LargeInputsAcrossThreads) {
 TEST(Softmax, Opset11FlattensWhileOpset13UsesOneAxis) {
   // x = [[[0, 1], [2, 3]]], axis = 1.
   Tensor x = Tensor::from_vector<float>(Shape{1, 2, 2}, {0.f, 1.f, 2.f, 3.f});
-  auto old = run_op(cpu_registry(), {"Softmax", 11, {{"axis", attr_i(1)}}}, {x});
-  auto now = run_op(cpu_registry(), {"Softmax", 13, {{"axis", attr_i(1)}}}, {x});
+  auto old = run_op(cpu_reg(), {"Softmax", 11, {{"axis", one_int(1)}}}, {x});
+  auto now = run_op(cpu_reg(), {"Softmax", 13, {{"axis", one_int(1)}}}, {x});
   ASSERT_TRUE(old.ok() && now.ok());
   // Opset 11: one row of four values.
   const double z = 1 + std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
@@ -59,7 +59,7 @@ TEST(Softmax, Opset11FlattensWhileOpset13UsesOneAxis) {
   EXPECT_NEAR((*now)[0].data<float>()[1], p, 1e-6);
   EXPECT_NEAR((*now)[0].data<float>()[3], 1 - p, 1e-6);
   // Default axes: 1 before opset 13 (same as above), -1 from 13.
-  auto def13 = run_op(cpu_registry(), {"Softmax", 13}, {x});
+  auto def13 = run_op(cpu_reg(), {"Softmax", 13}, {x});
   ASSERT_TRUE(def13.ok());
   const double q = 1 / (1 + std::exp(1.0));
   EXPECT_NEAR((*def13)[0].data<float>()[0], q, 1e-6);
@@ -68,15 +68,15 @@ TEST(Softmax, Opset11FlattensWhileOpset13UsesOneAxis) {
 
 TEST(Softmax, StableForLargeValuesAndHardmaxTakesFirstMax) {
   Tensor x = Tensor::from_vector<float>(Shape{1, 4}, {1000.f, 1000.f, -1000.f, 999.f});
-  auto sm = run_op(cpu_registry(), {"Softmax", 13}, {x});
+  auto sm = run_op(cpu_reg(), {"Softmax", 13}, {x});
   ASSERT_TRUE(sm.ok());
   const double z = 2 + std::exp(-1.0);
   EXPECT_NEAR((*sm)[0].data<float>()[0], 1 / z, 1e-6);
   EXPECT_EQ((*sm)[0].data<float>()[2], 0.f);
-  auto ls = run_op(cpu_registry(), {"LogSoftmax", 13}, {x});
+  auto ls = run_op(cpu_reg(), {"LogSoftmax", 13}, {x});
   ASSERT_TRUE(ls.ok());
   EXPECT_NEAR((*ls)[0].data<float>()[3], -1 - std::log(z), 1e-4);
-  auto hm = run_op(cpu_registry(), {"Hardmax", 13}, {x});
+  auto hm = run_op(cpu_reg(), {"Hardmax", 13}, {x});
   ASSERT_TRUE(hm.ok());
   EXPECT_EQ((*hm)[0].data<float>()[0], 1.f);
   EXPECT_EQ((*hm)[0].data<float>()[1], 0.f);
@@ -84,10 +84,10 @@ TEST(Softmax, StableForLargeValuesAndHardmaxTakesFirstMax) {
 
 TEST(Softmax, BadAxisIsInvalidAndIntegerInputUnsupported) {
   Tensor x = Tensor::empty(DType::kFloat32, Shape{2, 3});
-  auto bad = run_op(cpu_registry(), {"Softmax", 13, {{"axis", attr_i(2)}}}, {x});
+  auto bad = run_op(cpu_reg(), {"Softmax", 13, {{"axis", one_int(2)}}}, {x});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  auto ints = run_op(cpu_registry(), {"Softmax", 13}, {Tensor::empty(DType::kInt32, Shape{2})});
+  auto ints = run_op(cpu_reg(), {"Softmax", 13}, {Tensor::empty(DType::kInt32, Shape{2})});
   ASSERT_FALSE(ints.ok());
   EXPECT_EQ(ints.status().code(), StatusCode::kUnsupported);
 }

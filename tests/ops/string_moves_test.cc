@@ -7,15 +7,15 @@
 
 #include <random>
 
-#include "ops/value_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops {
 namespace {
 
-using test_util::fails_with;
-using test_util::int_attr;
-using test_util::NodeSpec;
-using test_util::run_node;
+using testing::fails_with;
+using testing::NodeSpec;
+using testing::one_int;
+using testing::run_node;
 
 // "7" for 7: string tensors that mirror int64 tensors element by element.
 Tensor as_text(const Tensor& ints) {
@@ -61,28 +61,28 @@ TEST(StringMoves, MirrorNumericKernelsOnRandomShapes) {
     const int64_t a = 1 + trial, b = 2 + (trial * 3) % 4, c = 1 + (trial * 5) % 3;
     const Tensor x = random_ints(Shape{a, b, c}, rng);
     expect_mirrors({"Reshape", "", 14}, {x, ints(Shape{2}, {a * b, c})}, {0});
-    expect_mirrors({"Flatten", "", 13, {{"axis", int_attr(1)}}}, {x}, {0});
+    expect_mirrors({"Flatten", "", 13, {{"axis", one_int(1)}}}, {x}, {0});
     expect_mirrors({"Unsqueeze", "", 13}, {x, ints(Shape{1}, {0})}, {0});
     expect_mirrors({"Transpose", "", 13}, {x}, {0});
     expect_mirrors({"Slice", "", 13}, {x, ints(Shape{1}, {0}), ints(Shape{1}, {-1}), ints(Shape{1}, {1})}, {0});
-    expect_mirrors({"Gather", "", 13, {{"axis", int_attr(1)}}}, {x, ints(Shape{3}, {b - 1, 0, -1})}, {0});
+    expect_mirrors({"Gather", "", 13, {{"axis", one_int(1)}}}, {x, ints(Shape{3}, {b - 1, 0, -1})}, {0});
     expect_mirrors({"Tile", "", 13}, {x, ints(Shape{3}, {2, 1, 3})}, {0});
     expect_mirrors({"Expand", "", 13}, {random_ints(Shape{1, c}, rng), ints(Shape{2}, {b, c})}, {0});
-    expect_mirrors({"Split", "", 13, {{"axis", int_attr(0)}}, 2},
+    expect_mirrors({"Split", "", 13, {{"axis", one_int(0)}}, 2},
                    {random_ints(Shape{2 * a, c}, rng), ints(Shape{2}, {a, a})}, {0});
-    expect_mirrors({"GatherElements", "", 13, {{"axis", int_attr(0)}}},
+    expect_mirrors({"GatherElements", "", 13, {{"axis", one_int(0)}}},
                    {x, ints(Shape{1, b, c}, std::vector<int64_t>(static_cast<size_t>(b * c), a - 1))}, {0});
-    expect_mirrors({"ReverseSequence", "", 10, {{"batch_axis", int_attr(1)}, {"time_axis", int_attr(0)}}},
+    expect_mirrors({"ReverseSequence", "", 10, {{"batch_axis", one_int(1)}, {"time_axis", one_int(0)}}},
                    {x.reshaped(Shape{a, b * c}),
                     Tensor::from_vector<int64_t>(Shape{b * c}, std::vector<int64_t>(static_cast<size_t>(b * c), a))},
                    {0});
     // Several string inputs stay apart: Concat's, Where's, ScatterElements' data and updates.
-    expect_mirrors({"Concat", "", 13, {{"axis", int_attr(1)}}},
+    expect_mirrors({"Concat", "", 13, {{"axis", one_int(1)}}},
                    {x, random_ints(Shape{a, 3, c}, rng), random_ints(Shape{a, 1, c}, rng)}, {0, 1, 2});
     Tensor cond = Tensor::empty(DType::kBool, Shape{b, c});
     for (int64_t i = 0; i < cond.numel(); ++i) cond.data<bool>()[i] = (rng() & 1) != 0;
     expect_mirrors({"Where", "", 16}, {cond, x, random_ints(Shape{c}, rng)}, {1, 2});
-    expect_mirrors({"ScatterElements", "", 16, {{"axis", int_attr(0)}}},
+    expect_mirrors({"ScatterElements", "", 16, {{"axis", one_int(0)}}},
                    {x, ints(Shape{1, b, c}, std::vector<int64_t>(static_cast<size_t>(b * c), 0)),
                     random_ints(Shape{1, b, c}, rng)},
                    {0, 2});
@@ -102,7 +102,7 @@ TEST(StringMoves, PaddingFillsEmptyStringsOrTheConstant) {
   const Tensor& z = (*with)[0].tensor();
   EXPECT_EQ(std::vector<std::string>(z.strings(), z.strings() + 5),
             (std::vector<std::string>{"-", "a", "b", "-", "-"}));
-  auto edge = run_node({"Pad", "", 13, {{"mode", test_util::string_attr("edge")}}}, {x, pads});
+  auto edge = run_node({"Pad", "", 13, {{"mode", testing::str("edge")}}}, {x, pads});
   ASSERT_TRUE(edge.ok()) << edge.status().to_string();
   const Tensor& e = (*edge)[0].tensor();
   EXPECT_EQ(std::vector<std::string>(e.strings(), e.strings() + 5),
@@ -123,7 +123,7 @@ TEST(StringMoves, ShapeAndSizeReadShapesOnly) {
 
 TEST(StringMoves, LongStringsAndEmptyTensorsMoveWhole) {
   const std::string big(100000, 'x');
-  auto y = run_node({"Concat", "", 13, {{"axis", int_attr(0)}}},
+  auto y = run_node({"Concat", "", 13, {{"axis", one_int(0)}}},
                     {Tensor::from_strings(Shape{0}, {}), Tensor::from_strings(Shape{2}, {big, "\xc3\xa9"})});
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   const Tensor& t = (*y)[0].tensor();
@@ -137,7 +137,7 @@ TEST(StringMoves, ValueDependentOpsAndReductionsAreRefused) {
   // Results that depend on the strings themselves are not index moves.
   EXPECT_TRUE(fails_with(run_node({"TopK", "", 11}, {x, ints(Shape{1}, {1})}).status(), StatusCode::kUnsupported,
                          {"TopK", "string"}));
-  EXPECT_TRUE(fails_with(run_node({"ScatterElements", "", 16, {{"reduction", test_util::string_attr("add")}}},
+  EXPECT_TRUE(fails_with(run_node({"ScatterElements", "", 16, {{"reduction", testing::str("add")}}},
                                   {x, ints(Shape{1}, {0}), Tensor::from_strings(Shape{1}, {"c"})})
                              .status(),
                          StatusCode::kUnsupported, {"ScatterElements 'node0'", "reduction 'add'", "string"}));

@@ -7,18 +7,18 @@
 #include <cstring>
 #include <random>
 
-#include "ops/value_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops {
 namespace {
 
-using test_util::fails_with;
-using test_util::int_attr;
-using test_util::NodeSpec;
-using test_util::run_node;
-using test_util::string_attr;
-using test_util::strings_attr;
-using test_util::tensor_attr;
+using testing::fails_with;
+using testing::NodeSpec;
+using testing::one_int;
+using testing::run_node;
+using testing::str;
+using testing::strs;
+using testing::tensor_attr;
 
 Tensor strings(const Shape& s, std::vector<std::string> v) {
   return Tensor::from_strings(s, v);
@@ -37,34 +37,29 @@ Result<Tensor> one(const NodeSpec& spec, const std::vector<AnyValue>& in, size_t
 TEST(StringNormalizer, StopwordsThenCase) {
   const Tensor x = strings(Shape{5}, {"Monday", "tuesday", "MONDAY", "caf\xc3\xa9", "wednesday"});
   // Case-insensitive stopwords (the default), then upper case, UTF-8 included.
-  auto up = one({"StringNormalizer",
-                 "",
-                 10,
-                 {{"case_change_action", string_attr("UPPER")}, {"stopwords", strings_attr({"monday"})}}},
-                {x});
+  auto up =
+      one({"StringNormalizer", "", 10, {{"case_change_action", str("UPPER")}, {"stopwords", strs({"monday"})}}}, {x});
   ASSERT_TRUE(up.ok()) << up.status().to_string();
   EXPECT_EQ(strings_of(*up), (std::vector<std::string>{"TUESDAY", "CAF\xc3\x89", "WEDNESDAY"}));
   // Case-sensitive: only the exact word goes.
-  auto exact = one({"StringNormalizer",
-                    "",
-                    10,
-                    {{"is_case_sensitive", int_attr(1)},
-                     {"case_change_action", string_attr("LOWER")},
-                     {"stopwords", strings_attr({"MONDAY"})}}},
-                   {x});
+  auto exact =
+      one({"StringNormalizer",
+           "",
+           10,
+           {{"is_case_sensitive", one_int(1)}, {"case_change_action", str("LOWER")}, {"stopwords", strs({"MONDAY"})}}},
+          {x});
   ASSERT_TRUE(exact.ok());
   EXPECT_EQ(strings_of(*exact), (std::vector<std::string>{"monday", "tuesday", "caf\xc3\xa9", "wednesday"}));
   // [1, C] keeps its leading 1; removing everything leaves one empty string.
-  auto all = one({"StringNormalizer", "", 10, {{"stopwords", strings_attr({"a", "b"})}}},
-                 {strings(Shape{1, 3}, {"A", "b", "a"})});
+  auto all =
+      one({"StringNormalizer", "", 10, {{"stopwords", strs({"a", "b"})}}}, {strings(Shape{1, 3}, {"A", "b", "a"})});
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->shape(), (Shape{1, 1}));
   EXPECT_EQ(strings_of(*all), (std::vector<std::string>{""}));
   EXPECT_TRUE(fails_with(one({"StringNormalizer", "", 10}, {strings(Shape{2, 2}, {})}).status(),
                          StatusCode::kInvalidArgument, {"[C] or [1, C]"}));
-  EXPECT_TRUE(
-      fails_with(one({"StringNormalizer", "", 10, {{"case_change_action", string_attr("TITLE")}}}, {x}).status(),
-                 StatusCode::kInvalidArgument, {"StringNormalizer 'node0'", "TITLE"}));
+  EXPECT_TRUE(fails_with(one({"StringNormalizer", "", 10, {{"case_change_action", str("TITLE")}}}, {x}).status(),
+                         StatusCode::kInvalidArgument, {"StringNormalizer 'node0'", "TITLE"}));
 }
 
 TEST(StringConcat, Broadcasts) {
@@ -97,8 +92,8 @@ TEST(StringSplit, FollowsPythonStrSplit) {
   };
   for (const Case& c : cases) {
     std::map<std::string, graph::Attribute> attrs;
-    if (!c.delimiter.empty()) attrs["delimiter"] = string_attr(c.delimiter);
-    if (c.maxsplit >= 0) attrs["maxsplit"] = int_attr(c.maxsplit);
+    if (!c.delimiter.empty()) attrs["delimiter"] = str(c.delimiter);
+    if (c.maxsplit >= 0) attrs["maxsplit"] = one_int(c.maxsplit);
     auto outs = run_node({"StringSplit", "", 20, attrs, 2}, {strings(Shape{1}, {c.text})});
     ASSERT_TRUE(outs.ok()) << outs.status().to_string();
     const Tensor& y = (*outs)[0].tensor();
@@ -118,20 +113,20 @@ TEST(StringSplit, FollowsPythonStrSplit) {
 }
 
 TEST(RegexFullMatch, MatchesWholeStringsInRe2Syntax) {
-  NodeSpec spec{"RegexFullMatch", "", 20, {{"pattern", string_attr(R"(www\.[\w.-]+\.\bcom\b)")}}};
+  NodeSpec spec{"RegexFullMatch", "", 20, {{"pattern", str(R"(www\.[\w.-]+\.\bcom\b)")}}};
   auto y = one(spec, {strings(Shape{4}, {"www.google.com", "www.bbc.co.uk", "xwww.google.com", "www.a.com "})});
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   EXPECT_EQ(y->dtype(), DType::kBool);
   const std::vector<uint8_t> got(y->data<uint8_t>(), y->data<uint8_t>() + 4);
   EXPECT_EQ(got, (std::vector<uint8_t>{1, 0, 0, 0}));
   // A pattern that backtracking engines take exponential time on stays linear in RE2.
-  auto nested = one({"RegexFullMatch", "", 20, {{"pattern", string_attr("(a+)+$")}}},
+  auto nested = one({"RegexFullMatch", "", 20, {{"pattern", str("(a+)+$")}}},
                     {strings(Shape{1}, {std::string(20000, 'a') + "b"})});
   ASSERT_TRUE(nested.ok()) << nested.status().to_string();
   EXPECT_EQ(nested->data<uint8_t>()[0], 0);
-  EXPECT_TRUE(fails_with(
-      one({"RegexFullMatch", "", 20, {{"pattern", string_attr("(unclosed")}}}, {strings(Shape{1}, {"x"})}).status(),
-      StatusCode::kInvalidArgument, {"RegexFullMatch 'node0'", "(unclosed", "RE2"}));
+  EXPECT_TRUE(
+      fails_with(one({"RegexFullMatch", "", 20, {{"pattern", str("(unclosed")}}}, {strings(Shape{1}, {"x"})}).status(),
+                 StatusCode::kInvalidArgument, {"RegexFullMatch 'node0'", "(unclosed", "RE2"}));
 }
 
 TEST(StringEqual, BroadcastsAndRefusesMixedTypes) {
@@ -152,37 +147,37 @@ TEST(StringCast, NumbersRoundTripThroughText) {
   x.data<float>()[0] = INFINITY;
   x.data<float>()[1] = -INFINITY;
   x.data<float>()[2] = NAN;
-  auto text = one({"Cast", "", 13, {{"to", int_attr(static_cast<int64_t>(DType::kString))}}}, {x});
+  auto text = one({"Cast", "", 13, {{"to", one_int(static_cast<int64_t>(DType::kString))}}}, {x});
   ASSERT_TRUE(text.ok()) << text.status().to_string();
   EXPECT_EQ(text->strings()[0], "INF");
   EXPECT_EQ(text->strings()[1], "-INF");
   EXPECT_EQ(text->strings()[2], "NaN");
-  auto back = one({"Cast", "", 13, {{"to", int_attr(static_cast<int64_t>(DType::kFloat32))}}}, {*text});
+  auto back = one({"Cast", "", 13, {{"to", one_int(static_cast<int64_t>(DType::kFloat32))}}}, {*text});
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   EXPECT_TRUE(std::isnan(back->data<float>()[2]));
   for (int64_t i = 0; i < x.numel(); ++i)
     if (i != 2) EXPECT_EQ(back->data<float>()[i], x.data<float>()[i]) << text->strings()[i];
   // The shortest text that reads back: as NumPy prints float32.
   auto short_text =
-      one({"Cast", "", 13, {{"to", int_attr(8)}}}, {Tensor::from_vector<float>(Shape{2}, {0.039187793f, 0.5f})});
+      one({"Cast", "", 13, {{"to", one_int(8)}}}, {Tensor::from_vector<float>(Shape{2}, {0.039187793f, 0.5f})});
   ASSERT_TRUE(short_text.ok());
   EXPECT_EQ(strings_of(*short_text), (std::vector<std::string>{"0.039187793", "0.5"}));
 }
 
 TEST(StringCast, TextToIntegersBoolsAndErrors) {
   const Tensor t = strings(Shape{5}, {"100.5", " -7 ", "+42", "9007199254740993", "1e3"});
-  auto ints = one({"Cast", "", 13, {{"to", int_attr(static_cast<int64_t>(DType::kInt64))}}}, {t});
+  auto ints = one({"Cast", "", 13, {{"to", one_int(static_cast<int64_t>(DType::kInt64))}}}, {t});
   ASSERT_TRUE(ints.ok()) << ints.status().to_string();
   const std::vector<int64_t> got(ints->data<int64_t>(), ints->data<int64_t>() + 5);
   EXPECT_EQ(got, (std::vector<int64_t>{100, -7, 42, 9007199254740993, 1000}));
-  auto flags = one({"Cast", "", 13, {{"to", int_attr(static_cast<int64_t>(DType::kBool))}}},
+  auto flags = one({"Cast", "", 13, {{"to", one_int(static_cast<int64_t>(DType::kBool))}}},
                    {strings(Shape{3}, {"True", "false", "0"})});
   ASSERT_TRUE(flags.ok());
   EXPECT_EQ(std::vector<uint8_t>(flags->data<uint8_t>(), flags->data<uint8_t>() + 3), (std::vector<uint8_t>{1, 0, 0}));
   auto like = one({"CastLike", "", 15}, {strings(Shape{1}, {"-inf"}), Tensor::scalar<double>(0.0)});
   ASSERT_TRUE(like.ok()) << like.status().to_string();
   EXPECT_EQ(like->data<double>()[0], -INFINITY);
-  EXPECT_TRUE(fails_with(one({"Cast", "", 13, {{"to", int_attr(1)}}}, {strings(Shape{2}, {"1", "one"})}).status(),
+  EXPECT_TRUE(fails_with(one({"Cast", "", 13, {{"to", one_int(1)}}}, {strings(Shape{2}, {"1", "one"})}).status(),
                          StatusCode::kInvalidArgument, {"Cast 'node0'", "element 1", "'one'"}));
 }
 
@@ -210,20 +205,20 @@ graph::Attribute floats(std::vector<float> v) {
 }
 
 TEST(LabelEncoder, Opset1MapsBothWays) {
-  auto ids = one(label_encoder(1, {{"classes_strings", strings_attr({"cat", "dog"})}, {"default_int64", int_attr(9)}}),
+  auto ids = one(label_encoder(1, {{"classes_strings", strs({"cat", "dog"})}, {"default_int64", one_int(9)}}),
                  {strings(Shape{3}, {"dog", "cow", "cat"})});
   ASSERT_TRUE(ids.ok()) << ids.status().to_string();
   EXPECT_EQ(std::vector<int64_t>(ids->data<int64_t>(), ids->data<int64_t>() + 3), (std::vector<int64_t>{1, 9, 0}));
-  auto names = one(label_encoder(1, {{"classes_strings", strings_attr({"cat", "dog"})}}),
+  auto names = one(label_encoder(1, {{"classes_strings", strs({"cat", "dog"})}}),
                    {Tensor::from_vector<int64_t>(Shape{3}, {1, 5, 0})});
   ASSERT_TRUE(names.ok()) << names.status().to_string();
   EXPECT_EQ(strings_of(*names), (std::vector<std::string>{"dog", "_Unused", "cat"}));
 }
 
 TEST(LabelEncoder, Opset2TablesAndDefaults) {
-  auto f = one(label_encoder(2, {{"keys_floats", floats({0.f, NAN, 2.5f})},
-                                 {"values_strings", strings_attr({"zero", "nan", "x"})}}),
-               {Tensor::from_vector<float>(Shape{4}, {-0.f, NAN, 2.5f, 1.f})});
+  auto f =
+      one(label_encoder(2, {{"keys_floats", floats({0.f, NAN, 2.5f})}, {"values_strings", strs({"zero", "nan", "x"})}}),
+          {Tensor::from_vector<float>(Shape{4}, {-0.f, NAN, 2.5f, 1.f})});
   ASSERT_TRUE(f.ok()) << f.status().to_string();
   EXPECT_EQ(strings_of(*f), (std::vector<std::string>{"zero", "nan", "x", "_Unused"}));
   auto g = one(label_encoder(2, {{"keys_int64s", int64s({3, 4})}, {"values_floats", floats({0.5f, 1.5f})}}),
@@ -253,7 +248,7 @@ TEST(LabelEncoder, Opset4TensorAttributes) {
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   EXPECT_EQ(y->dtype(), DType::kInt16);
   EXPECT_EQ(std::vector<int16_t>(y->data<int16_t>(), y->data<int16_t>() + 5), (std::vector<int16_t>{0, 1, 42, 2, 42}));
-  auto bad_default = one(label_encoder(4, {{"keys_strings", strings_attr({"a", "b", "c"})},
+  auto bad_default = one(label_encoder(4, {{"keys_strings", strs({"a", "b", "c"})},
                                            {"values_tensor", tensor_attr(values)},
                                            {"default_tensor", tensor_attr(Tensor::scalar<float>(1.f))}}),
                          {strings(Shape{1}, {"a"})});

@@ -5,7 +5,7 @@
 #include <climits>
 #include <numeric>
 
-#include "ops/data_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -23,7 +23,7 @@ Tensor iota_f32(const Shape& s) {
 }
 
 // Runs the node on the CPU registry (with `threads`) and the reference registry; expects equal output 0.
-void expect_matches_reference(const OneNode& n, const std::vector<Tensor>& inputs, int threads, double tol,
+void expect_matches_reference(const NodeCase& n, const std::vector<Tensor>& inputs, int threads, double tol,
                               const std::string& what) {
   auto ref = n.ref(inputs);
   ASSERT_TRUE(ref.ok()) << what << ": " << ref.status().to_string();
@@ -45,9 +45,9 @@ TEST(TensorOp, ConcatMatchesReference) {
     for (int p = 0; p < parts; ++p) {
       Shape s = base;
       s[ax] = std::uniform_int_distribution<int64_t>(0, 4)(rng);
-      ins.push_back(random_tensor(dt, s, rng));
+      ins.push_back(random_full(dt, s, rng));
     }
-    OneNode n("Concat", 13, ins.size());
+    NodeCase n("Concat", 13, ins.size());
     n.i("axis", axis);
     expect_matches_reference(n, ins, iter % 2 ? 4 : 1, 0.0, base.to_string() + " axis " + std::to_string(axis));
   }
@@ -56,10 +56,9 @@ TEST(TensorOp, ConcatMatchesReference) {
 TEST(TensorOp, ConcatChannelsLastEqualsPlain) {
   std::mt19937 rng(102);
   for (DType dt : kTypes) {
-    const std::vector<Tensor> ins = {random_tensor(dt, Shape{2, 3, 4, 5}, rng),
-                                     random_tensor(dt, Shape{2, 6, 4, 5}, rng),
-                                     random_tensor(dt, Shape{2, 1, 4, 5}, rng)};
-    OneNode n("Concat", 13, 3);
+    const std::vector<Tensor> ins = {random_full(dt, Shape{2, 3, 4, 5}, rng), random_full(dt, Shape{2, 6, 4, 5}, rng),
+                                     random_full(dt, Shape{2, 1, 4, 5}, rng)};
+    NodeCase n("Concat", 13, 3);
     n.i("axis", 1);
     auto plain = n.cpu(ins);
     ASSERT_TRUE(plain.ok()) << plain.status().to_string();
@@ -77,10 +76,10 @@ TEST(TensorOp, ConcatChannelsLastEqualsPlain) {
 
 TEST(TensorOp, ConcatBlockedEqualsPlain) {
   std::mt19937 rng(103);
-  const std::vector<Tensor> ins = {random_tensor(DType::kFloat32, Shape{2, 8, 4, 5}, rng),
-                                   random_tensor(DType::kFloat32, Shape{2, 24, 4, 5}, rng),
-                                   random_tensor(DType::kFloat32, Shape{2, 16, 4, 5}, rng)};
-  OneNode n("Concat", 13, 3);
+  const std::vector<Tensor> ins = {random_full(DType::kFloat32, Shape{2, 8, 4, 5}, rng),
+                                   random_full(DType::kFloat32, Shape{2, 24, 4, 5}, rng),
+                                   random_full(DType::kFloat32, Shape{2, 16, 4, 5}, rng)};
+  NodeCase n("Concat", 13, 3);
   n.i("axis", 1);
   auto plain = n.cpu(ins);
   ASSERT_TRUE(plain.ok()) << plain.status().to_string();
@@ -90,9 +89,9 @@ TEST(TensorOp, ConcatBlockedEqualsPlain) {
   auto blocked = n.run(cpu_reg(), ins, o);
   ASSERT_TRUE(blocked.ok()) << blocked.status().to_string();
   EXPECT_TRUE(same_tensor((*blocked)[0], (*plain)[0]));
-  const std::vector<Tensor> ins16 = {random_tensor(DType::kFloat32, Shape{2, 16, 4, 5}, rng),
-                                     random_tensor(DType::kFloat32, Shape{2, 48, 4, 5}, rng)};
-  OneNode n16("Concat", 13, 2);
+  const std::vector<Tensor> ins16 = {random_full(DType::kFloat32, Shape{2, 16, 4, 5}, rng),
+                                     random_full(DType::kFloat32, Shape{2, 48, 4, 5}, rng)};
+  NodeCase n16("Concat", 13, 2);
   n16.i("axis", 1);
   auto plain16 = n16.cpu(ins16);
   ASSERT_TRUE(plain16.ok()) << plain16.status().to_string();
@@ -105,7 +104,7 @@ TEST(TensorOp, ConcatBlockedEqualsPlain) {
 
 TEST(TensorOp, ConcatAcceptsOnlyUniformLayouts) {
   const Tensor a = Tensor::empty(DType::kFloat32, Shape{1, 2, 3, 3});
-  OneNode n1("Concat", 13, 2);
+  NodeCase n1("Concat", 13, 2);
   n1.i("axis", 1);
   auto k1 = n1.kernel({a, a});
   ASSERT_TRUE(k1.ok());
@@ -121,7 +120,7 @@ TEST(TensorOp, ConcatAcceptsOnlyUniformLayouts) {
   EXPECT_EQ(rr->outputs[0].layout, Layout::kChannelsLast);
   EXPECT_EQ(rr->outputs[0].shape, (Shape{1, 4, 3, 3}));
 
-  OneNode n2("Concat", 13, 2);
+  NodeCase n2("Concat", 13, 2);
   n2.i("axis", 2);
   auto k2 = n2.kernel({a, a});
   ASSERT_TRUE(k2.ok());
@@ -130,7 +129,7 @@ TEST(TensorOp, ConcatAcceptsOnlyUniformLayouts) {
 }
 
 TEST(TensorOp, ConcatErrorsNameTheNode) {
-  OneNode n("Concat", 13, 2);
+  NodeCase n("Concat", 13, 2);
   n.i("axis", 0);
   auto r = n.cpu({iota_f32({2, 3}), iota_f32({2, 3, 1})});
   ASSERT_FALSE(r.ok());
@@ -148,9 +147,9 @@ TEST(TensorOp, TransposeMatchesReference) {
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), rng);
     const DType dt = kTypes[iter % 3];
-    OneNode n("Transpose", 13, 1);
+    NodeCase n("Transpose", 13, 1);
     if (iter % 7 != 0) n.ints("perm", perm);
-    expect_matches_reference(n, {random_tensor(dt, s, rng)}, iter % 2 ? 3 : 1, 0.0, s.to_string());
+    expect_matches_reference(n, {random_full(dt, s, rng)}, iter % 2 ? 3 : 1, 0.0, s.to_string());
   }
 }
 
@@ -166,9 +165,9 @@ TEST(TensorOp, TransposeLayoutPermutationsAndLargeTensors) {
   };
   for (const auto& [s, perm] : cases) {
     for (DType dt : {DType::kFloat32, DType::kUInt8, DType::kInt64}) {
-      OneNode n("Transpose", 13, 1);
+      NodeCase n("Transpose", 13, 1);
       n.ints("perm", perm);
-      expect_matches_reference(n, {random_tensor(dt, s, rng)}, 4, 0.0, s.to_string());
+      expect_matches_reference(n, {random_full(dt, s, rng)}, 4, 0.0, s.to_string());
     }
   }
 }
@@ -198,12 +197,12 @@ TEST(TensorOp, SliceMatchesReference) {
       if (iter % 3 == 0) a -= rank;  // negative axes
     }
     const DType dt = kTypes[iter % 3];
-    const Tensor x = random_tensor(dt, s, rng);
-    OneNode n("Slice", 13, 5);
+    const Tensor x = random_full(dt, s, rng);
+    NodeCase n("Slice", 13, 5);
     expect_matches_reference(n, {x, i64(starts), i64(ends), i64(axes), i64(steps)}, iter % 2 ? 4 : 1, 0.0,
                              s.to_string());
     if (iter % 4 == 0) {  // opset 9: attributes, unit steps
-      OneNode old("Slice", 9, 1);
+      NodeCase old("Slice", 9, 1);
       std::vector<int64_t> pos_axes;
       for (int64_t a : axes) pos_axes.push_back(a < 0 ? a + rank : a);
       old.ints("starts", starts).ints("ends", ends).ints("axes", pos_axes);
@@ -215,7 +214,7 @@ TEST(TensorOp, SliceMatchesReference) {
 TEST(TensorOp, SliceSpecCorners) {
   const Tensor x = iota_f32({10});
   auto slice = [&](int64_t b, int64_t e, int64_t st) {
-    auto r = OneNode("Slice", 13, 5).cpu({x, i64({b}), i64({e}), i64({0}), i64({st})});
+    auto r = NodeCase("Slice", 13, 5).cpu({x, i64({b}), i64({e}), i64({0}), i64({st})});
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     return r.ok() ? values<float>((*r)[0]) : std::vector<float>{};
   };
@@ -229,13 +228,13 @@ TEST(TensorOp, SliceSpecCorners) {
 
   // The ONNX slice_neg_steps example: 20x10x5, starts [20,10,4] ends [0,0,1] axes [0,1,2] steps [-1,-3,-2].
   const Tensor y = iota_f32({20, 10, 5});
-  auto r = OneNode("Slice", 13, 5).cpu({y, i64({20, 10, 4}), i64({0, 0, 1}), i64({0, 1, 2}), i64({-1, -3, -2})});
+  auto r = NodeCase("Slice", 13, 5).cpu({y, i64({20, 10, 4}), i64({0, 0, 1}), i64({0, 1, 2}), i64({-1, -3, -2})});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)[0].shape(), (Shape{19, 3, 2}));
   EXPECT_EQ((*r)[0].data<float>()[0], y.data<float>()[(19 * 10 + 9) * 5 + 4]);
   EXPECT_EQ((*r)[0].data<float>()[1], y.data<float>()[(19 * 10 + 9) * 5 + 2]);
 
-  EXPECT_EQ(OneNode("Slice", 13, 5).cpu({x, i64({0}), i64({5}), i64({0}), i64({0})}).status().code(),
+  EXPECT_EQ(NodeCase("Slice", 13, 5).cpu({x, i64({0}), i64({5}), i64({0}), i64({0})}).status().code(),
             StatusCode::kInvalidArgument);
 }
 
@@ -256,27 +255,27 @@ TEST(TensorOp, GatherMatchesReference) {
       else
         idx.data<int64_t>()[k] = v(rng);
     }
-    OneNode n("Gather", 13, 2);
+    NodeCase n("Gather", 13, 2);
     n.i("axis", axis);
-    expect_matches_reference(n, {random_tensor(kTypes[iter % 3], s, rng), idx}, iter % 3 ? 1 : 4, 0.0, s.to_string());
+    expect_matches_reference(n, {random_full(kTypes[iter % 3], s, rng), idx}, iter % 3 ? 1 : 4, 0.0, s.to_string());
   }
 }
 
 TEST(TensorOp, GatherNegativeIndicesAndRangeError) {
   const Tensor x = iota_f32({10});
-  auto r = OneNode("Gather", 13, 2).cpu({x, i64({0, -9, -10, 9})});
+  auto r = NodeCase("Gather", 13, 2).cpu({x, i64({0, -9, -10, 9})});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(values<float>((*r)[0]), (std::vector<float>{0, 1, 0, 9}));
-  auto bad = OneNode("Gather", 13, 2).cpu({x, i64({1, 10})});
+  auto bad = NodeCase("Gather", 13, 2).cpu({x, i64({1, 10})});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("Gather 'Gather_node'"), std::string::npos) << bad.status().message();
-  EXPECT_EQ(OneNode("Gather", 13, 2).cpu({x, i64({-11})}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(NodeCase("Gather", 13, 2).cpu({x, i64({-11})}).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(TensorOp, GatherElementsGatherNdScatter) {
   const Tensor data = f32({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
-  auto ge = OneNode("GatherElements", 13, 2)
+  auto ge = NodeCase("GatherElements", 13, 2)
                 .i("axis", 1)
                 .cpu({data, Tensor::from_vector<int64_t>(Shape{3, 2}, {0, 0, 1, -1, 2, 0})});
   ASSERT_TRUE(ge.ok()) << ge.status().to_string();
@@ -284,66 +283,67 @@ TEST(TensorOp, GatherElementsGatherNdScatter) {
 
   // GatherND with batch_dims=1 (the ONNX example): data [2,2,2], indices [[1],[0]] -> [[2,3],[4,5]].
   const Tensor d3 = Tensor::from_vector<int32_t>(Shape{2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
-  auto gnd = OneNode("GatherND", 13, 2).i("batch_dims", 1).cpu({d3, Tensor::from_vector<int64_t>(Shape{2, 1}, {1, 0})});
+  auto gnd =
+      NodeCase("GatherND", 13, 2).i("batch_dims", 1).cpu({d3, Tensor::from_vector<int64_t>(Shape{2, 1}, {1, 0})});
   ASSERT_TRUE(gnd.ok()) << gnd.status().to_string();
   EXPECT_EQ((*gnd)[0].shape(), (Shape{2, 2}));
   EXPECT_EQ(values<int32_t>((*gnd)[0]), (std::vector<int32_t>{2, 3, 4, 5}));
-  auto gnd0 = OneNode("GatherND", 13, 2).cpu({d3, Tensor::from_vector<int64_t>(Shape{2, 2}, {0, 1, 1, 0})});
+  auto gnd0 = NodeCase("GatherND", 13, 2).cpu({d3, Tensor::from_vector<int64_t>(Shape{2, 2}, {0, 1, 1, 0})});
   ASSERT_TRUE(gnd0.ok());
   EXPECT_EQ(values<int32_t>((*gnd0)[0]), (std::vector<int32_t>{2, 3, 4, 5}));
 
   auto snd =
-      OneNode("ScatterND", 13, 3)
+      NodeCase("ScatterND", 13, 3)
           .cpu({iota_f32({8}), Tensor::from_vector<int64_t>(Shape{4, 1}, {4, 3, 1, 7}), f32({4}, {9, 10, 11, 12})});
   ASSERT_TRUE(snd.ok()) << snd.status().to_string();
   EXPECT_EQ(values<float>((*snd)[0]), (std::vector<float>{0, 11, 2, 10, 9, 5, 6, 12}));
 
-  auto se = OneNode("ScatterElements", 13, 3)
+  auto se = NodeCase("ScatterElements", 13, 3)
                 .i("axis", 1)
                 .cpu({f32({1, 5}, {1, 2, 3, 4, 5}), Tensor::from_vector<int64_t>(Shape{1, 2}, {1, -2}),
                       f32({1, 2}, {1.1f, 2.1f})});
   ASSERT_TRUE(se.ok()) << se.status().to_string();
   EXPECT_EQ(values<float>((*se)[0]), (std::vector<float>{1, 1.1f, 3, 2.1f, 5}));
 
-  auto oob = OneNode("ScatterElements", 13, 3).cpu({iota_f32({4}), i64({4}), f32({1}, {1})});
+  auto oob = NodeCase("ScatterElements", 13, 3).cpu({iota_f32({4}), i64({4}), f32({1}, {1})});
   EXPECT_EQ(oob.status().code(), StatusCode::kInvalidArgument);
   const Tensor dup = Tensor::from_vector<int64_t>(Shape{3, 1}, {1, 1, 3});
-  auto add = OneNode("ScatterND", 16, 3).s("reduction", "add").cpu({iota_f32({4}), dup, f32({3}, {10, 20, 30})});
+  auto add = NodeCase("ScatterND", 16, 3).s("reduction", "add").cpu({iota_f32({4}), dup, f32({3}, {10, 20, 30})});
   ASSERT_TRUE(add.ok()) << add.status().to_string();
   EXPECT_EQ(values<float>((*add)[0]), (std::vector<float>{0, 31, 2, 33}));
   auto mx =
-      OneNode("ScatterElements", 18, 3).s("reduction", "max").cpu({i64({5, 1, 7}), i64({1, 1, 0}), i64({3, 4, 2})});
+      NodeCase("ScatterElements", 18, 3).s("reduction", "max").cpu({i64({5, 1, 7}), i64({1, 1, 0}), i64({3, 4, 2})});
   ASSERT_TRUE(mx.ok()) << mx.status().to_string();
   EXPECT_EQ(values<int64_t>((*mx)[0]), (std::vector<int64_t>{5, 4, 7}));
   EXPECT_EQ(
-      OneNode("ScatterND", 13, 3).s("reduction", "add").cpu({iota_f32({4}), dup, f32({3}, {1, 2, 3})}).status().code(),
+      NodeCase("ScatterND", 13, 3).s("reduction", "add").cpu({iota_f32({4}), dup, f32({3}, {1, 2, 3})}).status().code(),
       StatusCode::kInvalidArgument);
 }
 
 TEST(TensorOp, SplitForms) {
   const Tensor x = iota_f32({2, 6});
-  auto eq = OneNode("Split", 13, 1, 3).i("axis", 1).cpu({x});
+  auto eq = NodeCase("Split", 13, 1, 3).i("axis", 1).cpu({x});
   ASSERT_TRUE(eq.ok()) << eq.status().to_string();
   ASSERT_EQ(eq->size(), 3u);
   EXPECT_EQ(values<float>((*eq)[1]), (std::vector<float>{2, 3, 8, 9}));
 
-  auto attr = OneNode("Split", 11, 1, 2).i("axis", -1).ints("split", {1, 5}).cpu({x});
+  auto attr = NodeCase("Split", 11, 1, 2).i("axis", -1).ints("split", {1, 5}).cpu({x});
   ASSERT_TRUE(attr.ok());
   EXPECT_EQ((*attr)[0].shape(), (Shape{2, 1}));
   EXPECT_EQ(values<float>((*attr)[1]), (std::vector<float>{1, 2, 3, 4, 5, 7, 8, 9, 10, 11}));
 
-  auto input = OneNode("Split", 13, 2, 3).i("axis", 1).cpu({x, i64({2, 0, 4})});
+  auto input = NodeCase("Split", 13, 2, 3).i("axis", 1).cpu({x, i64({2, 0, 4})});
   ASSERT_TRUE(input.ok());
   EXPECT_EQ((*input)[1].shape(), (Shape{2, 0}));
   EXPECT_EQ(values<float>((*input)[2]), (std::vector<float>{2, 3, 4, 5, 8, 9, 10, 11}));
 
-  auto uneven = OneNode("Split", 18, 1, 4).i("axis", 1).i("num_outputs", 4).cpu({x});
+  auto uneven = NodeCase("Split", 18, 1, 4).i("axis", 1).i("num_outputs", 4).cpu({x});
   ASSERT_TRUE(uneven.ok()) << uneven.status().to_string();
   EXPECT_EQ((*uneven)[2].shape(), (Shape{2, 2}));
   EXPECT_EQ((*uneven)[3].shape(), (Shape{2, 0}));
 
-  EXPECT_EQ(OneNode("Split", 13, 1, 4).i("axis", 1).cpu({x}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(OneNode("Split", 13, 2, 2).i("axis", 1).cpu({x, i64({2, 3})}).status().code(),
+  EXPECT_EQ(NodeCase("Split", 13, 1, 4).i("axis", 1).cpu({x}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(NodeCase("Split", 13, 2, 2).i("axis", 1).cpu({x, i64({2, 3})}).status().code(),
             StatusCode::kInvalidArgument);
 }
 
@@ -351,7 +351,7 @@ TEST(TensorOp, SplitForms) {
 // with the plain result; other splits of such inputs are left to plain.
 TEST(TensorOp, SplitChannelsInTheInputLayoutEqualsPlain) {
   std::mt19937 rng(104);
-  const Tensor x = random_tensor(DType::kFloat32, Shape{2, 64, 5, 3}, rng);
+  const Tensor x = random_full(DType::kFloat32, Shape{2, 64, 5, 3}, rng);
   struct Case {
     Layout layout;
     std::vector<int64_t> split;
@@ -362,7 +362,7 @@ TEST(TensorOp, SplitChannelsInTheInputLayoutEqualsPlain) {
                         {Layout::kBlocked16, {16, 0, 48}}};
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(layout_name(c.layout)) + " into " + std::to_string(c.split.size()));
-    OneNode n("Split", 13, 2, c.split.size());
+    NodeCase n("Split", 13, 2, c.split.size());
     n.i("axis", 1);
     const std::vector<Tensor> ins{x, i64(c.split)};
     auto plain = n.cpu(ins);
@@ -386,14 +386,14 @@ TEST(TensorOp, SplitChannelsInTheInputLayoutEqualsPlain) {
   // Parts that are not whole blocks, or a split off the channels, need the plain layout.
   TensorInfo b16 = info_of(x, false);
   b16.layout = Layout::kBlocked16;
-  OneNode odd("Split", 13, 2, 2);
+  NodeCase odd("Split", 13, 2, 2);
   odd.i("axis", 1);
   const Tensor odd_split = i64({8, 56});
   auto ko = odd.kernel({x, odd_split});
   ASSERT_TRUE(ko.ok());
   EXPECT_FALSE((*ko)->accepts(std::vector<TensorInfo>{b16, info_of(odd_split, true)}));
   EXPECT_TRUE((*ko)->accepts(std::vector<TensorInfo>{info_of(x, false), info_of(odd_split, true)}));
-  OneNode rows("Split", 13, 1, 5);
+  NodeCase rows("Split", 13, 1, 5);
   rows.i("axis", 2);
   auto kr = rows.kernel({x});
   ASSERT_TRUE(kr.ok());
@@ -403,19 +403,19 @@ TEST(TensorOp, SplitChannelsInTheInputLayoutEqualsPlain) {
 TEST(TensorOp, DepthToSpaceAndBack) {
   // The ONNX DCR example: [1,8,2,3] blocksize 2.
   const Tensor x = iota_f32({1, 8, 2, 3});
-  auto dcr = OneNode("DepthToSpace", 13, 1).i("blocksize", 2).cpu({x});
+  auto dcr = NodeCase("DepthToSpace", 13, 1).i("blocksize", 2).cpu({x});
   ASSERT_TRUE(dcr.ok()) << dcr.status().to_string();
   EXPECT_EQ((*dcr)[0].shape(), (Shape{1, 2, 4, 6}));
   const std::vector<float> want_row0 = {0, 12, 1, 13, 2, 14};
   EXPECT_EQ(std::vector<float>((*dcr)[0].data<float>(), (*dcr)[0].data<float>() + 6), want_row0);
-  auto crd = OneNode("DepthToSpace", 13, 1).i("blocksize", 2).s("mode", "CRD").cpu({x});
+  auto crd = NodeCase("DepthToSpace", 13, 1).i("blocksize", 2).s("mode", "CRD").cpu({x});
   ASSERT_TRUE(crd.ok());
   const std::vector<float> want_crd = {0, 6, 1, 7, 2, 8};
   EXPECT_EQ(std::vector<float>((*crd)[0].data<float>(), (*crd)[0].data<float>() + 6), want_crd);
-  auto back = OneNode("SpaceToDepth", 13, 1).i("blocksize", 2).cpu({(*dcr)[0]});
+  auto back = NodeCase("SpaceToDepth", 13, 1).i("blocksize", 2).cpu({(*dcr)[0]});
   ASSERT_TRUE(back.ok());
   EXPECT_TRUE(same_tensor((*back)[0], x));
-  EXPECT_EQ(OneNode("DepthToSpace", 13, 1).i("blocksize", 3).cpu({x}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(NodeCase("DepthToSpace", 13, 1).i("blocksize", 3).cpu({x}).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(TensorOp, PadMatchesReference) {
@@ -430,14 +430,14 @@ TEST(TensorOp, PadMatchesReference) {
       pads[i] = std::uniform_int_distribution<int64_t>(-(dim / 2), 4)(rng);
     }
     const DType dt = kTypes[(iter / 3) % 3];
-    const Tensor x = random_tensor(dt, s, rng);
-    OneNode n("Pad", 13, 3);
+    const Tensor x = random_full(dt, s, rng);
+    NodeCase n("Pad", 13, 3);
     n.s("mode", mode);
     Tensor value = Tensor::empty(dt, Shape{});
     std::memset(value.raw(), 7, dtype_size(dt));
     expect_matches_reference(n, {x, i64(pads), value}, iter % 2 ? 4 : 1, 0.0, mode + " " + s.to_string());
     if (iter % 5 == 0) {
-      OneNode old("Pad", 2, 1);
+      NodeCase old("Pad", 2, 1);
       old.s("mode", mode).ints("pads", pads).f("value", 3.f);
       expect_matches_reference(old, {x}, 1, 0.0, "opset 2 " + mode);
     }
@@ -446,21 +446,21 @@ TEST(TensorOp, PadMatchesReference) {
 
 TEST(TensorOp, PadSpecExamples) {
   const Tensor x = f32({3, 2}, {1.0f, 1.2f, 2.3f, 3.4f, 4.5f, 5.7f});
-  auto refl = OneNode("Pad", 13, 2).s("mode", "reflect").cpu({x, i64({0, 2, 0, 0})});
+  auto refl = NodeCase("Pad", 13, 2).s("mode", "reflect").cpu({x, i64({0, 2, 0, 0})});
   ASSERT_TRUE(refl.ok()) << refl.status().to_string();
   EXPECT_EQ(values<float>((*refl)[0]),
             (std::vector<float>{1.0f, 1.2f, 1.0f, 1.2f, 2.3f, 3.4f, 2.3f, 3.4f, 4.5f, 5.7f, 4.5f, 5.7f}));
   const Tensor v = f32({4}, {1, 2, 3, 4});
-  auto r1 = OneNode("Pad", 13, 2).s("mode", "reflect").cpu({v, i64({2, 3})});
+  auto r1 = NodeCase("Pad", 13, 2).s("mode", "reflect").cpu({v, i64({2, 3})});
   ASSERT_TRUE(r1.ok());
   EXPECT_EQ(values<float>((*r1)[0]), (std::vector<float>{3, 2, 1, 2, 3, 4, 3, 2, 1}));
-  auto e1 = OneNode("Pad", 13, 2).s("mode", "edge").cpu({v, i64({2, 3})});
+  auto e1 = NodeCase("Pad", 13, 2).s("mode", "edge").cpu({v, i64({2, 3})});
   ASSERT_TRUE(e1.ok());
   EXPECT_EQ(values<float>((*e1)[0]), (std::vector<float>{1, 1, 1, 2, 3, 4, 4, 4, 4}));
-  auto c1 = OneNode("Pad", 13, 3).cpu({v, i64({1, -2}), Tensor::scalar<float>(9.f)});
+  auto c1 = NodeCase("Pad", 13, 3).cpu({v, i64({1, -2}), Tensor::scalar<float>(9.f)});
   ASSERT_TRUE(c1.ok());
   EXPECT_EQ(values<float>((*c1)[0]), (std::vector<float>{9, 1, 2}));
-  auto axes = OneNode("Pad", 18, 4).cpu({iota_f32({2, 2}), i64({1, 0}), Tensor(), i64({-1})});
+  auto axes = NodeCase("Pad", 18, 4).cpu({iota_f32({2, 2}), i64({1, 0}), Tensor(), i64({-1})});
   ASSERT_TRUE(axes.ok()) << axes.status().to_string();
   EXPECT_EQ(values<float>((*axes)[0]), (std::vector<float>{0, 0, 1, 0, 2, 3}));
 }
@@ -471,7 +471,7 @@ TEST(TensorOp, ResizeSpecCorners) {
   const Tensor scales = Tensor::from_vector<float>(Shape{4}, {1, 1, 2, 2});
   auto resize = [&](const std::string& mode, const std::string& coord,
                     const std::string& nearest = "round_prefer_floor") {
-    OneNode n("Resize", 13, 3, 1, {true, false, true});
+    NodeCase n("Resize", 13, 3, 1, {true, false, true});
     n.s("mode", mode).s("coordinate_transformation_mode", coord).s("nearest_mode", nearest);
     auto r = n.cpu({x, Tensor(), scales});
     EXPECT_TRUE(r.ok()) << r.status().to_string();
@@ -523,12 +523,12 @@ TEST(TensorOp, ResizeMatchesReference) {
     }
     DType dt = DType::kFloat32;
     if (mode == "nearest") dt = kTypes[(iter / 3) % 3];
-    OneNode n("Resize", 13, 4, 1, {true, true, !use_sizes, use_sizes});
+    NodeCase n("Resize", 13, 4, 1, {true, true, !use_sizes, use_sizes});
     n.s("mode", mode).s("coordinate_transformation_mode", coord).s("nearest_mode", nearest_modes[(iter / 2) % 4]);
     if (mode == "cubic" && iter % 2) n.i("exclude_outside", 1).f("cubic_coeff_a", -0.5f);
     n.f("extrapolation_value", -7.f);
     const Tensor roi = Tensor::from_vector<float>(Shape{8}, {0, 0, 0.2f, 0.1f, 1, 1, 0.9f, 0.7f});
-    std::vector<Tensor> ins = {random_tensor(dt, s, rng), roi, Tensor(), Tensor()};
+    std::vector<Tensor> ins = {random_full(dt, s, rng), roi, Tensor(), Tensor()};
     if (use_sizes)
       ins[3] = i64(sizes);
     else
@@ -547,9 +547,9 @@ TEST(TensorOp, ResizeNearestInTheInputLayoutEqualsPlain) {
   for (Layout layout : {Layout::kChannelsLast, Layout::kBlocked8, Layout::kBlocked16}) {
     for (int k = 0; k < 3; ++k) {
       const Shape s{2, 32, 5 + k, 4};
-      OneNode n("Resize", 13, 3, 1, {true, false, true});
+      NodeCase n("Resize", 13, 3, 1, {true, false, true});
       n.s("mode", "nearest").s("coordinate_transformation_mode", coords[k]).s("nearest_mode", "floor");
-      const std::vector<Tensor> ins{random_tensor(DType::kFloat32, s, rng), Tensor(),
+      const std::vector<Tensor> ins{random_full(DType::kFloat32, s, rng), Tensor(),
                                     Tensor::from_vector<float>(Shape{4}, scales[k])};
       auto plain = n.cpu(ins);
       ASSERT_TRUE(plain.ok()) << plain.status().to_string();
@@ -580,12 +580,12 @@ TEST(TensorOp, ResizeNearestInTheInputLayoutEqualsPlain) {
   b16.layout = Layout::kBlocked16;
   const Tensor spatial = Tensor::from_vector<float>(Shape{4}, {1, 1, 2, 2});
   const Tensor channels = Tensor::from_vector<float>(Shape{4}, {1, 2, 2, 2});
-  OneNode linear("Resize", 13, 3, 1, {true, false, true});
+  NodeCase linear("Resize", 13, 3, 1, {true, false, true});
   linear.s("mode", "linear");
   auto kl = linear.kernel({x4, Tensor(), spatial});
   ASSERT_TRUE(kl.ok());
   EXPECT_FALSE((*kl)->accepts(std::vector<TensorInfo>{b16, TensorInfo{}, info_of(spatial, true)}));
-  OneNode nearest("Resize", 13, 3, 1, {true, false, true});
+  NodeCase nearest("Resize", 13, 3, 1, {true, false, true});
   nearest.s("mode", "nearest");
   auto kn = nearest.kernel({x4, Tensor(), channels});
   ASSERT_TRUE(kn.ok());
@@ -599,22 +599,22 @@ TEST(TensorOp, ResizeOlderOpsetsAndUpsample) {
                   std::uniform_int_distribution<int64_t>(1, 6)(rng)};
     const std::string mode = iter % 2 ? "linear" : "nearest";
     const std::vector<float> sc = {1, 1, iter % 3 ? 2.f : 1.5f, iter % 4 ? 3.f : 0.5f};
-    const Tensor x = random_tensor(DType::kFloat32, s, rng);
+    const Tensor x = random_full(DType::kFloat32, s, rng);
     const Tensor scales = Tensor::from_vector<float>(Shape{4}, sc);
-    OneNode r10("Resize", 10, 2);
+    NodeCase r10("Resize", 10, 2);
     r10.s("mode", mode);
     expect_matches_reference(r10, {x, scales}, 1, 1e-5, "Resize-10 " + mode);
-    OneNode r11("Resize", 11, 3);
+    NodeCase r11("Resize", 11, 3);
     r11.s("mode", mode).s("coordinate_transformation_mode", "asymmetric").s("nearest_mode", "floor");
     auto a = r10.cpu({x, scales});
     auto b = r11.cpu({x, Tensor::from_vector<float>(Shape{0}, {}), scales});
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_TRUE(same_tensor((*a)[0], (*b)[0], 1e-6)) << "Resize-10 equals Resize-11 asymmetric/floor";
     if (sc[3] >= 1.f) {
-      OneNode up9("Upsample", 9, 2);
+      NodeCase up9("Upsample", 9, 2);
       up9.s("mode", mode);
       expect_matches_reference(up9, {x, scales}, 1, 1e-5, "Upsample-9 " + mode);
-      OneNode up7("Upsample", 7, 1);
+      NodeCase up7("Upsample", 7, 1);
       up7.s("mode", mode).floats("scales", sc);
       auto c = up7.cpu({x});
       ASSERT_TRUE(c.ok()) << c.status().to_string();
@@ -622,7 +622,7 @@ TEST(TensorOp, ResizeOlderOpsetsAndUpsample) {
     }
   }
   // Upsample nearest, the ONNX example: 2x2 by [1,1,2,3].
-  OneNode up("Upsample", 9, 2);
+  NodeCase up("Upsample", 9, 2);
   auto r = up.cpu({f32({1, 1, 2, 2}, {1, 2, 3, 4}), Tensor::from_vector<float>(Shape{4}, {1, 1, 2, 3})});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(values<float>((*r)[0]),
@@ -634,7 +634,7 @@ TEST(TensorOp, ResizeOlderOpsetsAndUpsample) {
 // first clamped to the edge); upscaling is unaffected.
 TEST(TensorOp, ResizeAntialias) {
   const Tensor ramp = iota_f32({1, 1, 1, 8});
-  OneNode down("Resize", 18, 3, 1, {true, false, true});
+  NodeCase down("Resize", 18, 3, 1, {true, false, true});
   down.s("mode", "linear").i("antialias", 1);
   auto y = down.cpu({ramp, Tensor(), Tensor::from_vector<float>(Shape{4}, {1, 1, 1, 0.5f})});
   ASSERT_TRUE(y.ok()) << y.status().to_string();
@@ -642,7 +642,7 @@ TEST(TensorOp, ResizeAntialias) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
   // Without antialias only the two nearest inputs count.
-  OneNode plain("Resize", 18, 3, 1, {true, false, true});
+  NodeCase plain("Resize", 18, 3, 1, {true, false, true});
   plain.s("mode", "linear");
   auto p = plain.cpu({ramp, Tensor(), Tensor::from_vector<float>(Shape{4}, {1, 1, 1, 0.5f})});
   ASSERT_TRUE(p.ok());
@@ -650,7 +650,7 @@ TEST(TensorOp, ResizeAntialias) {
   // Cubic antialias keeps a constant image constant (the weights sum to 1).
   Tensor flat = Tensor::empty(DType::kFloat32, Shape{1, 1, 9, 9});
   for (int64_t i = 0; i < flat.numel(); ++i) flat.data<float>()[i] = 3.f;
-  OneNode cubic("Resize", 18, 4, 1, {true, false, false, true});
+  NodeCase cubic("Resize", 18, 4, 1, {true, false, false, true});
   cubic.s("mode", "cubic").i("antialias", 1);
   auto c = cubic.cpu({flat, Tensor(), Tensor(), i64({1, 1, 4, 3})});
   ASSERT_TRUE(c.ok()) << c.status().to_string();
@@ -664,12 +664,12 @@ TEST(TensorOp, ResizeAntialias) {
 
 TEST(TensorOp, ResizeErrors) {
   const Tensor x = iota_f32({1, 1, 2, 2});
-  OneNode both("Resize", 13, 4);
+  NodeCase both("Resize", 13, 4);
   auto r = both.cpu({x, Tensor(), Tensor::from_vector<float>(Shape{4}, {1, 1, 2, 2}), i64({1, 1, 4, 4})});
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  OneNode none("Resize", 13, 1);
+  NodeCase none("Resize", 13, 1);
   EXPECT_EQ(none.cpu({x}).status().code(), StatusCode::kInvalidArgument);
-  OneNode lin("Resize", 13, 3, 1, {true, false, true});
+  NodeCase lin("Resize", 13, 3, 1, {true, false, true});
   lin.s("mode", "linear");
   EXPECT_EQ(lin.cpu({Tensor::empty(DType::kUInt8, Shape{1, 1, 2, 2}), Tensor(),
                      Tensor::from_vector<float>(Shape{4}, {1, 1, 2, 2})})

@@ -6,17 +6,17 @@
 #include <cmath>
 #include <random>
 
-#include "op_test_util.h"
+#include "ops/op_test_util.h"
 #include "ops/reference/ref_transformer.h"
 
 namespace streamline::ops {
 namespace {
 
-using test_util::ints;
-using test_util::make_node;
-using test_util::random_tensor;
+using testing::ints;
+using testing::make_node;
+using testing::random_tensor;
 
-const KernelRegistry& ref_registry() {
+const KernelRegistry& ref_reg() {
   static const KernelRegistry* r = [] {
     auto* reg = new KernelRegistry();
     EXPECT_TRUE(register_reference_kernels(*reg).ok());
@@ -54,7 +54,7 @@ void compare(const std::string& op, const std::vector<Tensor>& inputs, std::map<
   eo.constant_mask.assign(inputs.size(), false);
   auto got = evaluate_node(default_cpu_registry(), n->g, n->node(), inputs, eo);
   ASSERT_TRUE(got.ok()) << what << ": " << got.status().to_string();
-  auto want = evaluate_node(ref_registry(), n->g, n->node(), inputs);
+  auto want = evaluate_node(ref_reg(), n->g, n->node(), inputs);
   ASSERT_TRUE(want.ok()) << what << ": " << want.status().to_string();
   expect_rel_close((*got)[0], (*want)[0], rel, what, floor);
 }
@@ -109,7 +109,7 @@ TEST(FusedLayerNorm, MatchesReferenceOnRandomShapes) {
     if (c.bias) in.push_back(random_tensor(Shape{cols}, rng));
     if (c.bias && c.axis == -2) in.back() = random_tensor(Shape{c.x[1], cols}, rng);
     for (int threads : {1, 2})
-      compare("LayerNormalization", in, {{"axis", test_util::one_int(c.axis)}, {"epsilon", one_float(c.eps)}}, threads,
+      compare("LayerNormalization", in, {{"axis", testing::one_int(c.axis)}, {"epsilon", one_float(c.eps)}}, threads,
               2e-6, "LayerNorm " + c.x.to_string() + " axis " + std::to_string(c.axis));
   }
 }
@@ -228,7 +228,7 @@ TEST(Attention, CausalSoftcapAndBoolMaskMatchReference) {
   for (const AttnCase& c : cases)
     for (float softcap : {0.f, 1.5f}) {
       std::map<std::string, graph::Attribute> a = attn_attrs(c);
-      a["is_causal"] = test_util::one_int(1);
+      a["is_causal"] = testing::one_int(1);
       if (softcap > 0.f) a["softcap"] = one_float(softcap);
       const std::vector<Tensor> in = attn_inputs(c, rng);
       for (int threads : {1, 3})
@@ -281,7 +281,7 @@ TEST(FusedMatMulGelu, MatchesMatMulThenGelu) {
   for (const Case& c : cases) {
     std::vector<Tensor> in = {random_tensor(c.a, rng, -2.f, 2.f), random_tensor(c.b, rng, -0.5f, 0.5f)};
     in.push_back(c.bias ? random_tensor(Shape{c.b[1]}, rng) : Tensor());
-    std::map<std::string, graph::Attribute> attrs = {{"activation", test_util::str("Gelu")}};
+    std::map<std::string, graph::Attribute> attrs = {{"activation", testing::str("Gelu")}};
     auto fused = make_node("FusedMatMul", "streamline", in, attrs);
     for (bool const_b : {true, false}) {
       EvalOptions eo;
@@ -291,10 +291,10 @@ TEST(FusedMatMulGelu, MatchesMatMulThenGelu) {
       ASSERT_TRUE(got.ok()) << got.status().to_string();
       // Reference: the plain FusedMatMul, then the reference Gelu.
       auto plain = make_node("FusedMatMul", "streamline", in, {});
-      auto mm = evaluate_node(ref_registry(), plain->g, plain->node(), in);
+      auto mm = evaluate_node(ref_reg(), plain->g, plain->node(), in);
       ASSERT_TRUE(mm.ok()) << mm.status().to_string();
       auto gelu = make_node("Gelu", "streamline", {(*mm)[0]}, {});
-      auto want = evaluate_node(ref_registry(), gelu->g, gelu->node(), std::vector<Tensor>{(*mm)[0]});
+      auto want = evaluate_node(ref_reg(), gelu->g, gelu->node(), std::vector<Tensor>{(*mm)[0]});
       ASSERT_TRUE(want.ok()) << want.status().to_string();
       expect_rel_close((*got)[0], (*want)[0], 1e-5, "FusedMatMul+Gelu " + c.a.to_string() + " x " + c.b.to_string());
     }
@@ -304,16 +304,16 @@ TEST(FusedMatMulGelu, MatchesMatMulThenGelu) {
 TEST(FusedMatMulGelu, GemmTakesGeluToo) {
   std::mt19937 rng(17);
   std::vector<Tensor> in = {random_tensor({6, 20}, rng), random_tensor({12, 20}, rng), random_tensor({12}, rng)};
-  std::map<std::string, graph::Attribute> attrs = {{"activation", test_util::str("Gelu")},
-                                                   {"transB", test_util::one_int(1)}};
+  std::map<std::string, graph::Attribute> attrs = {{"activation", testing::str("Gelu")},
+                                                   {"transB", testing::one_int(1)}};
   auto fused = make_node("FusedGemm", "streamline", in, attrs);
   auto got = evaluate_node(default_cpu_registry(), fused->g, fused->node(), in);
   ASSERT_TRUE(got.ok()) << got.status().to_string();
-  auto plain = make_node("Gemm", "", in, {{"transB", test_util::one_int(1)}});
-  auto mm = evaluate_node(ref_registry(), plain->g, plain->node(), in);
+  auto plain = make_node("Gemm", "", in, {{"transB", testing::one_int(1)}});
+  auto mm = evaluate_node(ref_reg(), plain->g, plain->node(), in);
   ASSERT_TRUE(mm.ok()) << mm.status().to_string();
   auto gelu = make_node("Gelu", "streamline", {(*mm)[0]}, {});
-  auto want = evaluate_node(ref_registry(), gelu->g, gelu->node(), std::vector<Tensor>{(*mm)[0]});
+  auto want = evaluate_node(ref_reg(), gelu->g, gelu->node(), std::vector<Tensor>{(*mm)[0]});
   ASSERT_TRUE(want.ok());
   expect_rel_close((*got)[0], (*want)[0], 1e-5, "FusedGemm+Gelu");
 }
@@ -331,18 +331,18 @@ TEST(MatMulColumnBlocks, MatchReferenceForEveryThreadCount) {
   };
   const std::vector<Case> cases = {
       {"MatMul", "", {2, 9, 64}, {64, 200}, false, {}},
-      {"FusedMatMul", "streamline", {37, 48}, {48, 130}, true, {{"activation", test_util::str("Relu")}}},
-      {"FusedMatMul", "streamline", {1, 5, 32}, {32, 96}, true, {{"activation", test_util::str("Gelu")}}},
+      {"FusedMatMul", "streamline", {37, 48}, {48, 130}, true, {{"activation", testing::str("Relu")}}},
+      {"FusedMatMul", "streamline", {1, 5, 32}, {32, 96}, true, {{"activation", testing::str("Gelu")}}},
       {"Gemm",
        "",
        {7, 40},
        {150, 40},
        true,
-       {{"transB", test_util::one_int(1)}, {"alpha", one_float(0.5f)}, {"beta", one_float(2.f)}}},
+       {{"transB", testing::one_int(1)}, {"alpha", one_float(0.5f)}, {"beta", one_float(2.f)}}},
       {"Gemm", "", {3, 20}, {20, 77}, true, {}},
       // N a multiple of 256: constant weights are stored with padded rows.
-      {"FusedMatMul", "streamline", {2, 9, 64}, {64, 256}, true, {{"activation", test_util::str("Gelu")}}},
-      {"Gemm", "", {5, 24}, {512, 24}, true, {{"transB", test_util::one_int(1)}}},
+      {"FusedMatMul", "streamline", {2, 9, 64}, {64, 256}, true, {{"activation", testing::str("Gelu")}}},
+      {"Gemm", "", {5, 24}, {512, 24}, true, {{"transB", testing::one_int(1)}}},
   };
   for (const Case& c : cases) {
     std::vector<Tensor> in = {random_tensor(c.a, rng), random_tensor(c.b, rng)};
@@ -354,11 +354,11 @@ TEST(MatMulColumnBlocks, MatchReferenceForEveryThreadCount) {
     const bool gelu = c.attrs.count("activation") && c.attrs.at("activation").s == "Gelu";
     if (gelu) plain_attrs.erase("activation");
     auto plain = make_node(c.op, c.domain, in, plain_attrs);
-    auto want = evaluate_node(ref_registry(), plain->g, plain->node(), in);
+    auto want = evaluate_node(ref_reg(), plain->g, plain->node(), in);
     ASSERT_TRUE(want.ok()) << want.status().to_string();
     if (gelu) {
       auto g = make_node("Gelu", "streamline", {(*want)[0]}, {});
-      want = evaluate_node(ref_registry(), g->g, g->node(), std::vector<Tensor>{(*want)[0]});
+      want = evaluate_node(ref_reg(), g->g, g->node(), std::vector<Tensor>{(*want)[0]});
       ASSERT_TRUE(want.ok());
     }
     for (bool const_b : {true, false})

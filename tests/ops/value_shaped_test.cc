@@ -2,7 +2,7 @@
 // CPU kernels fold (known values) and match the reference on random inputs (fixed seed); with
 // non-constant inputs they report Unsupported instead of guessing a shape.
 
-#include "ops/extra_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
 namespace {
@@ -44,8 +44,8 @@ TEST(ValueShaped, NonMaxSuppressionMatchesReference) {
   std::mt19937 rng(1202);
   for (int iter = 0; iter < 16; ++iter) {
     const int64_t b = 1 + iter % 2, c = 1 + iter % 3, n = 1 + rng() % 8;
-    Tensor boxes = uniform_f32(Shape{b, n, 4}, rng, 0.f, 4.f);
-    Tensor scores = uniform_f32(Shape{b, c, n}, rng, 0.f, 1.f);
+    Tensor boxes = random_tensor(Shape{b, n, 4}, rng, 0.f, 4.f);
+    Tensor scores = random_tensor(Shape{b, c, n}, rng, 0.f, 1.f);
     std::vector<Tensor> in = {boxes, scores, Tensor::from_vector<int64_t>(Shape{1}, {static_cast<int64_t>(rng() % 5)}),
                               Tensor::from_vector<float>(Shape{1}, {0.3f}),
                               iter % 2 ? Tensor::from_vector<float>(Shape{1}, {0.2f}) : Tensor()};
@@ -82,7 +82,7 @@ TEST(ValueShaped, WindowsMatchReference) {
 TEST(ValueShaped, NonConstantInputIsUnsupported) {
   std::mt19937 rng(1203);
   NodeCase nz("NonZero", 13, 1);
-  auto out = nz.run(cpu_reg(), {uniform_f32(Shape{2, 2}, rng)}, 1, {false});
+  auto out = nz.run(cpu_reg(), {random_tensor(Shape{2, 2}, rng)}, 1, {false});
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kUnsupported);
 }

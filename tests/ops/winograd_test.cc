@@ -10,9 +10,9 @@
 namespace streamline::ops {
 namespace {
 
-using namespace test_util;
-using cpu::ActKind;
+using namespace testing;
 using cpu::Activation;
+using cpu::ActKind;
 
 struct Case {
   int f;

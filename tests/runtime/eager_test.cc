@@ -16,12 +16,12 @@ namespace {
 using graph::Attribute;
 using graph::DimList;
 
-using ops::test_util::ints;
-using ops::test_util::one_int;
+using ops::testing::ints;
+using ops::testing::one_int;
 
 Tensor random_tensor(const Shape& s, uint32_t seed) {
   std::mt19937 rng(seed);
-  return ops::test_util::random_tensor(s, rng);
+  return ops::testing::random_tensor(s, rng);
 }
 
 std::shared_ptr<Model> load(graph::Graph g, ModelOptions mo = {}) {
@@ -137,8 +137,8 @@ TEST(Eager, NonMaxSuppressionWithRunTimeInputs) {
   auto model = load(std::move(g));
   ASSERT_TRUE(model);
 
-  const Tensor b = Tensor::from_vector<float>(
-      Shape{1, 6, 4}, {0, 0, 1, 1, 0, 0.1f, 1, 1.1f, 0, -0.1f, 1, 0.9f, 0, 10, 1, 11, 0, 10.1f, 1, 11.1f, 0, 100, 1, 101});
+  const Tensor b = Tensor::from_vector<float>(Shape{1, 6, 4}, {0, 0,  1, 1,  0, 0.1f,  1, 1.1f,  0, -0.1f, 1, 0.9f,
+                                                               0, 10, 1, 11, 0, 10.1f, 1, 11.1f, 0, 100,   1, 101});
   const Tensor s = Tensor::from_vector<float>(Shape{1, 1, 6}, {0.9f, 0.75f, 0.6f, 0.95f, 0.5f, 0.3f});
   const Tensor i = Tensor::from_vector<float>(Shape{1}, {0.5f});
   const Tensor t = Tensor::from_vector<float>(Shape{1}, {0.f});
@@ -158,7 +158,7 @@ TEST(Eager, NonMaxSuppressionWithRunTimeInputs) {
   }
   // A score threshold above every score selects nothing.
   auto none = session.run(std::vector<Tensor>{b, s, Tensor::from_vector<int64_t>(Shape{1}, {3}), i,
-                           Tensor::from_vector<float>(Shape{1}, {0.99f})});
+                                              Tensor::from_vector<float>(Shape{1}, {0.99f})});
   ASSERT_TRUE(none.ok()) << none.status().to_string();
   EXPECT_EQ((*none)[0].shape(), (Shape{0, 3}));
 }
@@ -238,7 +238,8 @@ TEST(Eager, OtherPlanningFailuresStayErrors) {
   EXPECT_EQ(mode.status().code(), StatusCode::kUnsupported);
   EXPECT_NE(mode.status().message().find("Pow 'pow'"), std::string::npos) << mode.status().to_string();
   Session session(model);
-  auto outs = session.run(std::vector<Tensor>{Tensor::empty(DType::kFloat32, Shape{3}), Tensor::empty(DType::kUInt32, Shape{3})});
+  auto outs = session.run(
+      std::vector<Tensor>{Tensor::empty(DType::kFloat32, Shape{3}), Tensor::empty(DType::kUInt32, Shape{3})});
   ASSERT_FALSE(outs.ok());
   EXPECT_EQ(outs.status().code(), StatusCode::kUnsupported);
 }
@@ -247,7 +248,8 @@ TEST(Eager, WrongInputDtypeIsAnError) {
   auto model = load(reshape_graph(std::nullopt));
   ASSERT_TRUE(model);
   Session session(model);
-  auto outs = session.run(std::vector<Tensor>{random_tensor(Shape{2, 3, 4}, 4), Tensor::from_vector<float>(Shape{1}, {3.f})});
+  auto outs =
+      session.run(std::vector<Tensor>{random_tensor(Shape{2, 3, 4}, 4), Tensor::from_vector<float>(Shape{1}, {3.f})});
   ASSERT_FALSE(outs.ok());
   EXPECT_EQ(outs.status().code(), StatusCode::kInvalidArgument);
 }

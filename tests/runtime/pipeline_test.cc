@@ -529,13 +529,17 @@ TEST(Pipeline, ShutdownCancelAnswersQueuedRequests) {
   for (int i = 0; i < 5; ++i) fs.push_back((*p)->submit(request(static_cast<uint64_t>(i), "x", scalar_in(1))));
   gate->wait_inside(1);
   std::thread closer([&] { (*p)->shutdown(ShutdownMode::kCancel); });
-  // Probe until shutdown has begun; probes accepted before that are queued and cancelled too.
-  for (uint64_t id = 100;; ++id) {
-    InferResponse probe;
+  // Probe until shutdown has begun (the state the probe asserts); probes accepted before that are
+  // queued and cancelled too. The gate opens and the closer is joined before any assertion can
+  // end the test.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  bool began = false;
+  for (uint64_t id = 100; std::chrono::steady_clock::now() < deadline; ++id) {
     auto f = (*p)->submit(request(id, "x", scalar_in(1)));
     if (f.wait_for(0s) == std::future_status::ready) {
-      probe = f.get();
-      ASSERT_EQ(probe.status.code(), StatusCode::kUnavailable) << probe.status.to_string();
+      const InferResponse probe = f.get();
+      EXPECT_EQ(probe.status.code(), StatusCode::kUnavailable) << probe.status.to_string();
+      began = true;
       break;
     }
     fs.push_back(std::move(f));
@@ -543,6 +547,7 @@ TEST(Pipeline, ShutdownCancelAnswersQueuedRequests) {
   }
   gate->open();
   closer.join();
+  ASSERT_TRUE(began) << "no probe was refused within 10 s of shutdown(kCancel)";
   for (auto& f : fs) {
     const InferResponse r = f.get();  // the one inside the gate is cancelled at its next stage
     EXPECT_EQ(r.status.code(), StatusCode::kCancelled) << r.status.to_string();

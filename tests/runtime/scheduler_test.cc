@@ -385,15 +385,18 @@ TEST(Scheduler, PreserveOrderingDeliversInSubmissionOrder) {
   fx.sched->enqueue(req(0), 1, 0, cb);
   ASSERT_TRUE(fx.exec.wait_running(1));
   fx.sched->enqueue(req(1), 1, 0, cb);
-  ASSERT_TRUE(fx.exec.wait_batches(2));
-  std::this_thread::sleep_for(20ms);
+  fx.sched->enqueue(req(2), 1, 0, cb);
+  // Instance 0 is held with request 0, so instance 1 runs 1 and then 2; a worker finishes (and would
+  // deliver) a batch's responses before it takes the next batch, so once the third batch has started,
+  // request 1's response has been handed to the scheduler.
+  ASSERT_TRUE(fx.exec.wait_batches(3));
   {
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_TRUE(order.empty());  // 1 finished but waits for 0
   }
   fx.exec.release(0);
   fx.sched->shutdown(ShutdownMode::kDrain);
-  EXPECT_EQ(order, (std::vector<uint64_t>{0, 1}));
+  EXPECT_EQ(order, (std::vector<uint64_t>{0, 1, 2}));
 }
 
 TEST(Scheduler, ExecutorErrorsAreResponses) {

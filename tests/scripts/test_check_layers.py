@@ -1,5 +1,5 @@
 """scripts/check_layers.py: includes point down the layer stack, in src/, include/ and tools/; the
-Python bindings include the public API only."""
+Python bindings include the public API only; every folder of src/ and include/ has a place."""
 
 import subprocess
 import sys
@@ -65,6 +65,44 @@ def test_python_bindings_include_the_public_api_only(tmp_path):
     r = check(root)
     assert r.returncode == 1
     assert "python/src/m.cc:2: layer 'python' may include only streamline/, not 'core/'" in r.stderr
+
+
+def test_the_public_api_ranks_with_runtime(tmp_path):
+    # exec sits below the public API, serve above it: the order is core graph ops plan exec
+    # runtime=streamline serve tools.
+    ok = tree(tmp_path / "ok", {"src/serve/a.cc": '#include "streamline/serving.h"\n',
+                                "src/runtime/b.cc": '#include "streamline/pipeline.h"\n'})
+    assert check(ok).returncode == 0, check(ok).stderr
+    root = tree(tmp_path / "bad", {"src/exec/a.cc": '#include "streamline/streamline.h"\n'})
+    r = check(root)
+    assert r.returncode == 1
+    assert "src/exec/a.cc:1: layer 'exec' includes 'streamline/' from above" in r.stderr
+
+
+def test_angle_bracket_includes_are_checked_too(tmp_path):
+    root = tree(tmp_path, {"src/plan/a.cc": '#include <vector>\n#include <runtime/model.h>\n'})
+    r = check(root)
+    assert r.returncode == 1
+    assert "src/plan/a.cc:2: layer 'plan' includes 'runtime/' from above" in r.stderr
+
+
+def test_a_folder_of_src_outside_the_order_fails(tmp_path):
+    root = tree(tmp_path, {"src/ops/a.cc": '#include "core/status.h"\n',
+                           "src/cache/c.cc": '#include "core/status.h"\n',
+                           "src/cache/d.h": '\n'})
+    r = check(root)
+    assert r.returncode == 1
+    assert "src/cache/ is not a layer of the order (core, graph, ops, plan, exec, runtime, streamline, serve, tools)" in r.stderr
+    assert r.stderr.count("src/cache/") == 1  # once per folder, not per file
+    root = tree(tmp_path / "tools_in_src", {"src/tools/x.cc": '\n'})
+    assert check(root).returncode == 1
+
+
+def test_a_header_outside_include_streamline_fails(tmp_path):
+    root = tree(tmp_path, {"include/streamline/streamline.h": '\n', "include/extra.h": '\n'})
+    r = check(root)
+    assert r.returncode == 1
+    assert "include/extra.h: public headers live in include/streamline/" in r.stderr
 
 
 def test_an_empty_tree_is_an_error(tmp_path):

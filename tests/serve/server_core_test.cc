@@ -273,7 +273,8 @@ TEST_F(ServerCoreTest, DrainWaitsForAcceptedRequestsAndRefusesNewOnes) {
   EXPECT_EQ(core_->in_flight(), 1);
 
   auto drained = std::async(std::launch::async, [&] { return core_->drain(10s); });
-  while (!core_->draining()) std::this_thread::sleep_for(1ms);
+  for (int i = 0; i < 10000 && !core_->draining(); ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(core_->draining());
   EXPECT_FALSE(core_->ready());
   EXPECT_EQ(drained.wait_for(50ms), std::future_status::timeout);
   EXPECT_FALSE(core_->drain(20ms));  // still one in flight

@@ -256,6 +256,13 @@ def test_status_429_refused_at_admission(server):
     counted = [line for line in text.splitlines()
                if line.startswith("streamline_inference_admission_refused_total") and 'model="slow_a"' in line]
     assert counted and float(counted[0].split()[-1]) >= len(refused), counted
+    # Each refusal's server time is in the refusal histogram (its figures: bench/adaptive.py --refusals).
+    timed = [line for line in text.splitlines()
+             if line.startswith("streamline_inference_refusal_duration_ms_count") and 'model="slow_a"' in line]
+    assert timed and float(timed[0].split()[-1]) >= len(refused), timed
+    buckets = [float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith("streamline_inference_refusal_duration_ms_bucket") and 'model="slow_a"' in line]
+    assert buckets == sorted(buckets) and buckets[-1] == float(timed[0].split()[-1]), buckets
 
 
 def test_status_405_and_unknown_route(server):
