@@ -15,7 +15,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 CMAKE_ARGS=${CMAKE_ARGS:-}
 
 PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config clang libclang-rt-14-dev clang-format
+  build-essential cmake ninja-build ccache pkg-config clang libclang-rt-14-dev clang-format git
   libdnnl-dev ocl-icd-opencl-dev libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev rapidjson-dev
   libboost-dev libgrpc++-dev protobuf-compiler-grpc libjpeg-dev libpng-dev zlib1g-dev libre2-dev

@@ -40,6 +40,15 @@
 // outputs; the first stage error, as "stage 'NAME': ..."; ResourceExhausted (entry queues full past
 // the timeout); InvalidArgument (missing or unknown inputs); Unavailable (submitted after shutdown
 // began); Cancelled (in flight when shutdown(kCancel) ran). One failing request never affects others.
+//
+// Rebalancing: with a worker budget the pipeline moves workers to its slowest stage while it is
+// loaded, so stage throughputs converge (RebalanceOptions, runtime/pipeline_balance.h):
+//
+//   PipelineOptions po;
+//   po.rebalance.worker_budget = 6;                          // workers over all stages
+//   auto pipe = b.build(po);                                 // decode 4, pre 1, ... to start
+//   (*pipe)->stats().rebalance.recent;                       // each move and its reason
+//   (*pipe)->stats().stages[1].workers;                      // workers now
 
 #include <cstdint>
 #include <functional>
@@ -70,6 +79,13 @@ struct StageSpec {
   int instances = 1;
   // Requests waiting for this stage at most (in [1, 1 << 20]); upstream blocks when it is full.
   int queue_capacity = 16;
+  // process() must never run twice at once (a stage that keeps state between requests, a library
+  // that is not thread-safe): the stage keeps its one worker (instances must be 1) and the
+  // rebalancer never gives it another.
+  bool serial = false;
+  // Most workers the rebalancer may give this plain stage; 0 = the worker budget is the only limit.
+  // Model stages ignore it (ModelStageOptions::max_replicas bounds them).
+  int max_instances = 0;
 };
 
 // One request's view of a stage: inputs and outputs in the order the StageSpec lists them.
@@ -91,8 +107,9 @@ class Stage {
     return ok_status();
   }
   // Computes io.outputs from io.inputs. An error fails this request only. Called on the stage's
-  // worker threads: concurrently when instances > 1 and the same object serves every worker
-  // (add_stage with a shared_ptr), once at a time per object with add_stage_per_instance.
+  // worker threads: concurrently when the stage has more than one worker (instances > 1, or the
+  // rebalancer gave it more; StageSpec::serial prevents that) and the same object serves every
+  // worker (add_stage with a shared_ptr), once at a time per object with add_stage_per_instance.
   // Must not throw (an exception is caught and reported as Internal).
   [[nodiscard]] virtual Status process(StageIO& io) = 0;
 };
@@ -110,6 +127,61 @@ struct ModelStageOptions {
   // instances of the model (enough to fill every instance's next batch). The model's own queue
   // limit (QueuePolicy::max_queue_size), if set, must not be lower, or requests fail ResourceExhausted.
   int max_in_flight = 0;
+  // With rebalancing: serving models over the same Model this stage may spread its requests over,
+  // at most. Each one the stage gains is one more execution context sharing the Model's weights
+  // (ServingModel::create with the given model's options and one instance), made and warmed up
+  // before it takes a request; one it loses finishes what it holds and stays idle. 1 = the stage
+  // keeps the one model it was given (the rebalancer counts its instances but never adds any).
+  // The stage's capacity is measured from its models' instance busy time, so other users of the
+  // same ServingModel make it look slower than it is.
+  int max_replicas = 1;
+};
+
+// One worker moved between stages by the rebalancer.
+struct RebalanceMove {
+  std::string from;                      // the stage that gave up a worker; "" = taken from the unused budget
+  std::string to;                        // the stage that gained it
+  int from_workers = 0, to_workers = 0;  // their workers after the move (from_workers 0 for the budget)
+  // "'pre' is the bottleneck at 83.3/s with 1 worker (100% busy, queue depth 14.0): 1 worker from
+  // 'decode' (1000.0/s with 4, 750.0/s with 3)"
+  std::string reason;
+  int64_t time_us = 0;  // when (steady clock)
+};
+
+// Rebalancing: every window the rebalancer measures each stage's capacity (workers x items per
+// second of busy time) and, while the pipeline is loaded, moves one worker to the bottleneck from
+// the unused budget or from the stage with the most to spare (runtime/pipeline_balance.h has the
+// rules). Moves happen between items: a worker that leaves a stage finishes the item it holds
+// first, so nothing is dropped or run twice (the pipeline promises no order between requests).
+struct RebalanceOptions {
+  // Rebalance with the workers the stages start with as the budget.
+  bool enabled = false;
+  // Workers over all stages at most (plain stages' worker threads plus model stages' instances);
+  // > 0 turns rebalancing on by itself (a budget is given to be used); 0 = the sum the stages
+  // start with when enabled, or no limit but `cores` when that is given. Must not be lower than
+  // the sum the stages start with.
+  int worker_budget = 0;
+  // Cores shared with other pipelines and with serving models' controllers (serving.h); given, it
+  // turns rebalancing on. A plain stage's worker holds one core, a model stage's instance its
+  // model's threads_per_instance; workers are added only while the total stays within the
+  // budget, and the pipeline always holds the cores its stages start with (like a model's first
+  // instance). Released when the pipeline shuts down.
+  std::shared_ptr<CoreBudget> cores = nullptr;
+  // Length of one measuring window (microseconds, >= 1000).
+  int64_t window_us = 500'000;
+  // Windows in a row that must propose the same move before it is made (>= 1).
+  int confirm_windows = 2;
+  // Windows after a move in which nothing moves (>= 0).
+  int cooldown_windows = 1;
+  // A donor must keep this much more capacity than the bottleneck has (in [0, 1]).
+  double margin = 0.1;
+  // Items every stage must finish in a window for the window to count (>= 1): a stage whose
+  // items take longer than window_us / min_items per worker needs a longer window.
+  int min_items = 8;
+  // Windows run on a thread of the pipeline's own; false = only when step_rebalancer() is called.
+  bool thread = true;
+  // Called on the rebalancing thread after each move is applied; must not block or call the pipeline.
+  std::function<void(const RebalanceMove&)> on_move = nullptr;
 };
 
 // Whole-pipeline settings. Read once, by build().
@@ -119,6 +191,8 @@ struct PipelineOptions {
   int64_t entry_timeout_us = 1'000'000;
   // Samples per latency window (percentiles in stats() cover the last this many).
   int stats_window = 4096;
+  // Moving workers between stages under load (off unless enabled or a worker budget is given).
+  RebalanceOptions rebalance = {};
 };
 
 struct StageStats {
@@ -126,16 +200,35 @@ struct StageStats {
   bool model = false;  // a model stage
   int instances = 0;
   int queue_capacity = 0;
-  uint64_t processed = 0;       // requests it completed
-  uint64_t failed = 0;          // requests it failed (its error became the response)
-  uint64_t skipped = 0;         // requests dropped unprocessed: failed elsewhere first, or cancelled
-  LatencySummary queue;         // entered its queue -> a worker took it (processed and failed)
-  LatencySummary process;       // process() time; model stages: submit -> the model's response
-  int64_t queue_depth = 0;      // waiting in its queue now
-  int64_t max_queue_depth = 0;  // most ever waiting at once (never above queue_capacity)
+  uint64_t processed = 0;         // requests it completed
+  uint64_t failed = 0;            // requests it failed (its error became the response)
+  uint64_t skipped = 0;           // requests dropped unprocessed: failed elsewhere first, or cancelled
+  LatencySummary queue;           // entered its queue -> a worker took it (processed and failed)
+  LatencySummary process;         // process() time; model stages: submit -> the model's response
+  int64_t queue_depth = 0;        // waiting in its queue now
+  int64_t max_queue_depth = 0;    // most ever waiting at once (never above queue_capacity)
   int64_t blocked_producers = 0;  // now waiting for room in its full queue: clients at the entry
                                   // or upstream workers (backpressure)
-  int64_t in_flight = 0;        // model stages: submitted to the model, response not yet passed on
+  int64_t in_flight = 0;          // model stages: submitted to the model, response not yet passed on
+  // Workers now: plain stages their worker threads taking items, model stages the instances of the
+  // models they spread requests over. Equals instances (plain) without rebalancing.
+  int workers = 0;
+  int max_workers = 0;        // most the rebalancer may give it (workers, when it is off)
+  double capacity_per_s = 0;  // items/s its workers sustain, last rebalancing window (0 = not measured)
+  double busy_fraction = 0;   // of its workers' time spent processing, last rebalancing window
+};
+
+struct RebalanceStats {
+  bool enabled = false;
+  int worker_budget = 0;
+  int workers = 0;                    // in use over all stages now
+  uint64_t windows = 0;               // measured so far
+  uint64_t moves = 0;                 // made so far
+  int cores = 0;                      // held in RebalanceOptions::cores now (0 without one)
+  std::string bottleneck;             // stage of least capacity in the last window ("" = not measured)
+  double imbalance = 0;               // highest stage capacity / lowest - 1, last measured window
+  std::string last_hold;              // why the last window moved nothing ("" when it moved)
+  std::vector<RebalanceMove> recent;  // the last moves, oldest first (at most 32)
 };
 
 struct PipelineStats {
@@ -146,6 +239,7 @@ struct PipelineStats {
   LatencySummary total;                     // submit -> response, successful requests
   int64_t in_flight = 0;                    // accepted, some stage still holds it
   std::vector<StageStats> stages;           // in topological order
+  RebalanceStats rebalance;
 };
 
 namespace runtime {
@@ -181,6 +275,10 @@ class Pipeline {
   // A consistent-enough snapshot (each stage's counters are read under its own lock).
   // Thread-safe; cheap enough to poll while serving.
   PipelineStats stats() const;
+  // Runs one rebalancing window now (RebalanceOptions::thread false, or tests): measures since the
+  // previous window and applies the decision. The moves made (none when rebalancing is off).
+  // Thread-safe; not from a callback or a stage.
+  std::vector<RebalanceMove> step_rebalancer();
 
   const std::vector<std::string>& input_names() const;
   const std::vector<std::string>& output_names() const;
@@ -212,7 +310,8 @@ class PipelineBuilder {
   // Checks the graph and starts every stage's threads. InvalidArgument, naming what is wrong, for:
   // no stages or inputs, duplicate stage/tensor names, a tensor with two producers, a tensor no
   // stage produces and no input declares, a cycle (its stages listed), an unknown output, bad
-  // sizes, a stage's validate() error, a model stage whose names do not match its model.
+  // sizes, a stage's validate() error, a model stage whose names do not match its model, bad
+  // rebalancing options (a worker budget below the workers the stages start with).
   [[nodiscard]] Result<std::unique_ptr<Pipeline>> build(const PipelineOptions& options = {}) const;
 
  private:

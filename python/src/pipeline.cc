@@ -59,14 +59,27 @@ StageFunction python_stage(py::object fn, std::vector<std::string> outputs) {
 }
 
 StageSpec make_spec(std::string name, std::vector<std::string> inputs, std::vector<std::string> outputs, int instances,
-                    int queue_capacity) {
+                    int queue_capacity, bool serial = false, int max_instances = 0) {
   StageSpec s;
   s.name = std::move(name);
   s.inputs = std::move(inputs);
   s.outputs = std::move(outputs);
   s.instances = instances;
   s.queue_capacity = queue_capacity;
+  s.serial = serial;
+  s.max_instances = max_instances;
   return s;
+}
+
+py::dict move_dict(const RebalanceMove& m) {
+  py::dict d;
+  d["from"] = m.from;
+  d["to"] = m.to;
+  d["from_workers"] = m.from_workers;
+  d["to_workers"] = m.to_workers;
+  d["reason"] = m.reason;
+  d["time_us"] = m.time_us;
+  return d;
 }
 
 py::dict pipeline_stats_dict(const PipelineStats& s) {
@@ -95,9 +108,27 @@ py::dict pipeline_stats_dict(const PipelineStats& s) {
     x["max_queue_depth"] = st.max_queue_depth;
     x["blocked_producers"] = st.blocked_producers;
     x["in_flight"] = st.in_flight;
+    x["workers"] = st.workers;
+    x["max_workers"] = st.max_workers;
+    x["capacity_per_s"] = st.capacity_per_s;
+    x["busy_fraction"] = st.busy_fraction;
     stages.append(x);
   }
   d["stages"] = stages;
+  const RebalanceStats& rb = s.rebalance;
+  py::dict r;
+  r["enabled"] = rb.enabled;
+  r["worker_budget"] = rb.worker_budget;
+  r["workers"] = rb.workers;
+  r["windows"] = rb.windows;
+  r["moves"] = rb.moves;
+  r["bottleneck"] = rb.bottleneck;
+  r["imbalance"] = rb.imbalance;
+  r["last_hold"] = rb.last_hold;
+  py::list recent;
+  for (const RebalanceMove& m : rb.recent) recent.append(move_dict(m));
+  r["recent"] = recent;
+  d["rebalance"] = r;
   return d;
 }
 
@@ -150,45 +181,52 @@ void bind_pipeline(py::module_& m) {
       .def(
           "add_function",
           [](PipelineBuilder& b, std::string name, std::vector<std::string> inputs, std::vector<std::string> outputs,
-             py::object fn, int instances, int queue_capacity) {
+             py::object fn, int instances, int queue_capacity, bool serial, int max_instances) {
             if (!PyCallable_Check(fn.ptr()))
               throw_status(invalid_argument("stage '" + name + "': fn must be callable"));
             StageFunction f = python_stage(std::move(fn), outputs);
-            b.add_function(make_spec(std::move(name), std::move(inputs), std::move(outputs), instances, queue_capacity),
+            b.add_function(make_spec(std::move(name), std::move(inputs), std::move(outputs), instances, queue_capacity,
+                                     serial, max_instances),
                            std::move(f));
           },
           py::arg("name"), py::arg("inputs"), py::arg("outputs"), py::arg("fn"), py::arg("instances") = 1,
-          py::arg("queue_capacity") = 16)
+          py::arg("queue_capacity") = 16, py::arg("serial") = false, py::arg("max_instances") = 0)
       .def(
           "add_stage",
           [](PipelineBuilder& b, std::string name, std::vector<std::string> inputs, std::vector<std::string> outputs,
-             const PyStage& stage, int instances, int queue_capacity) {
-            b.add_stage(make_spec(std::move(name), std::move(inputs), std::move(outputs), instances, queue_capacity),
+             const PyStage& stage, int instances, int queue_capacity, bool serial, int max_instances) {
+            b.add_stage(make_spec(std::move(name), std::move(inputs), std::move(outputs), instances, queue_capacity,
+                                  serial, max_instances),
                         stage.stage);
           },
           py::arg("name"), py::arg("inputs"), py::arg("outputs"), py::arg("stage"), py::arg("instances") = 1,
-          py::arg("queue_capacity") = 16)
+          py::arg("queue_capacity") = 16, py::arg("serial") = false, py::arg("max_instances") = 0)
       .def(
           "add_model",
           [](PipelineBuilder& b, std::string name, std::vector<std::string> inputs, std::vector<std::string> outputs,
              py::handle serving, std::vector<std::string> model_inputs, std::vector<std::string> model_outputs,
-             int max_in_flight, int queue_capacity) {
+             int max_in_flight, int queue_capacity, int max_replicas) {
             ModelStageOptions mo;
             mo.model_inputs = std::move(model_inputs);
             mo.model_outputs = std::move(model_outputs);
             mo.max_in_flight = max_in_flight;
+            mo.max_replicas = max_replicas;
             b.add_model(make_spec(std::move(name), std::move(inputs), std::move(outputs), 1, queue_capacity),
                         serving_model_of(serving), std::move(mo));
           },
           py::arg("name"), py::arg("inputs"), py::arg("outputs"), py::arg("model"),
           py::arg("model_inputs") = std::vector<std::string>{}, py::arg("model_outputs") = std::vector<std::string>{},
-          py::arg("max_in_flight") = 0, py::arg("queue_capacity") = 16)
+          py::arg("max_in_flight") = 0, py::arg("queue_capacity") = 16, py::arg("max_replicas") = 1)
       .def(
           "build",
-          [](const PipelineBuilder& b, int64_t entry_timeout_us, int stats_window) {
+          [](const PipelineBuilder& b, int64_t entry_timeout_us, int stats_window, bool rebalance, int worker_budget,
+             int64_t rebalance_window_us) {
             PipelineOptions po;
             po.entry_timeout_us = entry_timeout_us;
             po.stats_window = stats_window;
+            po.rebalance.enabled = rebalance;
+            po.rebalance.worker_budget = worker_budget;
+            po.rebalance.window_us = rebalance_window_us;
             Result<std::unique_ptr<Pipeline>> r = Status(StatusCode::kInternal, "");
             {
               py::gil_scoped_release nogil;
@@ -199,7 +237,8 @@ void bind_pipeline(py::module_& m) {
             return p;
           },
           py::arg("entry_timeout_us") = PipelineOptions{}.entry_timeout_us,
-          py::arg("stats_window") = PipelineOptions{}.stats_window);
+          py::arg("stats_window") = PipelineOptions{}.stats_window, py::arg("rebalance") = false,
+          py::arg("worker_budget") = 0, py::arg("rebalance_window_us") = RebalanceOptions{}.window_us);
 
   py::class_<PyPipeline>(m, "_Pipeline")
       .def(
@@ -235,6 +274,17 @@ void bind_pipeline(py::module_& m) {
                s = p.pipeline->stats();
              }
              return pipeline_stats_dict(s);
+           })
+      .def("step_rebalancer",
+           [](PyPipeline& p) {
+             std::vector<RebalanceMove> moves;
+             {
+               py::gil_scoped_release nogil;
+               moves = p.pipeline->step_rebalancer();
+             }
+             py::list out;
+             for (const RebalanceMove& m : moves) out.append(move_dict(m));
+             return out;
            })
       .def(
           "shutdown",

@@ -148,6 +148,10 @@ class Pipeline:
     def stats(self):
         return self._impl.stats()
 
+    def step_rebalancer(self):
+        """Runs one rebalancing window now; the moves made (dicts with from, to, reason...)."""
+        return self._impl.step_rebalancer()
+
     def shutdown(self, mode="drain"):
         self._impl.shutdown(mode)
 
@@ -192,26 +196,38 @@ class PipelineBuilder:
         self._impl.output(name)
         return self
 
-    def add_function(self, name, inputs, outputs, fn, *, instances=1, queue_capacity=16):
+    def add_function(self, name, inputs, outputs, fn, *, instances=1, queue_capacity=16, serial=False,
+                     max_instances=0):
+        """serial: fn never runs twice at once (one worker, never rebalanced); max_instances: most
+        workers rebalancing may give it (0 = the budget). A Python stage holds the GIL while it
+        runs, so more workers help only where fn releases it (numpy, I/O, time.sleep)."""
         self._impl.add_function(name, list(inputs), list(outputs), fn, instances=instances,
-                                queue_capacity=queue_capacity)
+                                queue_capacity=queue_capacity, serial=serial, max_instances=max_instances)
         return self
 
-    def add_stage(self, name, inputs, outputs, stage, *, instances=1, queue_capacity=16):
+    def add_stage(self, name, inputs, outputs, stage, *, instances=1, queue_capacity=16, serial=False,
+                  max_instances=0):
         self._impl.add_stage(name, list(inputs), list(outputs), stage, instances=instances,
-                             queue_capacity=queue_capacity)
+                             queue_capacity=queue_capacity, serial=serial, max_instances=max_instances)
         return self
 
     def add_model(self, name, inputs, outputs, model, *, model_inputs=(), model_outputs=(), max_in_flight=0,
-                  queue_capacity=16):
+                  queue_capacity=16, max_replicas=1):
+        """max_replicas: with rebalancing, how many serving models over the same weights the stage
+        may spread its requests over (each one more instance)."""
         if not isinstance(model, ServingModel):
             raise TypeError(f"a model stage needs a streamline.ServingModel, not {type(model).__name__}")
         self._impl.add_model(name, list(inputs), list(outputs), model._impl, model_inputs=list(model_inputs),
                              model_outputs=list(model_outputs), max_in_flight=max_in_flight,
-                             queue_capacity=queue_capacity)
+                             queue_capacity=queue_capacity, max_replicas=max_replicas)
         self._models.append(model)
         return self
 
-    def build(self, *, entry_timeout_us=1_000_000, stats_window=4096):
-        impl = self._impl.build(entry_timeout_us=entry_timeout_us, stats_window=stats_window)
+    def build(self, *, entry_timeout_us=1_000_000, stats_window=4096, rebalance=False, worker_budget=0,
+              rebalance_window_us=500_000):
+        """rebalance / worker_budget: move workers to the slowest stage under load (a budget > 0
+        turns it on; rebalance=True keeps the total the stages start with). Moves and their
+        reasons are in stats()["rebalance"]."""
+        impl = self._impl.build(entry_timeout_us=entry_timeout_us, stats_window=stats_window, rebalance=rebalance,
+                                worker_budget=worker_budget, rebalance_window_us=rebalance_window_us)
         return Pipeline(impl, list(self._models))

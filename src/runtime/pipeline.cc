@@ -37,8 +37,10 @@ bool StageRuntime::push(QueueItem item, int64_t deadline_us) {
     if (!room) return false;
   }
   item.enqueue_us = steady_now_us();
+  note_depth(item.enqueue_us);
   queue.push_back(std::move(item));
   max_depth = std::max(max_depth, static_cast<int64_t>(queue.size()));
+  window_depth_max = std::max(window_depth_max, static_cast<int64_t>(queue.size()));
   lock.unlock();
   // Model-stage workers wait on different conditions (answers, room in flight): wake them all.
   if (is_model) {
@@ -50,7 +52,10 @@ bool StageRuntime::push(QueueItem item, int64_t deadline_us) {
 }
 
 void PipelineImpl::start() {
+  const int64_t now = steady_now_us();
   for (const auto& st : stages) {
+    st->depth_since_us = now;
+    st->active = st->is_model ? 0 : st->spec.instances;
     for (int w = 0; w < st->spec.instances; ++w) {
       if (st->is_model) {
         st->threads.emplace_back([this, st] { model_worker_main(st); });
@@ -59,6 +64,9 @@ void PipelineImpl::start() {
       }
     }
   }
+  mark_us_ = now;
+  marks_.assign(stages.size(), StageMark{});
+  if (rebalancing_ && options.rebalance.thread) balance_thread_ = std::thread([this] { balance_main(); });
 }
 
 void PipelineImpl::invoke(const InferCallback& done, InferResponse r) {
@@ -156,17 +164,24 @@ void PipelineImpl::submit(InferRequest request, InferCallback done) {
 }
 
 void PipelineImpl::worker_main(StageRuntime& st, int worker) {
+  std::unique_lock<std::mutex> lock(st.mu);
   for (;;) {
-    QueueItem item;
-    {
-      std::unique_lock<std::mutex> lock(st.mu);
-      st.not_empty.wait(lock, [&] { return st.stop || !st.queue.empty(); });
-      if (st.queue.empty()) return;
-      item = std::move(st.queue.front());
-      st.queue.pop_front();
+    st.not_empty.wait(lock, [&] { return st.stop || !st.queue.empty() || worker >= st.active; });
+    if (worker >= st.active && !st.stop) {
+      // The rebalancer took this worker away (between items). A wake-up meant for a worker that
+      // stays goes on to one.
+      if (!st.queue.empty()) st.not_empty.notify_one();
+      st.park.wait(lock, [&] { return st.stop || worker < st.active; });
+      continue;
     }
+    if (st.queue.empty()) return;  // stopped, nothing left
+    st.note_depth(steady_now_us());
+    QueueItem item = std::move(st.queue.front());
+    st.queue.pop_front();
+    lock.unlock();
     st.not_full.notify_one();
     run_item(st, worker, std::move(item));
+    lock.lock();
   }
 }
 
@@ -206,6 +221,7 @@ void PipelineImpl::run_item(StageRuntime& st, int worker, QueueItem item) {
     std::lock_guard<std::mutex> lock(st.mu);
     st.queue_window.add(static_cast<double>(waited));
     st.process_window.add(static_cast<double>(ran));
+    st.busy_us += ran;
     ++(s.ok() ? st.processed : st.failed);
   }
   {
@@ -237,6 +253,7 @@ void PipelineImpl::model_worker_main(const std::shared_ptr<StageRuntime>& stp) {
       continue;
     }
     if (!st.queue.empty() && st.in_flight < st.max_in_flight) {
+      st.note_depth(steady_now_us());
       QueueItem item = std::move(st.queue.front());
       st.queue.pop_front();
       ++st.in_flight;
@@ -279,17 +296,32 @@ void PipelineImpl::submit_to_model(const std::shared_ptr<StageRuntime>& stp, Que
     if (cancelling_.load()) fail(job, cancelled("the pipeline was shut down before the request finished"));
     return finish_tokens(job, 1);
   }
+  // The least loaded active model (in flight per instance) takes the request.
+  ServingModel* model = st.model;
+  size_t replica = 0;
   {
     std::lock_guard<std::mutex> lock(st.mu);
     st.queue_window.add(static_cast<double>(waited));
+    double best = 0;
+    for (size_t i = 0; i < st.active_replicas; ++i) {
+      const double load = static_cast<double>(st.replica_in_flight[i]) /
+                          static_cast<double>(std::max(1, st.replicas[i]->options().instances));
+      if (i == 0 || load < best) {
+        best = load;
+        replica = i;
+      }
+    }
+    model = st.replicas[replica];
+    ++st.replica_in_flight[replica];
   }
   // The callback runs on a model thread (or here, when the model refuses at once): it only queues
   // the answer for this stage's workers, so the model's instance is never held up. It keeps the
   // stage state alive for as long as it runs.
-  st.model->submit(std::move(r), [stp, item = std::move(item), taken](InferResponse resp) {
+  model->submit(std::move(r), [stp, item = std::move(item), taken, replica](InferResponse resp) {
     ModelDone d{item, std::move(resp), taken, steady_now_us()};
     {
       std::lock_guard<std::mutex> lock(stp->mu);
+      --stp->replica_in_flight[replica];
       stp->answers.push_back(std::move(d));
     }
     stp->not_empty.notify_all();
@@ -416,6 +448,14 @@ void PipelineImpl::deliver(const std::shared_ptr<Job>& job, InferResponse r) {
 
 void PipelineImpl::shutdown(ShutdownMode mode) {
   std::lock_guard<std::mutex> serial(shutdown_mu_);
+  if (balance_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(balance_wait_mu_);
+      balance_stop_ = true;
+    }
+    balance_cv_.notify_all();
+    balance_thread_.join();
+  }
   {
     std::unique_lock<std::mutex> lock(mu_);
     stopping_ = true;
@@ -423,16 +463,25 @@ void PipelineImpl::shutdown(ShutdownMode mode) {
     idle_cv_.wait(lock, [&] { return in_flight_ == 0; });
   }
   if (joined_) return;
+  // A rebalancing window in progress (step_rebalancer on another thread) finishes first; later
+  // ones see stopping_ and start no worker.
+  std::lock_guard<std::mutex> balance(balance_mu_);
   for (const auto& st : stages) {
     {
       std::lock_guard<std::mutex> lock(st->mu);
       st->stop = true;
     }
     st->not_empty.notify_all();
+    st->park.notify_all();
   }
   for (const auto& st : stages)
     for (auto& t : st->threads) t.join();
   joined_ = true;
+  if (options.rebalance.cores) {
+    options.rebalance.cores->release(this);
+    std::lock_guard<std::mutex> lock(mu_);
+    cores_held_ = 0;
+  }
 }
 
 PipelineStats PipelineImpl::stats() const {
@@ -445,6 +494,13 @@ PipelineStats PipelineImpl::stats() const {
     p.failures = failures_;
     p.total = total_window_.summarize();
     p.in_flight = in_flight_;
+    p.rebalance.windows = windows_;
+    p.rebalance.moves = moves_;
+    p.rebalance.cores = cores_held_;
+    p.rebalance.bottleneck = bottleneck_;
+    p.rebalance.imbalance = imbalance_;
+    p.rebalance.last_hold = last_hold_;
+    p.rebalance.recent.assign(recent_.begin(), recent_.end());
   }
   for (const auto& st : stages) {
     StageStats s;
@@ -462,8 +518,15 @@ PipelineStats PipelineImpl::stats() const {
     s.max_queue_depth = st->max_depth;
     s.blocked_producers = st->blocked_producers;
     s.in_flight = st->in_flight;
+    s.workers = workers_of(*st);
+    s.max_workers = st->max_workers;
+    s.capacity_per_s = st->capacity_per_s;
+    s.busy_fraction = st->busy_fraction;
+    p.rebalance.workers += s.workers;
     p.stages.push_back(std::move(s));
   }
+  p.rebalance.enabled = rebalancing_;
+  p.rebalance.worker_budget = worker_budget_;
   return p;
 }
 
@@ -496,6 +559,10 @@ void Pipeline::shutdown(ShutdownMode mode) {
 
 PipelineStats Pipeline::stats() const {
   return impl_->stats();
+}
+
+std::vector<RebalanceMove> Pipeline::step_rebalancer() {
+  return impl_->rebalance_window();
 }
 
 const std::vector<std::string>& Pipeline::input_names() const {

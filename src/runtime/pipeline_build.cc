@@ -56,6 +56,11 @@ Status check_spec(const StageSpec& s) {
   if (s.instances < 1 || s.instances > runtime::kMaxInstances)
     return invalid_argument(where + "instances must be in [1, " + std::to_string(runtime::kMaxInstances) + "], got " +
                             std::to_string(s.instances));
+  if (s.serial && s.instances != 1)
+    return invalid_argument(where + "a serial stage has one worker, got instances " + std::to_string(s.instances));
+  if (s.max_instances != 0 && (s.max_instances < s.instances || s.max_instances > runtime::kMaxInstances))
+    return invalid_argument(where + "max_instances must be 0 or in [instances, " +
+                            std::to_string(runtime::kMaxInstances) + "], got " + std::to_string(s.max_instances));
   if (s.queue_capacity < 1 || s.queue_capacity > kMaxQueueCapacity)
     return invalid_argument(where + "queue_capacity must be in [1, " + std::to_string(kMaxQueueCapacity) + "], got " +
                             std::to_string(s.queue_capacity));
@@ -80,6 +85,9 @@ Status resolve_model_names(const StageSpec& s, const ServingModel* model, const 
     return invalid_argument(where + "model_outputs names " + std::to_string(o.model_outputs.size()) + " tensors for " +
                             std::to_string(s.outputs.size()) + " outputs");
   if (o.max_in_flight < 0) return invalid_argument(where + "max_in_flight must be >= 0");
+  if (o.max_replicas < 1 || o.max_replicas > runtime::kMaxInstances)
+    return invalid_argument(where + "max_replicas must be in [1, " + std::to_string(runtime::kMaxInstances) +
+                            "], got " + std::to_string(o.max_replicas));
   *ins = o.model_inputs.empty() ? s.inputs : o.model_inputs;
   *outs = o.model_outputs.empty() ? s.outputs : o.model_outputs;
   const auto& mi = model->model().inputs();
@@ -123,6 +131,17 @@ std::string describe_cycle(const std::vector<std::vector<int>>& next, const std:
     cycle.push_back(names[static_cast<size_t>(order[i])]);
   cycle.push_back(cycle.front());
   return quoted_list(cycle, " -> ");
+}
+
+Status check_rebalance(const RebalanceOptions& r) {
+  const std::string where = "rebalance: ";
+  if (r.worker_budget < 0) return invalid_argument(where + "worker_budget must be >= 0");
+  if (r.window_us < 1000) return invalid_argument(where + "window_us must be >= 1000");
+  if (r.confirm_windows < 1) return invalid_argument(where + "confirm_windows must be >= 1");
+  if (r.cooldown_windows < 0) return invalid_argument(where + "cooldown_windows must be >= 0");
+  if (!(r.margin >= 0 && r.margin <= 1)) return invalid_argument(where + "margin must be in [0, 1]");
+  if (r.min_items < 1) return invalid_argument(where + "min_items must be >= 1");
+  return ok_status();
 }
 
 }  // namespace
@@ -174,6 +193,7 @@ Result<std::unique_ptr<Pipeline>> PipelineBuilder::build(const PipelineOptions& 
   using runtime::StageRuntime;
   if (options.entry_timeout_us < 0) return invalid_argument("entry_timeout_us must be >= 0");
   if (options.stats_window < 1) return invalid_argument("stats_window must be >= 1");
+  SL_RETURN_IF_ERROR(check_rebalance(options.rebalance));
   if (entries_.empty()) return invalid_argument("the pipeline has no stages");
   if (inputs_.empty()) return invalid_argument("the pipeline declares no inputs");
   auto impl = std::make_unique<runtime::PipelineImpl>();
@@ -292,11 +312,18 @@ Result<std::unique_ptr<Pipeline>> PipelineBuilder::build(const PipelineOptions& 
       st->max_in_flight = e.model_options.max_in_flight > 0
                               ? e.model_options.max_in_flight
                               : 2 * std::max(1, so.batching.max_batch_size) * std::max(1, so.instances);
+      st->auto_in_flight = e.model_options.max_in_flight == 0;
+      st->replicas = {st->model};
+      st->replica_in_flight = {0};
+      st->max_replicas = e.model_options.max_replicas;
+      st->min_workers = std::max(1, so.instances);
+      st->max_workers = st->min_workers + st->max_replicas - 1;
     } else if (e.shared) {
       st->shared = e.shared;
       const Status v = e.shared->validate(e.spec);
       if (!v.ok()) return v.with_context("stage '" + e.spec.name + "'");
     } else if (e.factory) {
+      st->factory = e.factory;
       for (int i = 0; i < e.spec.instances; ++i) {
         std::unique_ptr<Stage> obj = e.factory();
         if (!obj) return invalid_argument(where + "its factory returned no stage");
@@ -314,6 +341,38 @@ Result<std::unique_ptr<Pipeline>> PipelineBuilder::build(const PipelineOptions& 
     std::sort(st->consumers.begin(), st->consumers.end());
     if (st->producers == 0) impl->entry_stages.push_back(st->index);
     impl->stages.push_back(std::move(st));
+  }
+  // Pass 6: rebalancing limits. The budget counts plain stages' workers and model instances.
+  const RebalanceOptions& ro = options.rebalance;
+  impl->rebalancing_ = ro.enabled || ro.worker_budget > 0 || ro.cores;
+  int start_workers = 0;
+  std::vector<int> start;
+  for (const auto& st : impl->stages) {
+    start.push_back(st->is_model ? st->min_workers : st->spec.instances);
+    start_workers += start.back();
+  }
+  impl->worker_budget_ = ro.worker_budget > 0 ? ro.worker_budget : ro.cores ? runtime::kMaxInstances : start_workers;
+  if (impl->rebalancing_ && impl->worker_budget_ < start_workers)
+    return invalid_argument("rebalance: worker_budget " + std::to_string(impl->worker_budget_) + " is below the " +
+                            std::to_string(start_workers) + " workers the stages start with");
+  int sum_min = 0;  // every stage keeps one worker (model stages their model's instances)
+  for (const auto& st : impl->stages) sum_min += st->is_model ? st->min_workers : 1;
+  for (const auto& st : impl->stages) {
+    if (st->is_model) {
+      if (!impl->rebalancing_) st->max_workers = st->min_workers;
+      continue;
+    }
+    int most = st->spec.instances;
+    if (impl->rebalancing_ && !st->spec.serial)
+      most = std::min({st->spec.max_instances > 0 ? st->spec.max_instances : runtime::kMaxInstances,
+                       impl->worker_budget_ - sum_min + 1, runtime::kMaxInstances});
+    st->min_workers = 1;
+    st->max_workers = std::max(most, st->spec.instances);
+    if (st->factory) st->owned.resize(static_cast<size_t>(st->max_workers));
+  }
+  if (ro.cores) {
+    impl->cores_floor_ = impl->cores_held_ = impl->cores_for(start);
+    (void)ro.cores->try_hold(impl.get(), impl->cores_floor_, impl->cores_floor_);  // within the floor: always
   }
   impl->start();
   return std::unique_ptr<Pipeline>(new Pipeline(std::move(impl)));

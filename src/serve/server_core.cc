@@ -322,8 +322,10 @@ void ServerCore::infer(const std::string& model, const std::string& version, Inf
   in_flight_.fetch_add(1);
   const int64_t t0 = steady_ns();
   if (draining_.load()) {
-    refuse(model, request.id, unavailable("server is shutting down"), done);
-    note_refusal(model, unavailable(""), t0);
+    // A copy: `model` may live in the front end's request, which the answer may free.
+    const std::string name = model;
+    refuse(name, request.id, unavailable("server is shutting down"), done);
+    note_refusal(name, unavailable(""), t0);
     finished();
     return;
   }

@@ -3,6 +3,7 @@
 import asyncio
 import concurrent.futures
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -154,3 +155,46 @@ def test_pipeline_stage_errors_name_the_stage(add_path):
     b.add_function("g", ["b"], ["a"], lambda t: {"a": t["b"]})
     with pytest.raises(streamline.InvalidArgument, match="cycle|two producers|'a'"):
         b.build()
+
+
+def test_pipeline_rebalances_python_stages():
+    # time.sleep releases the GIL, so a second worker doubles a sleeping stage's capacity. 2 ms and
+    # 10 ms stages started 2/1 with a budget of 3 end 1/2; the serial stage keeps its one worker.
+    def sleeper(ms, src, dst):
+        def fn(t):
+            time.sleep(ms / 1000)
+            return {dst: t[src] + 1}
+        return fn
+
+    b = streamline.PipelineBuilder().input("a")
+    b.add_function("fast", ["a"], ["b"], sleeper(2, "a", "b"), instances=2, queue_capacity=8)
+    b.add_function("slow", ["b"], ["c"], sleeper(10, "b", "c"), queue_capacity=8)
+    b.add_function("last", ["c"], ["d"], lambda t: {"d": t["c"] + 1}, serial=True)
+    with b.build(rebalance=True, rebalance_window_us=200_000) as pipe:
+        stop = threading.Event()
+        wrong = []
+
+        def client():
+            while not stop.is_set():
+                x = np.array([float(threading.get_ident() % 1000)], np.float32)
+                if pipe.infer({"a": x})["d"][0] != x[0] + 3:
+                    wrong.append(x)
+
+        clients = [threading.Thread(target=client) for _ in range(6)]
+        for c in clients:
+            c.start()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and [s["workers"] for s in pipe.stats()["stages"]] != [1, 2, 1]:
+            time.sleep(0.05)
+        stop.set()
+        for c in clients:
+            c.join()
+        stats = pipe.stats()
+    assert [s["workers"] for s in stats["stages"]] == [1, 2, 1], stats["rebalance"]
+    assert stats["stages"][2]["max_workers"] == 1
+    assert stats["rebalance"]["enabled"] and stats["rebalance"]["worker_budget"] == 4
+    assert stats["rebalance"]["moves"] == 1
+    move = stats["rebalance"]["recent"][0]
+    assert (move["from"], move["to"], move["to_workers"]) == ("fast", "slow", 2)
+    assert "is the bottleneck" in move["reason"]
+    assert not wrong and stats["failed"] == 0
