@@ -40,9 +40,25 @@ std::string pressure(const ControlWindow& w, const ControlSettings& s, int64_t o
     return "queue depth " + num(w.queue_depth_mean) + " over " + num(kBacklogPerInstance) + " per instance (" +
            std::to_string(s.active_instances) + " active, p99 " + ms(w.p99_us) + ")";
   if (w.busy_fraction > kSaturatedBusy && w.queue_depth_mean >= kSaturatedDepth * s.active_instances)
-    return "instances " + num(100 * w.busy_fraction) + "% busy with queue depth " + num(w.queue_depth_mean) +
-           " (p99 " + ms(w.p99_us) + ")";
+    return "instances " + num(100 * w.busy_fraction) + "% busy with queue depth " + num(w.queue_depth_mean) + " (p99 " +
+           ms(w.p99_us) + ")";
   return "";
+}
+
+// The thread count, at most `spread`, whose light-load batches were fastest: fewer threads win
+// only by kFewerThreadsGain. -1 when `spread` itself has not been measured.
+int fastest_light_threads(const ControllerState& s, int lo, int spread) {
+  if (spread >= kMeasuredThreads || s.light_service_us[spread] <= 0) return -1;
+  int best = spread;
+  for (int t = spread - 1; t >= lo; --t)
+    if (s.light_service_us[t] > 0 && s.light_service_us[t] <= kFewerThreadsGain * s.light_service_us[best]) best = t;
+  return best;
+}
+
+std::string us(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.0f us", v);
+  return buf;
 }
 
 bool slack(const ControlWindow& w, const ControlSettings& s, int64_t objective_us) {
@@ -96,6 +112,9 @@ ControlWindow window_between(const ControlCounters& a, const ControlCounters& b,
   w.refused = (b.refused - a.refused) + (b.expired - a.expired);
   w.busy_fraction =
       std::clamp(static_cast<double>(b.busy_us - a.busy_us) / (len * std::max(1, active_instances)), 0.0, 1.0);
+  w.batches = batches;
+  w.service_us =
+      batches > 0 ? static_cast<double>(std::max<int64_t>(0, b.busy_us - a.busy_us)) / static_cast<double>(batches) : 0;
   // Percentiles from the histogram's difference: the upper bound of the bucket that reaches them.
   uint64_t total = 0;
   for (int i = 0; i < kControlLatencyBuckets; ++i) total += b.latency[i] - a.latency[i];
@@ -191,19 +210,53 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
               idle + ", instances " + num(100 * w.busy_fraction) + "% busy: -1 instance");
     }
   }
-  // Rule 5: the cores to spread changed while nothing else did.
-  if (!have && spread_threads(lim, active) != threads) {
-    const int to = spread_threads(lim, active);
-    propose(ControlKnob::kThreads, threads, to,
-            std::to_string(active) + (active == 1 ? " instance" : " instances") + " over " +
-                std::to_string(std::max(lim.cores_granted, active * to)) + " cores available: " + std::to_string(to) +
-                " threads per instance");
+  // Light-load measurements of the batch time per thread count (rule 5's choice).
+  const int spread = spread_threads(lim, active);
+  if (state->measured_instances != active || state->measure_windows >= kThreadMeasureWindows) {
+    state->light_service_us.fill(0);
+    state->measured_instances = active;
+    state->measure_windows = 0;
+  }
+  ++state->measure_windows;
+  const bool light = why.empty() && w.refused == 0 && w.batches >= kMeasureBatches &&
+                     w.mean_batch_rows < kSingleRowBatches && w.service_us > 0;
+  if (light && threads < kMeasuredThreads) {
+    double& m = state->light_service_us[threads];
+    m = m > 0 ? 0.5 * (m + w.service_us) : w.service_us;
+  }
+  const bool multi_row = w.batches > 0 && w.mean_batch_rows >= kSingleRowBatches;
+  const int fastest = multi_row ? -1 : fastest_light_threads(*state, min_threads, spread);
+  const int target = fastest > 0 ? fastest : spread;
+  bool probe = false;
+  // Rule 5: the cores to spread changed while nothing else did, or a light load runs faster on
+  // fewer threads (measured, or to be measured: one fewer thread is tried).
+  if (!have && target != threads) {
+    if (target < spread) {
+      const double* m = state->light_service_us.data();
+      propose(ControlKnob::kThreads, threads, target,
+              "light load (batches of " + num(w.mean_batch_rows) + " rows): batches took " + us(m[target]) + " at " +
+                  std::to_string(target) + " threads against " + us(m[spread]) + " at " + std::to_string(spread) +
+                  ": " + std::to_string(target) + " threads per instance");
+    } else {
+      propose(ControlKnob::kThreads, threads, target,
+              std::to_string(active) + (active == 1 ? " instance" : " instances") + " over " +
+                  std::to_string(std::max(lim.cores_granted, active * target)) +
+                  " cores available: " + std::to_string(target) + " threads per instance");
+    }
+  } else if (!have && light && threads > min_threads && threads < kMeasuredThreads &&
+             state->light_service_us[threads - 1] <= 0) {
+    propose(ControlKnob::kThreads, threads, threads - 1,
+            "light load (batches of " + num(w.mean_batch_rows) + " rows): batches take " +
+                us(state->light_service_us[threads]) + " at " + std::to_string(threads) + " threads: trying " +
+                std::to_string(threads - 1));
+    probe = true;
   }
   if (!have) return d;
 
   // Rule 2 and hysteresis: a change waits out the cooldown; undoing the last one waits longer.
   const int direction = c.to > c.from ? 1 : -1;
-  const bool reverses = state->last_knob == static_cast<int>(c.knob) && state->last_direction == -direction;
+  const bool reverses =
+      state->last_knob == static_cast<int>(c.knob) && state->last_direction == -direction && !state->last_was_probe;
   const int wait = reverses ? lim.reverse_cooldown_windows : lim.cooldown_windows;
   if (!forced && state->windows_since_change <= wait) return d;
 
@@ -224,6 +277,7 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
   state->windows_since_change = 0;
   state->last_knob = static_cast<int>(c.knob);
   state->last_direction = direction;
+  state->last_was_probe = probe;
   const std::string reason = c.reason;
   d.changes.push_back(std::move(c));
   // The threads move with the instances: the cores of the active ones spread over the new count.

@@ -38,7 +38,13 @@
 //     when the others would stay under kShedBusyFraction busy. The preferred batch stays: with no
 //     queue delay it only caps batches, which a light load does not fill.
 //  5. Spread: threads per instance differ from what the spread gives (the budget grew or shrank
-//     while nothing else changed): set them.
+//     while nothing else changed): set them. Under a light load (batches of about one row) the
+//     threads are chosen by measurement instead: each such window records the mean time a batch
+//     took at the current thread count, and one fewer thread is tried (a probe) while it has not
+//     been measured; fewer threads are kept when their batches take at most kFewerThreadsGain of
+//     the time more threads took (waking intra-op threads for a small model can cost more than it
+//     gains, most of all when the clients share the cores). The measurements are dropped when
+//     the active instances change and after kThreadMeasureWindows windows, so they follow the load.
 //  6. Otherwise (between the two bands): no change.
 // A change that reverses the previous one on the same knob waits `reverse_cooldown_windows`
 // windows instead, so a load at the edge of a band does not flap the setting.
@@ -87,6 +93,8 @@ struct ControlWindow {
   uint64_t completed = 0;
   uint64_t refused = 0;      // refused at enqueue plus timed out in the queue
   double busy_fraction = 0;  // of the active instances' time, in [0, 1]
+  uint64_t batches = 0;      // batches launched
+  double service_us = 0;     // mean time a batch ran (busy time / batches); 0 when none ran
 };
 
 // The observations between two reads; `active_instances` were active through the window.
@@ -94,9 +102,9 @@ ControlWindow window_between(const ControlCounters& before, const ControlCounter
 
 // What the controller sets.
 struct ControlSettings {
-  int64_t queue_delay_us = 0;  // BatchPolicy::max_queue_delay_us
-  int preferred_batch = 0;     // the one preferred batch size; 0 = none (batches fill to max_batch)
-  int active_instances = 1;    // instances that take batches (the first ones)
+  int64_t queue_delay_us = 0;    // BatchPolicy::max_queue_delay_us
+  int preferred_batch = 0;       // the one preferred batch size; 0 = none (batches fill to max_batch)
+  int active_instances = 1;      // instances that take batches (the first ones)
   int threads_per_instance = 1;  // intra-op threads each active instance runs with
   bool operator==(const ControlSettings&) const = default;
 };
@@ -115,10 +123,17 @@ struct ControlLimits {
 };
 
 // The controller's memory between windows (hysteresis); start with the default.
+inline constexpr int kMeasuredThreads = 65;
 struct ControllerState {
   int windows_since_change = 1 << 20;
-  int last_knob = -1;      // ControlKnob of the last change, -1 = none yet
-  int last_direction = 0;  // +1 up, -1 down
+  int last_knob = -1;           // ControlKnob of the last change, -1 = none yet
+  int last_direction = 0;       // +1 up, -1 down
+  bool last_was_probe = false;  // the last change tried one fewer thread (undoing it waits less)
+  // Mean batch time (us) at each thread count under a light load; 0 = not measured. Taken with
+  // `measured_instances` active, over the last `measure_windows` windows.
+  std::array<double, kMeasuredThreads> light_service_us{};
+  int measured_instances = 0;
+  int measure_windows = 0;
 };
 
 enum class ControlKnob { kQueueDelay, kPreferredBatch, kInstances, kThreads };
@@ -133,7 +148,7 @@ struct ControlChange {
 };
 
 struct ControlDecision {
-  ControlSettings settings;            // for the next window (the current ones when unchanged)
+  ControlSettings settings;  // for the next window (the current ones when unchanged)
   // At most one knob, plus kThreads when an instance change moves the threads with it.
   std::vector<ControlChange> changes;
 };
@@ -150,6 +165,12 @@ inline constexpr double kSaturatedDepth = 0.5;
 inline constexpr double kSlackFraction = 0.5;
 // An instance is shed when the remaining ones would be busy less than this.
 inline constexpr double kShedBusyFraction = 0.6;
+// Light load: fewer threads are kept when their batches take at most this share of the time.
+inline constexpr double kFewerThreadsGain = 0.9;
+// Light load: a window measures the batch time when it ran at least this many batches.
+inline constexpr uint64_t kMeasureBatches = 20;
+// Light-load measurements are dropped (and taken again) after this many windows.
+inline constexpr int kThreadMeasureWindows = 120;
 
 [[nodiscard]] ControlDecision control_step(const ControlWindow& w, const ControlSettings& current,
                                            const ControlLimits& limits, ControllerState* state);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 namespace streamline::runtime {
@@ -319,6 +320,92 @@ TEST(Controller, FreedCoresGoToTheActiveInstancesThreads) {
   // Fixed threads (no maximum above the minimum): nothing to spread.
   ControllerState st3;
   EXPECT_TRUE(control_step(w, s, limits(2, 1, 3), &st3).changes.empty());
+}
+
+// A light load (one client): batches of one row, `service_us` each at the current threads.
+ControlWindow light(double service_us) {
+  ControlWindow w = idle();
+  w.completed = 400;
+  w.batches = 400;
+  w.service_us = service_us;
+  return w;
+}
+
+// Runs `windows` light windows whose batch time is `cost[threads]`; returns the threads after each.
+std::vector<int> run_light(const std::vector<double>& cost, ControlSettings* s, const ControlLimits& lim,
+                           ControllerState* st, int windows) {
+  std::vector<int> seen;
+  for (int i = 0; i < windows; ++i) {
+    const ControlDecision d = control_step(light(cost[s->threads_per_instance]), *s, lim, st);
+    for (const ControlChange& c : d.changes) EXPECT_EQ(c.knob, ControlKnob::kThreads);
+    *s = d.settings;
+    seen.push_back(s->threads_per_instance);
+  }
+  return seen;
+}
+
+TEST(Controller, LightLoadKeepsFewerThreadsWhenTheyRunFaster) {
+  // Waking a second thread costs more than it gains: 900 us at 2 threads, 300 us at 1.
+  const ControlLimits lim = spreading(/*max_instances=*/2, /*max_threads=*/2, /*cores=*/2);
+  ControllerState st;
+  ControlSettings s = settings(0, 0, 1);
+  s.threads_per_instance = 2;
+  ControlDecision d = control_step(light(900), s, lim, &st);
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_EQ(d.changes[0].reason, "light load (batches of 1.0 rows): batches take 900 us at 2 threads: trying 1");
+  EXPECT_EQ(d.settings.threads_per_instance, 1);
+  s = d.settings;
+  const std::vector<int> seen = run_light({0, 300, 900}, &s, lim, &st, 30);
+  EXPECT_EQ(seen, std::vector<int>(30, 1));  // measured faster: kept, no flapping
+  // A load that batches (several rows) spreads the cores again.
+  ControlWindow busy = light(2000);
+  busy.mean_batch_rows = 3;
+  d = control_step(busy, s, lim, &st);
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_EQ(d.settings.threads_per_instance, 2);
+}
+
+TEST(Controller, LightLoadReturnsToMoreThreadsWhenFewerAreSlower) {
+  // Two threads halve the batch time: the probe of one thread is undone after the cooldown alone.
+  ControlLimits lim = spreading(2, 2, 2);
+  lim.reverse_cooldown_windows = 50;
+  ControllerState st;
+  ControlSettings s = settings(0, 0, 1);
+  s.threads_per_instance = 2;
+  const std::vector<int> seen = run_light({0, 1000, 500}, &s, lim, &st, 40);
+  const std::vector<int> want_start = {1, 1, 1, 2};
+  EXPECT_EQ(std::vector<int>(seen.begin(), seen.begin() + 4), want_start);
+  EXPECT_EQ(std::vector<int>(seen.begin() + 4, seen.end()), std::vector<int>(36, 2));  // measured: no second try
+  // Measurements expire, so the probe comes back once (and only) after kThreadMeasureWindows.
+  const std::vector<int> later = run_light({0, 1000, 500}, &s, lim, &st, kThreadMeasureWindows);
+  EXPECT_EQ(std::count(later.begin(), later.end(), 1), 3);
+}
+
+TEST(Controller, LightLoadProbesDownUntilFewerThreadsStopWinning) {
+  // 4 threads 400 us, 3 threads 350, 2 threads 300 (each at least 10% faster), 1 thread 320.
+  const ControlLimits lim = spreading(1, 4, 4);
+  ControllerState st;
+  ControlSettings s = settings(0, 0, 1);
+  s.threads_per_instance = 4;
+  std::vector<int> seen = run_light({0, 320, 300, 350, 400}, &s, lim, &st, 60);
+  EXPECT_EQ(seen.back(), 2);
+  // Each thread count tried once, then steady at 2.
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 3);
+  EXPECT_EQ(std::vector<int>(seen.end() - 30, seen.end()), std::vector<int>(30, 2));
+  EXPECT_LE(st.light_service_us[1], 320.0 + 1e-9);
+  EXPECT_GT(st.light_service_us[1], 0.0);
+}
+
+TEST(Controller, LightLoadStopsWhereOneFewerThreadGainsTooLittle) {
+  // 3 threads are 2.5% faster than 4: not worth the change (kFewerThreadsGain), 4 stay.
+  const ControlLimits lim = spreading(1, 4, 4);
+  ControllerState st;
+  ControlSettings s = settings(0, 0, 1);
+  s.threads_per_instance = 4;
+  const std::vector<int> seen = run_light({0, 100, 100, 390, 400}, &s, lim, &st, 30);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 3), 3);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 2), 0);  // local search: 2 is never tried
+  EXPECT_EQ(seen.back(), 4);
 }
 
 TEST(Controller, WithoutAnObjectiveNothingChanges) {
