@@ -24,6 +24,28 @@ Result<Backend*> BackendRegistry::find(ops::Device device) const {
   return unsupported(std::string("no backend for ") + ops::device_name(device));
 }
 
+Status ImportedDeviceMemory::read(size_t offset, void* dst, size_t n) const {
+  SL_RETURN_IF_ERROR(check_range(offset, n));
+  return copy_to_host(offset, dst, n);
+}
+
+Status ImportedDeviceMemory::write(size_t offset, const void* src, size_t n) {
+  SL_RETURN_IF_ERROR(check_range(offset, n));
+  return copy_from_host(offset, src, n);
+}
+
+Status ImportedDeviceMemory::check_range(size_t offset, size_t n) const {
+  if (offset > bytes_ || n > bytes_ - offset)
+    return invalid_argument("shared device memory: offset " + std::to_string(offset) + " + " + std::to_string(n) +
+                            " bytes is past the region's " + std::to_string(bytes_));
+  return ok_status();
+}
+
+Result<std::unique_ptr<ImportedDeviceMemory>> Backend::import_ipc_memory(const std::string&, int, size_t) const {
+  return unsupported(std::string("the ") + ops::device_name(device()) +
+                     " backend has no device memory to share by IPC handle");
+}
+
 bool BackendRegistry::has(ops::Device device) const {
   return find(device).ok();
 }

@@ -16,6 +16,7 @@
 // context then fails with Unavailable naming the reason, and device_count() is 0.
 // Thread-safety: Backend, DeviceWeights and a registry after registration are thread-safe.
 
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,6 +40,30 @@ class DeviceWeights {
   virtual size_t bytes() const = 0;
 };
 
+// Device memory another process exported and this one mapped (for CUDA a cudaIpcMemHandle_t
+// opened with cudaIpcOpenMemHandle), copied to and from host memory. Unmapped when destroyed.
+// Made by Backend::import_ipc_memory. Thread-safe: copies are synchronous.
+class ImportedDeviceMemory {
+ public:
+  virtual ~ImportedDeviceMemory() = default;
+  // InvalidArgument (naming the range) when [offset, offset + n) is not inside the region.
+  [[nodiscard]] Status read(size_t offset, void* dst, size_t n) const;
+  [[nodiscard]] Status write(size_t offset, const void* src, size_t n);
+  size_t size() const { return bytes_; }
+  int device() const { return device_; }
+
+ protected:
+  ImportedDeviceMemory(int device, size_t bytes) : device_(device), bytes_(bytes) {}
+  // The copies, called with a range already checked.
+  [[nodiscard]] virtual Status copy_to_host(size_t offset, void* dst, size_t n) const = 0;
+  [[nodiscard]] virtual Status copy_from_host(size_t offset, const void* src, size_t n) = 0;
+
+ private:
+  [[nodiscard]] Status check_range(size_t offset, size_t n) const;
+  int device_;
+  size_t bytes_;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -52,6 +77,12 @@ class Backend {
   virtual std::string summary() const = 0;
   // State for one model on this backend; made when the model loads.
   [[nodiscard]] virtual Result<std::shared_ptr<DeviceWeights>> attach_model() const = 0;
+  // Maps `bytes` bytes of device memory another process shares by the handle `raw_handle` (CUDA:
+  // the 64 bytes of a cudaIpcMemHandle_t) on device `device`. InvalidArgument for a malformed
+  // handle or device; Unavailable when the device cannot open it; Unsupported on a backend
+  // without device memory to share (the CPU one, which keeps this default).
+  [[nodiscard]] virtual Result<std::unique_ptr<ImportedDeviceMemory>> import_ipc_memory(const std::string& raw_handle,
+                                                                                        int device, size_t bytes) const;
 };
 
 class BackendRegistry {
