@@ -1,10 +1,12 @@
-// Backends' optional capabilities (exec/backend.h): device memory shared by IPC handle.
+// The backend registry's names, and backends' optional capabilities (exec/backend.h): device
+// memory shared by IPC handle.
 
 #include "exec/backend.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace streamline {
@@ -28,6 +30,26 @@ class HostBackedMemory final : public exec::ImportedDeviceMemory {
  private:
   std::vector<char> data_;
 };
+
+TEST(Backends, KnownByNameAndTheDeviceGoesToTheBackendNamedAfterIt) {
+  exec::BackendRegistry registry;
+  EXPECT_EQ(registry.find("cpu").status().code(), StatusCode::kNotFound);
+  EXPECT_NE(registry.find("cpu").status().message().find("registered: none"), std::string::npos);
+  // The eager backend runs on the CPU too, but the device still means the backend named "cpu".
+  ASSERT_TRUE(registry.add(exec::make_eager_backend()).ok());
+  EXPECT_EQ(registry.find(ops::Device::kCpu).status().code(), StatusCode::kUnsupported);
+  ASSERT_TRUE(registry.add(exec::make_cpu_backend()).ok());
+  EXPECT_EQ(registry.names(), (std::vector<std::string>{"eager", "cpu"}));
+  auto cpu = registry.find(ops::Device::kCpu);
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ((*cpu)->name(), "cpu");
+  const Status twice = registry.add(exec::make_eager_backend());
+  EXPECT_EQ(twice.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(twice.message().find("'eager' is registered already"), std::string::npos) << twice.to_string();
+  auto gpu = registry.find("gpu");
+  EXPECT_EQ(gpu.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(gpu.status().message().find("registered: eager, cpu"), std::string::npos) << gpu.status().to_string();
+}
 
 TEST(Backends, TheCpuBackendHasNoIpcMemory) {
   auto cpu = exec::make_cpu_backend();
