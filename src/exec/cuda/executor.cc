@@ -8,6 +8,7 @@
 #include "core/clock.h"
 #include "core/cuda/cuda_status.h"
 #include "core/logging.h"
+#include "exec/run_outputs.h"
 
 namespace streamline::exec::cuda {
 namespace {
@@ -368,25 +369,9 @@ Status CudaExecutionContext::run(const plan::ExecutionPlan& plan, std::span<cons
   ++stats_.runs;
   if (timed) SL_RETURN_IF_ERROR(report_step_times(plan, *b, *options.observer, host_start_ns));
   if (options.observer) options.observer->on_run_end(plan);
-  if (outputs) {
-    outputs->clear();
-    for (size_t o = 0; o < plan.output_slots.size(); ++o) {
-      const plan::TensorSlot& s = plan.slots[static_cast<size_t>(plan.output_slots[o])];
-      Tensor t;
-      switch (s.kind) {
-        case plan::SlotKind::kArena:
-          t = Tensor::view(s.dtype, s.shape, b->output_staging[o].data());
-          break;
-        case plan::SlotKind::kConstant:
-          t = plan.constants[static_cast<size_t>(s.constant)];
-          break;
-        case plan::SlotKind::kInput:
-          t = inputs[static_cast<size_t>(s.input_index)];
-          break;
-      }
-      outputs->push_back(options.copy_outputs ? t.clone() : t);
-    }
-  }
+  if (outputs)  // arena outputs were copied to their staging blocks above
+    collect_outputs(plan, inputs, options.copy_outputs, outputs,
+                    [b](size_t o, const plan::TensorSlot&) { return b->output_staging[o].data(); });
   return ok_status();
 }
 
