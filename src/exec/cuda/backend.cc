@@ -21,8 +21,7 @@ class CudaWeights final : public DeviceWeights {
     if (Status s = require_device(); !s.ok())
       return s.with_context("running on cuda:" + std::to_string(options.device));
     CudaContextOptions co;
-    co.device = options.device;
-    co.cuda_graphs = options.cuda_graphs;
+    co.context = options;
     SL_ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutionContext> ctx,
                         CudaExecutionContext::create(on(options.device), co));
     return std::unique_ptr<ExecutionContext>(std::move(ctx));
