@@ -219,6 +219,34 @@ Shape reduced_shape(const Shape& s, const std::vector<bool>& reduced, bool keepd
   return out;
 }
 
+Result<AutoPad> parse_auto_pad(const std::string& text, const std::string& who) {
+  if (text == "NOTSET" || text.empty()) return AutoPad::kNotSet;
+  if (text == "SAME_UPPER") return AutoPad::kSameUpper;
+  if (text == "SAME_LOWER") return AutoPad::kSameLower;
+  if (text == "VALID") return AutoPad::kValid;
+  return invalid_argument(who + ": unknown auto_pad '" + text + "'");
+}
+
+Result<ConvAxis> conv_axis(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin,
+                           int64_t pad_end, AutoPad auto_pad, const std::string& who) {
+  const int64_t extent = (kernel - 1) * dilation + 1;
+  ConvAxis a{pad_begin, pad_end, 0};
+  if (auto_pad == AutoPad::kValid) {
+    a.pad_begin = a.pad_end = 0;
+  } else if (auto_pad != AutoPad::kNotSet) {
+    const int64_t o = (in + stride - 1) / stride;
+    const int64_t total = std::max<int64_t>(0, (o - 1) * stride + extent - in);
+    a.pad_begin = auto_pad == AutoPad::kSameUpper ? total / 2 : total - total / 2;
+    a.pad_end = total - a.pad_begin;
+  }
+  const int64_t padded = in + a.pad_begin + a.pad_end;
+  if (padded < extent)
+    return invalid_argument(who + ": kernel extent " + std::to_string(extent) + " exceeds padded input " +
+                            std::to_string(padded));
+  a.out = (padded - extent) / stride + 1;
+  return a;
+}
+
 Result<Shape> broadcast_shape(const Shape& a, const Shape& b, const std::string& who) {
   Shape out;
   if (!broadcast_shapes(a, b, &out))

@@ -1,7 +1,7 @@
 #pragma once
 // Host-side parameter logic that the CPU and the CUDA kernels share: attribute readers and the
-// shape arithmetic of Slice, the pools, the fused activations, the reductions, broadcasting,
-// MatMul and Attention. Each
+// shape arithmetic of Slice, the pools, convolutions, the fused activations, the reductions,
+// broadcasting, MatMul and Attention. Each
 // function gives the same answer and the same error message on both devices, so a graph that one
 // device accepts the other accepts too.
 //
@@ -152,6 +152,23 @@ Act to_backend_activation(const ActivationAttrs& a) {
 // The output shape of a reduction of `s` over the dims marked in `reduced`: those dims dropped, or
 // kept as 1 with keepdims.
 Shape reduced_shape(const Shape& s, const std::vector<bool>& reduced, bool keepdims);
+
+// ---- Convolution ---------------------------------------------------------------------------------
+
+enum class AutoPad { kNotSet, kSameUpper, kSameLower, kValid };
+// "NOTSET" (or empty), "SAME_UPPER", "SAME_LOWER", "VALID"; InvalidArgument naming any other.
+Result<AutoPad> parse_auto_pad(const std::string& text, const std::string& who);
+
+// One spatial axis of a (forward) convolution: the pads in force and the output size.
+struct ConvAxis {
+  int64_t pad_begin = 0, pad_end = 0, out = 0;
+};
+// From the input size, kernel size, stride and dilation (>= 1) and the explicit pads, which
+// auto_pad replaces (VALID: none; SAME_*: the total that keeps ceil(in / stride) outputs, the odd
+// one at the end for SAME_UPPER). InvalidArgument when the dilated kernel is larger than the
+// padded input.
+Result<ConvAxis> conv_axis(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin,
+                           int64_t pad_end, AutoPad auto_pad, const std::string& who);
 
 // ---- Elementwise and MatMul ---------------------------------------------------------------------
 

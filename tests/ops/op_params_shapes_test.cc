@@ -1,4 +1,5 @@
-// The shape functions the CPU and CUDA kernels share (ops/op_params.h): broadcasting, MatMul, Gemm.
+// The shape functions the CPU and CUDA kernels share (ops/op_params.h): broadcasting, MatMul,
+// Gemm, convolution axes.
 
 #include <gtest/gtest.h>
 
@@ -57,6 +58,40 @@ TEST(SharedShapes, GemmTransposesAndChecksC) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.to_string();
     EXPECT_NE(s.message().find("does not broadcast to [2,5]"), std::string::npos) << s.to_string();
   }
+}
+
+TEST(SharedShapes, ConvAxisPadsAndSizesLikeOnnx) {
+  // Explicit pads: (7 + 1 + 2 - 3) / 2 + 1 = 4.
+  auto a = conv_axis(/*in=*/7, /*kernel=*/3, /*stride=*/2, /*dilation=*/1, 1, 2, AutoPad::kNotSet, "c");
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(a->out, 4);
+  EXPECT_EQ(a->pad_begin, 1);
+  EXPECT_EQ(a->pad_end, 2);
+  // SAME keeps ceil(in / stride) outputs; the odd pad goes to the end (UPPER) or the start (LOWER).
+  auto up = conv_axis(6, 4, 1, 1, 0, 0, AutoPad::kSameUpper, "c");
+  auto low = conv_axis(6, 4, 1, 1, 0, 0, AutoPad::kSameLower, "c");
+  ASSERT_TRUE(up.ok() && low.ok());
+  EXPECT_EQ(up->out, 6);
+  EXPECT_EQ(up->pad_begin, 1);
+  EXPECT_EQ(up->pad_end, 2);
+  EXPECT_EQ(low->pad_begin, 2);
+  EXPECT_EQ(low->pad_end, 1);
+  // VALID drops the explicit pads; dilation 2 makes a 3-tap kernel 5 wide: (9 - 5) / 1 + 1.
+  auto valid = conv_axis(9, 3, 1, 2, 4, 4, AutoPad::kValid, "c");
+  ASSERT_TRUE(valid.ok());
+  EXPECT_EQ(valid->out, 5);
+  EXPECT_EQ(valid->pad_begin + valid->pad_end, 0);
+  // A kernel wider than the padded input, even when the stride would round the size up to 1.
+  auto wide = conv_axis(2, 4, 2, 1, 0, 1, AutoPad::kNotSet, "Conv 'c'");
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.status().message().find("Conv 'c': kernel extent 4 exceeds padded input 3"), std::string::npos)
+      << wide.status().to_string();
+
+  EXPECT_EQ(*parse_auto_pad("", "c"), AutoPad::kNotSet);
+  EXPECT_EQ(*parse_auto_pad("SAME_LOWER", "c"), AutoPad::kSameLower);
+  auto bad = parse_auto_pad("SAME", "Conv 'c'");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("unknown auto_pad 'SAME'"), std::string::npos);
 }
 
 }  // namespace
