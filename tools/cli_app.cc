@@ -6,6 +6,7 @@
 
 #include "cli_flags.h"
 #include "commands.h"
+#include "runtime/device.h"
 #include "streamline/streamline.h"
 
 namespace streamline::tools {
@@ -13,6 +14,12 @@ namespace streamline::tools {
 int run_command_line(int argc, const char* const* argv) {
   CLI::App app{"streamline: ONNX inference runtime"};
   app.require_subcommand(0, 1);
+  // The backends (cpu, eager, cuda when built) are registered once, before any command or flag
+  // looks one up.
+  if (Status s = runtime::init_backends(); !s.ok()) {
+    std::cerr << "error: " << s.to_string() << std::endl;
+    return kRunFailed;
+  }
   bool version = false;
   app.add_flag("--version", version, "Print the version and the backends compiled in");
   std::vector<std::pair<CLI::App*, Runner>> commands;

@@ -6,7 +6,8 @@
 namespace streamline::exec {
 
 Status register_builtin_backends(BackendRegistry& registry) {
-  return registry.add(make_cpu_backend());
+  SL_RETURN_IF_ERROR(registry.add(make_cpu_backend()));
+  return registry.add(make_eager_backend());
 }
 
 }  // namespace streamline::exec

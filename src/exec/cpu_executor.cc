@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "core/cpu_set.h"
+#include "exec/run_outputs.h"
 #include "plan/schedule.h"
 
 namespace streamline::exec {
@@ -281,24 +282,9 @@ Status CpuExecutionContext::run(const plan::ExecutionPlan& plan, std::span<const
   SL_RETURN_IF_ERROR(rs.error);
   // Pass 4: hand the outputs back.
   if (outputs) {
-    outputs->clear();
     char* base = static_cast<char*>(b->arena_base);
-    for (int slot : plan.output_slots) {
-      const plan::TensorSlot& s = plan.slots[static_cast<size_t>(slot)];
-      Tensor t;
-      switch (s.kind) {
-        case plan::SlotKind::kArena:
-          t = Tensor::view(s.dtype, s.shape, base + s.offset);
-          break;
-        case plan::SlotKind::kConstant:
-          t = plan.constants[static_cast<size_t>(s.constant)];
-          break;
-        case plan::SlotKind::kInput:
-          t = inputs[static_cast<size_t>(s.input_index)];
-          break;
-      }
-      outputs->push_back(options.copy_outputs ? t.clone() : t);
-    }
+    collect_outputs(plan, inputs, options.copy_outputs, outputs,
+                    [base](size_t, const plan::TensorSlot& s) { return base + s.offset; });
   }
   return ok_status();
 }

@@ -219,6 +219,82 @@ Shape reduced_shape(const Shape& s, const std::vector<bool>& reduced, bool keepd
   return out;
 }
 
+Result<AutoPad> parse_auto_pad(const std::string& text, const std::string& who) {
+  if (text == "NOTSET" || text.empty()) return AutoPad::kNotSet;
+  if (text == "SAME_UPPER") return AutoPad::kSameUpper;
+  if (text == "SAME_LOWER") return AutoPad::kSameLower;
+  if (text == "VALID") return AutoPad::kValid;
+  return invalid_argument(who + ": unknown auto_pad '" + text + "'");
+}
+
+Result<ConvAxis> conv_axis(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin,
+                           int64_t pad_end, AutoPad auto_pad, const std::string& who) {
+  const int64_t extent = (kernel - 1) * dilation + 1;
+  ConvAxis a{pad_begin, pad_end, 0};
+  if (auto_pad == AutoPad::kValid) {
+    a.pad_begin = a.pad_end = 0;
+  } else if (auto_pad != AutoPad::kNotSet) {
+    const int64_t o = (in + stride - 1) / stride;
+    const int64_t total = std::max<int64_t>(0, (o - 1) * stride + extent - in);
+    a.pad_begin = auto_pad == AutoPad::kSameUpper ? total / 2 : total - total / 2;
+    a.pad_end = total - a.pad_begin;
+  }
+  const int64_t padded = in + a.pad_begin + a.pad_end;
+  if (padded < extent)
+    return invalid_argument(who + ": kernel extent " + std::to_string(extent) + " exceeds padded input " +
+                            std::to_string(padded));
+  a.out = (padded - extent) / stride + 1;
+  return a;
+}
+
+Result<Shape> broadcast_shape(const Shape& a, const Shape& b, const std::string& who) {
+  Shape out;
+  if (!broadcast_shapes(a, b, &out))
+    return invalid_argument(who + ": shapes " + a.to_string() + " and " + b.to_string() + " do not broadcast");
+  return out;
+}
+
+Result<MatMulShapes> matmul_shapes(const Shape& a, const Shape& b, const std::string& who) {
+  if (a.rank() < 1 || b.rank() < 1) return invalid_argument(who + ": MatMul inputs must have rank >= 1");
+  MatMulShapes s;
+  const size_t ra = a.rank(), rb = b.rank();
+  s.m = ra >= 2 ? a[ra - 2] : 1;
+  s.k = a[ra - 1];
+  const int64_t kb = rb >= 2 ? b[rb - 2] : b[0];
+  s.n = rb >= 2 ? b[rb - 1] : 1;
+  if (s.k != kb)
+    return invalid_argument(who + ": inner dimensions differ: A " + a.to_string() + ", B " + b.to_string());
+  s.a_batch = Shape(std::span<const int64_t>(a.data(), ra >= 2 ? ra - 2 : 0));
+  s.b_batch = Shape(std::span<const int64_t>(b.data(), rb >= 2 ? rb - 2 : 0));
+  if (!broadcast_shapes(s.a_batch, s.b_batch, &s.batch))
+    return invalid_argument(who + ": batch dims of " + a.to_string() + " and " + b.to_string() + " do not broadcast");
+  s.y = s.batch;
+  if (ra >= 2) s.y.push_back(s.m);
+  if (rb >= 2) s.y.push_back(s.n);
+  return s;
+}
+
+Result<GemmShapes> gemm_shapes(const Shape& a, const Shape& b, bool trans_a, bool trans_b, const std::string& who) {
+  if (a.rank() != 2 || b.rank() != 2)
+    return invalid_argument(who + ": A and B must be 2-D, got " + a.to_string() + " and " + b.to_string());
+  GemmShapes g;
+  g.m = trans_a ? a[1] : a[0];
+  g.k = trans_a ? a[0] : a[1];
+  const int64_t kb = trans_b ? b[1] : b[0];
+  g.n = trans_b ? b[0] : b[1];
+  if (g.k != kb)
+    return invalid_argument(who + ": inner dimensions differ: A " + a.to_string() + ", B " + b.to_string());
+  return g;
+}
+
+Status check_gemm_c(const Shape& c, const GemmShapes& g, const std::string& who) {
+  const Shape y{g.m, g.n};
+  Shape bcast;
+  if (c.rank() > 2 || !broadcast_shapes(c, y, &bcast) || bcast != y)
+    return invalid_argument(who + ": C " + c.to_string() + " does not broadcast to " + y.to_string());
+  return ok_status();
+}
+
 Status attention_operand_dims(const Shape& s, const std::vector<int64_t>& perm, const char* what,
                               const std::string& who, std::vector<int64_t>* dims, std::vector<int64_t>* strides) {
   if (!perm.empty() && perm.size() != s.rank())

@@ -1,6 +1,7 @@
 #pragma once
 // Host-side parameter logic that the CPU and the CUDA kernels share: attribute readers and the
-// shape arithmetic of Slice, the pools, the fused activations, the reductions and Attention. Each
+// shape arithmetic of Slice, the pools, convolutions, the fused activations, the reductions,
+// broadcasting, MatMul and Attention. Each
 // function gives the same answer and the same error message on both devices, so a graph that one
 // device accepts the other accepts too.
 //
@@ -151,6 +152,49 @@ Act to_backend_activation(const ActivationAttrs& a) {
 // The output shape of a reduction of `s` over the dims marked in `reduced`: those dims dropped, or
 // kept as 1 with keepdims.
 Shape reduced_shape(const Shape& s, const std::vector<bool>& reduced, bool keepdims);
+
+// ---- Convolution ---------------------------------------------------------------------------------
+
+enum class AutoPad { kNotSet, kSameUpper, kSameLower, kValid };
+// "NOTSET" (or empty), "SAME_UPPER", "SAME_LOWER", "VALID"; InvalidArgument naming any other.
+Result<AutoPad> parse_auto_pad(const std::string& text, const std::string& who);
+
+// One spatial axis of a (forward) convolution: the pads in force and the output size.
+struct ConvAxis {
+  int64_t pad_begin = 0, pad_end = 0, out = 0;
+};
+// From the input size, kernel size, stride and dilation (>= 1) and the explicit pads, which
+// auto_pad replaces (VALID: none; SAME_*: the total that keeps ceil(in / stride) outputs, the odd
+// one at the end for SAME_UPPER). InvalidArgument when the dilated kernel is larger than the
+// padded input.
+Result<ConvAxis> conv_axis(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin,
+                           int64_t pad_end, AutoPad auto_pad, const std::string& who);
+
+// ---- Elementwise and MatMul ---------------------------------------------------------------------
+
+// The NumPy broadcast of two shapes; InvalidArgument "<who>: shapes A and B do not broadcast".
+Result<Shape> broadcast_shape(const Shape& a, const Shape& b, const std::string& who);
+
+// MatMul's shapes with NumPy semantics: the dims before the last two are batch dims and broadcast;
+// a 1-D A reads as [1, K] and a 1-D B as [K, 1], and that unit axis is dropped from `y`.
+struct MatMulShapes {
+  Shape a_batch, b_batch;  // each operand's batch dims as given (not padded to `batch`'s rank)
+  Shape batch;             // the broadcast batch dims
+  Shape y;                 // the output: batch, then M unless A is 1-D, then N unless B is 1-D
+  int64_t m = 1, k = 0, n = 1;
+};
+// InvalidArgument when a rank is 0, the inner dims differ or the batch dims do not broadcast. K = 0
+// is allowed here (each kernel says whether it runs that).
+Result<MatMulShapes> matmul_shapes(const Shape& a, const Shape& b, const std::string& who);
+
+// Gemm's M, K and N: A is [M, K] ([K, M] with transA), B is [K, N] ([N, K] with transB); the output
+// is [M, N]. InvalidArgument unless both are 2-D with equal inner dims.
+struct GemmShapes {
+  int64_t m = 0, k = 0, n = 0;
+};
+Result<GemmShapes> gemm_shapes(const Shape& a, const Shape& b, bool trans_a, bool trans_b, const std::string& who);
+// InvalidArgument unless Gemm's C (rank <= 2) broadcasts to the output [M, N].
+Status check_gemm_c(const Shape& c, const GemmShapes& g, const std::string& who);
 
 // ---- Attention ----------------------------------------------------------------------------------
 

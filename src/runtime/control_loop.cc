@@ -46,8 +46,8 @@ namespace runtime {
 ControlLoop::ControlLoop(Scheduler& scheduler, ControlLoopOptions options)
     : scheduler_(scheduler),
       options_(std::move(options)),
-      budget_(options_.budget ? options_.budget : std::make_shared<CoreBudget>()) {
-  options_.window_us = std::max<int64_t>(1, options_.window_us);
+      budget_(options_.controller.budget ? options_.controller.budget : std::make_shared<CoreBudget>()) {
+  options_.controller.window_us = std::max<int64_t>(1, options_.controller.window_us);
   ControlLimits& lim = options_.limits;
   lim.threads_per_instance = std::max(1, lim.threads_per_instance);
   lim.max_threads_per_instance = std::max(lim.threads_per_instance, lim.max_threads_per_instance);
@@ -95,7 +95,7 @@ void ControlLoop::stop() {
 void ControlLoop::thread_main() {
   std::unique_lock<std::mutex> lock(thread_mu_);
   for (;;) {
-    thread_cv_.wait_for(lock, std::chrono::microseconds(options_.window_us), [&] { return stopping_; });
+    thread_cv_.wait_for(lock, std::chrono::microseconds(options_.controller.window_us), [&] { return stopping_; });
     if (stopping_) return;
     lock.unlock();
     (void)step();
@@ -120,9 +120,10 @@ std::vector<ControllerDecision> ControlLoop::step() {
   if (s.active_instances * s.threads_per_instance != settings_.active_instances * settings_.threads_per_instance &&
       !budget_->try_hold(this, s.active_instances * s.threads_per_instance, floor)) {
     // Cores taken since: an instance shed keeps the others' threads; nothing else is applied.
-    const bool shed = d.changes.front().knob == ControlKnob::kInstances && s.active_instances < settings_.active_instances;
+    const bool shed =
+        d.changes.front().knob == ControlKnob::kInstances && s.active_instances < settings_.active_instances;
     if (!shed || !budget_->try_hold(this, s.active_instances * settings_.threads_per_instance, floor)) {
-      SL_LOG(kDebug) << "controller " << options_.name << ": " << d.changes.front().reason
+      SL_LOG(kDebug) << "controller " << options_.controller.name << ": " << d.changes.front().reason
                      << " not applied: the cores were taken";
       return out;
     }
@@ -147,8 +148,8 @@ std::vector<ControllerDecision> ControlLoop::step() {
     e.reason = c.reason;
     e.time_us = now.time_us;
     ++stats_.decisions[{e.knob, e.direction}];
-    SL_LOG(kInfo) << "controller " << options_.name << ": " << e.reason;
-    if (options_.on_decision) options_.on_decision(e);
+    SL_LOG(kInfo) << "controller " << options_.controller.name << ": " << e.reason;
+    if (options_.controller.on_decision) options_.controller.on_decision(e);
     out.push_back(std::move(e));
   }
   return out;

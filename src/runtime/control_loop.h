@@ -5,7 +5,7 @@
 //
 //   ControlLoopOptions o;
 //   o.limits.latency_objective_us = 20000;  o.limits.max_batch = 8;  o.limits.max_instances = 4;
-//   o.limits.threads_per_instance = 1;  o.budget = server_budget;  o.window_us = 1'000'000;
+//   o.limits.threads_per_instance = 1;  o.controller.budget = server_budget;  o.controller.window_us = 1'000'000;
 //   ControlLoop loop(scheduler, o);          // holds one instance's cores in the budget
 //   loop.start();                            // a window every window_us of real time
 //   std::vector<ControllerDecision> d = loop.step();   // or: one window now (tests, FakeClock)
@@ -34,16 +34,14 @@
 namespace streamline::runtime {
 
 struct ControlLoopOptions {
-  // Real time between windows (microseconds, > 0).
-  int64_t window_us = 1'000'000;
+  // The model's controller options as served (ServingOptions::controller), read when the loop is
+  // made: window_us (real time between windows, raised to >= 1), budget (shared with other models;
+  // null = this process's cores for this loop alone), name (in log lines) and on_decision (called
+  // after each applied change, on the thread that ran the window). `enabled` and `thread` are the
+  // served model's to act on; the loop ignores them.
+  ControllerOptions controller;
   // The objective and bounds of the decision; cores_granted is filled from the budget each window.
   ControlLimits limits;
-  // Shared with other models; null = a budget of this process's cores for this loop alone.
-  std::shared_ptr<CoreBudget> budget;
-  // Names the model in log lines.
-  std::string name;
-  // Called after each applied change, on the thread that ran the window.
-  std::function<void(const ControllerDecision&)> on_decision;
   // Sets the intra-op threads of every instance, from their next batch on (InstancePool::set_threads).
   // Called once at start and whenever the threads per instance change; null when they stay fixed
   // (limits.max_threads_per_instance <= limits.threads_per_instance).

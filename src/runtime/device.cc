@@ -39,15 +39,29 @@ Result<ops::Precision> parse_precision(const std::string& text) {
   return invalid_argument("unknown precision '" + text + "' (expected fp32, tf32 or fp16)");
 }
 
-const exec::BackendRegistry& backends() {
-  static const exec::BackendRegistry* registry = [] {
-    auto* r = new exec::BackendRegistry();
-    // Only a duplicate device fails, which the built-in list cannot have: a broken build.
-    if (Status s = exec::register_builtin_backends(*r); !s.ok())
-      SL_LOG(kError) << "registering the built-in backends: " << s.to_string();
-    return r;
+namespace {
+
+exec::BackendRegistry& registry() {
+  static exec::BackendRegistry* const r = new exec::BackendRegistry();
+  return *r;
+}
+
+}  // namespace
+
+Status init_backends() {
+  // A function-local static: registered exactly once even when threads race to start.
+  static const Status status = [] {
+    Status s = exec::register_builtin_backends(registry());
+    // Only a duplicate name fails, which the built-in list cannot have: a broken build.
+    if (!s.ok()) SL_LOG(kError) << "registering the built-in backends: " << s.to_string();
+    return s;
   }();
-  return *registry;
+  return status;
+}
+
+const exec::BackendRegistry& backends() {
+  init_backends().ignore();  // a no-op after start-up; a failure was logged and is returned there
+  return registry();
 }
 
 Result<exec::Backend*> backend_for(ops::Device device) {

@@ -1,7 +1,8 @@
 #pragma once
 // Devices as the runtime sees them: the device a model is loaded for ("cpu", "cuda", "cuda:N"),
-// and the backend that runs it (exec/backend.h), registered once for the process on first use.
+// and the backend that runs it (exec/backend.h), registered once for the process at start-up.
 //
+//   SL_RETURN_IF_ERROR(init_backends());                               // at start-up; once
 //   SL_ASSIGN_OR_RETURN(DeviceSpec d, parse_device("cuda:1"));        // kind kCuda, ordinal 1
 //   SL_ASSIGN_OR_RETURN(exec::Backend * b, backend_for(d.kind));       // Unsupported without CUDA
 //   SL_ASSIGN_OR_RETURN(auto weights, b->attach_model());              // once per model
@@ -30,8 +31,13 @@ struct DeviceSpec {
 // "fp32", "tf32", "fp16".
 [[nodiscard]] Result<ops::Precision> parse_precision(const std::string& text);
 
-// The process's backends: the built-in ones (exec::register_builtin_backends), registered on the
-// first call.
+// Registers the process's backends, the built-in ones (exec::register_builtin_backends: cpu,
+// eager, and cuda in CUDA builds), once; later calls return the first call's status. Called at
+// start-up: by the CLI's main and by every model's creation (Model::from_graph, which loading
+// goes through), before anything looks a backend up.
+[[nodiscard]] Status init_backends();
+// The process's backends. Registered by init_backends; a caller that asks before any model was
+// made (for the devices this process can use) runs it first, so the set never looks empty.
 const exec::BackendRegistry& backends();
 // The backend for `device`; Unsupported when the build has none.
 [[nodiscard]] Result<exec::Backend*> backend_for(ops::Device device);

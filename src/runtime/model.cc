@@ -140,6 +140,8 @@ Result<std::shared_ptr<Model>> Model::load_bytes(std::string_view bytes, const M
 }
 
 Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOptions& options) {
+  // Every model is made here: the one place the library registers its backends (once).
+  SL_RETURN_IF_ERROR(runtime::init_backends());
   if (options.split_convs < 0 || options.split_convs > 64)
     return invalid_argument("split_convs must be 0 (off) or a slice count from 2 to 64, got " +
                             std::to_string(options.split_convs));

@@ -141,7 +141,7 @@ Result<std::unique_ptr<ServingModel>> ServingModel::create(std::shared_ptr<const
   if (controlled(options)) {
     const ControllerOptions& co = options.controller;
     runtime::ControlLoopOptions lo;
-    lo.window_us = co.window_us;
+    lo.controller = co;
     lo.limits.latency_objective_us = bp.queue.latency_objective_us;
     lo.limits.max_batch = bp.max_batch_size;
     lo.limits.max_instances = options.instances;
@@ -149,9 +149,6 @@ Result<std::unique_ptr<ServingModel>> ServingModel::create(std::shared_ptr<const
     // Plans are sized for the Model's threads: an instance runs on at most that many.
     lo.limits.max_threads_per_instance = std::max(m->threads_per_instance_, mdl.default_threads());
     if (!options.pin) lo.set_threads = [pool](int t) { pool->set_threads(t); };
-    lo.budget = co.budget;
-    lo.name = co.name;
-    lo.on_decision = co.on_decision;
     m->control_ = std::make_unique<runtime::ControlLoop>(*m->scheduler_, std::move(lo));
     if (co.thread) m->control_->start();
   }

@@ -159,6 +159,27 @@ TEST(CudaFused, FusedConvResidual) {
   EXPECT_EQ(prepare_spec(*n, conv, RunSpec{}).status().code(), StatusCode::kInvalidArgument);
 }
 
+// Output sizes are the CPU kernel's: a 4-tap kernel over a 3-wide input is refused, where
+// truncating division once made (3 - 4) / 2 + 1 an output of 1.
+TEST(CudaFused, ConvRefusesAKernelWiderThanThePaddedInput) {
+  Spec wide{"Conv", "", 11, zeros({{1, 1, 3, 3}, {1, 1, 4, 4}}), {{"strides", ints({2, 2})}}};
+  auto n = wide.node();
+  auto p = prepare_spec(*n, wide, RunSpec{});
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("kernel extent 4 exceeds padded input 3"), std::string::npos)
+      << p.status().to_string();
+  // SAME_UPPER pads it: ceil(3 / 2) = 2 outputs per axis, with the pads (1, 2) that cuDNN cannot
+  // take (it needs them symmetric).
+  Spec same{"Conv",
+            "",
+            11,
+            zeros({{1, 1, 3, 3}, {1, 1, 4, 4}}),
+            {{"strides", ints({2, 2})}, {"auto_pad", str("SAME_UPPER")}}};
+  auto ns = same.node();
+  EXPECT_EQ(prepare_spec(*ns, same, RunSpec{}).status().code(), StatusCode::kUnsupported);
+}
+
 TEST(CudaFused, FusedMatMulShapesAndErrors) {
   const auto shape = [](const std::vector<Shape>& in) {
     auto p = prepare_shapes("FusedMatMul", in, {{"activation", str("Gelu")}});

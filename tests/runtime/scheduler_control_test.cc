@@ -235,10 +235,10 @@ TEST(ControlLoop, SlowRunsAddAnInstanceWithinTheBudget) {
   o.limits.max_instances = 3;
   o.limits.threads_per_instance = 1;
   o.limits.cooldown_windows = 0;
-  o.budget = budget;
-  o.name = "m";
+  o.controller.budget = budget;
+  o.controller.name = "m";
   std::vector<ControllerDecision> seen;
-  o.on_decision = [&](const ControllerDecision& d) { seen.push_back(d); };
+  o.controller.on_decision = [&](const ControllerDecision& d) { seen.push_back(d); };
   ControlLoop loop(*fx.sched, o);
   EXPECT_EQ(budget->held_by_others(nullptr), 1);
   for (int round = 0; round < 4; ++round) {
@@ -272,7 +272,7 @@ TEST(ControlLoop, ModelsShareOneBudget) {
   o.limits.max_instances = 3;
   o.limits.threads_per_instance = 1;
   o.limits.cooldown_windows = 0;
-  o.budget = budget;
+  o.controller.budget = budget;
   ControlLoop loop(*fx.sched, o);
   for (int round = 0; round < 3; ++round) {
     std::vector<std::future<InferResponse>> fs;
@@ -293,12 +293,12 @@ TEST(ControlLoop, AnInstanceAloneRunsOnEveryCoreAndAnAddedOneTakesItsShare) {
   o.limits.threads_per_instance = 1;
   o.limits.max_threads_per_instance = 2;
   o.limits.cooldown_windows = 0;
-  o.budget = budget;
+  o.controller.budget = budget;
   // Each call: the threads set and the instances active when they were set.
   std::vector<std::pair<int, int>> calls;
   o.set_threads = [&](int t) { calls.emplace_back(t, fx.sched->control_settings().active_instances); };
   std::vector<ControllerDecision> seen;
-  o.on_decision = [&](const ControllerDecision& d) { seen.push_back(d); };
+  o.controller.on_decision = [&](const ControllerDecision& d) { seen.push_back(d); };
   ControlLoop loop(*fx.sched, o);
   ASSERT_EQ(calls, (std::vector<std::pair<int, int>>{{2, 1}}));  // alone: both cores
   EXPECT_EQ(budget->held_by_others(nullptr), 2);
@@ -330,7 +330,7 @@ TEST(ControlLoop, ThreadsSpreadOverTheFairShareWhenModelsShareTheBudget) {
   o.limits.max_instances = 1;
   o.limits.threads_per_instance = 1;
   o.limits.max_threads_per_instance = 4;
-  o.budget = budget;
+  o.controller.budget = budget;
   int ta = 0, tb = 0;
   o.set_threads = [&](int t) { ta = t; };
   ControlLoop la(*a.sched, o);
@@ -348,7 +348,7 @@ TEST(ControlLoop, ThreadsSpreadOverTheFairShareWhenModelsShareTheBudget) {
   EXPECT_EQ(budget->held_by_others(nullptr), 4);
   lb.stop();
   for (int i = 0; i < 8 && ta != 4; ++i) (void)la.step();  // a reversal waits longer
-  EXPECT_EQ(ta, 4);  // alone again
+  EXPECT_EQ(ta, 4);                                        // alone again
 }
 
 TEST(CoreBudget, GrowsWithinCoresAndAlwaysGrantsTheFirstInstance) {

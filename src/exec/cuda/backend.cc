@@ -1,5 +1,5 @@
 // The CUDA backend (exec/backend.h): CUDA kernels plus the CPU ones, one DeviceConstants per model
-// and GPU, CudaExecutionContexts.
+// and GPU, CudaExecutionContexts, and CUDA IPC memory for shared device memory.
 
 #include "exec/cuda/backend.h"
 
@@ -8,6 +8,7 @@
 
 #include "exec/cuda/device.h"
 #include "exec/cuda/executor.h"
+#include "exec/cuda/ipc_memory.h"
 #include "ops/cuda/cuda_kernels.h"
 
 namespace streamline::exec::cuda {
@@ -20,8 +21,7 @@ class CudaWeights final : public DeviceWeights {
     if (Status s = require_device(); !s.ok())
       return s.with_context("running on cuda:" + std::to_string(options.device));
     CudaContextOptions co;
-    co.device = options.device;
-    co.cuda_graphs = options.cuda_graphs;
+    co.context = options;
     SL_ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutionContext> ctx,
                         CudaExecutionContext::create(on(options.device), co));
     return std::unique_ptr<ExecutionContext>(std::move(ctx));
@@ -63,6 +63,10 @@ class CudaBackend final : public Backend {
   std::string summary() const override { return backend_summary(); }
   Result<std::shared_ptr<DeviceWeights>> attach_model() const override {
     return std::shared_ptr<DeviceWeights>(std::make_shared<CudaWeights>());
+  }
+  Result<std::unique_ptr<ImportedDeviceMemory>> import_ipc_memory(const std::string& raw_handle, int device,
+                                                                  size_t bytes) const override {
+    return cuda::import_ipc_memory(raw_handle, device, bytes);
   }
 };
 

@@ -8,6 +8,7 @@ namespace streamline::exec {
 
 Status register_builtin_backends(BackendRegistry& registry) {
   SL_RETURN_IF_ERROR(registry.add(make_cpu_backend()));
+  SL_RETURN_IF_ERROR(registry.add(make_eager_backend()));
   return registry.add(cuda::make_cuda_backend());
 }
 

@@ -8,6 +8,7 @@
 #include "core/clock.h"
 #include "core/cuda/cuda_status.h"
 #include "core/logging.h"
+#include "exec/run_outputs.h"
 
 namespace streamline::exec::cuda {
 namespace {
@@ -93,15 +94,16 @@ CudaExecutionContext::~CudaExecutionContext() {
 Result<std::unique_ptr<CudaExecutionContext>> CudaExecutionContext::create(std::shared_ptr<DeviceConstants> constants,
                                                                            CudaContextOptions options) {
   if (!constants) return invalid_argument("CUDA context: no constant store given");
-  if (constants->device() != options.device)
-    return invalid_argument("CUDA context on device " + std::to_string(options.device) +
+  if (constants->device() != options.context.device)
+    return invalid_argument("CUDA context on device " + std::to_string(options.context.device) +
                             " given the constants of device " + std::to_string(constants->device()));
   int count = 0;
   SL_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count), "looking for CUDA devices");
-  if (options.device < 0 || options.device >= count)
-    return invalid_argument("no CUDA device " + std::to_string(options.device) + " (" + std::to_string(count) +
+  if (options.context.device < 0 || options.context.device >= count)
+    return invalid_argument("no CUDA device " + std::to_string(options.context.device) + " (" + std::to_string(count) +
                             " visible)");
-  SL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device), "selecting device " + std::to_string(options.device));
+  SL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.context.device),
+                          "selecting device " + std::to_string(options.context.device));
   std::unique_ptr<CudaExecutionContext> ctx(new CudaExecutionContext(std::move(constants), options));
   SL_ASSIGN_OR_RETURN(ctx->copy_stream_, CudaStream::create(options.high_priority_copies ? StreamPriority::kHigh
                                                                                          : StreamPriority::kNormal));
@@ -131,7 +133,7 @@ Result<CudaExecutionContext::Binding*> CudaExecutionContext::bind(const plan::Ex
     SL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(copy_stream_.get()), "growing the device arena");
     bindings_.clear();
     block_.reset();
-    SL_ASSIGN_OR_RETURN(block_, DeviceArena::create(need, options_.device));
+    SL_ASSIGN_OR_RETURN(block_, DeviceArena::create(need, options_.context.device));
     stats_.device_bytes = block_->capacity();
   }
   auto it = bindings_.find(plan.id);
@@ -297,7 +299,8 @@ Status CudaExecutionContext::run(const plan::ExecutionPlan& plan, std::span<cons
   // Pass 1: check the inputs against the plan.
   SL_RETURN_IF_ERROR(check_inputs(plan, inputs));
   if (options.safe) return unsupported("safe mode (canaries, poisoning) runs on the CPU only");
-  SL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device), "selecting device " + std::to_string(options_.device));
+  SL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.context.device),
+                          "selecting device " + std::to_string(options_.context.device));
   SL_ASSIGN_OR_RETURN(Binding * b, bind(plan));
   cudaStream_t copy = copy_stream_.get();
   cudaStream_t s0 = streams_[0].get();
@@ -328,7 +331,7 @@ Status CudaExecutionContext::run(const plan::ExecutionPlan& plan, std::span<cons
     host_start_ns = now_ns();
     SL_CUDA_RETURN_IF_ERROR(cudaEventRecord(b->timing_start, s0), "step timing");
   }
-  if (!timed && options_.cuda_graphs && b->graph == Binding::Graph::kNotYet &&
+  if (!timed && options_.context.cuda_graphs && b->graph == Binding::Graph::kNotYet &&
       b->runs >= static_cast<uint64_t>(std::max(0, options_.graph_warmup_runs))) {
     Status c = capture(plan, *b);
     if (c.ok()) {
@@ -368,25 +371,9 @@ Status CudaExecutionContext::run(const plan::ExecutionPlan& plan, std::span<cons
   ++stats_.runs;
   if (timed) SL_RETURN_IF_ERROR(report_step_times(plan, *b, *options.observer, host_start_ns));
   if (options.observer) options.observer->on_run_end(plan);
-  if (outputs) {
-    outputs->clear();
-    for (size_t o = 0; o < plan.output_slots.size(); ++o) {
-      const plan::TensorSlot& s = plan.slots[static_cast<size_t>(plan.output_slots[o])];
-      Tensor t;
-      switch (s.kind) {
-        case plan::SlotKind::kArena:
-          t = Tensor::view(s.dtype, s.shape, b->output_staging[o].data());
-          break;
-        case plan::SlotKind::kConstant:
-          t = plan.constants[static_cast<size_t>(s.constant)];
-          break;
-        case plan::SlotKind::kInput:
-          t = inputs[static_cast<size_t>(s.input_index)];
-          break;
-      }
-      outputs->push_back(options.copy_outputs ? t.clone() : t);
-    }
-  }
+  if (outputs)  // arena outputs were copied to their staging blocks above
+    collect_outputs(plan, inputs, options.copy_outputs, outputs,
+                    [b](size_t o, const plan::TensorSlot&) { return b->output_staging[o].data(); });
   return ok_status();
 }
 

@@ -73,8 +73,9 @@ class DeviceConstants {
 };
 
 struct CudaContextOptions {
-  int device = 0;                    // CUDA device ordinal; the plan's constants must be on it too
-  bool cuda_graphs = true;           // capture each plan after its warm-up runs and replay it
+  // What every backend's context is made with: device (the CUDA ordinal; the plan's constants must
+  // be on it too) and cuda_graphs (capture each plan after its warm-up runs and replay it).
+  ContextOptions context;
   int graph_warmup_runs = 1;         // direct runs of a plan before it is captured (lazy library setup)
   bool high_priority_copies = true;  // the copy stream gets the device's highest priority
 };
@@ -109,7 +110,7 @@ class CudaExecutionContext final : public ExecutionContext {
                                   std::vector<AnyValue>* outputs, const RunOptions& options) override;
   size_t arena_bytes() const override { return device_bytes(); }
   int num_streams() const override { return static_cast<int>(streams_.size()); }
-  std::string device() const override { return "cuda:" + std::to_string(options_.device); }
+  std::string device() const override { return "cuda:" + std::to_string(options_.context.device); }
 
   const CudaContextStats& stats() const { return stats_; }
   size_t device_bytes() const { return block_ ? block_->capacity() : 0; }

@@ -18,13 +18,12 @@
 #include "ops/cpu/ew_lower.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/onednn_common.h"
+#include "ops/op_params.h"
 
 namespace streamline::ops::cpu {
 namespace {
 
 using dnnl::memory;
-
-enum class AutoPad { kNotSet, kSameUpper, kSameLower, kValid };
 
 struct ConvAttrs {
   bool transposed = false;
@@ -44,17 +43,7 @@ struct ConvGeom {
 Result<ConvAttrs> parse_conv_attrs(const graph::Node& node, bool transposed) {
   ConvAttrs a;
   a.transposed = transposed;
-  const std::string ap = node.attr_string("auto_pad", "NOTSET");
-  if (ap == "NOTSET" || ap.empty())
-    a.auto_pad = AutoPad::kNotSet;
-  else if (ap == "SAME_UPPER")
-    a.auto_pad = AutoPad::kSameUpper;
-  else if (ap == "SAME_LOWER")
-    a.auto_pad = AutoPad::kSameLower;
-  else if (ap == "VALID")
-    a.auto_pad = AutoPad::kValid;
-  else
-    return invalid_argument(node.describe() + ": unknown auto_pad '" + ap + "'");
+  SL_ASSIGN_OR_RETURN(a.auto_pad, parse_auto_pad(node.attr_string("auto_pad", "NOTSET"), node.describe()));
   a.group = node.attr_int("group", 1);
   if (a.group < 1) return invalid_argument(node.describe() + ": group must be >= 1");
   a.kernel_shape = node.attr_ints("kernel_shape");
@@ -131,18 +120,10 @@ Result<ConvGeom> conv_geometry(const std::string& who, const ConvAttrs& a, const
     const int64_t in = x[i + 2], s = g.strides[i], dk = (g.k[i] - 1) * g.dil[i] + 1;
     int64_t pl = pads[i], pr = pads[i + nsp], out = 0;
     if (!a.transposed) {
-      if (a.auto_pad == AutoPad::kValid) {
-        pl = pr = 0;
-      } else if (a.auto_pad != AutoPad::kNotSet) {
-        const int64_t o = (in + s - 1) / s;
-        const int64_t total = std::max<int64_t>(0, (o - 1) * s + dk - in);
-        pl = a.auto_pad == AutoPad::kSameUpper ? total / 2 : total - total / 2;
-        pr = total - pl;
-      }
-      if (in + pl + pr < dk)
-        return invalid_argument(who + ": kernel extent " + std::to_string(dk) + " exceeds padded input " +
-                                std::to_string(in + pl + pr));
-      out = (in + pl + pr - dk) / s + 1;
+      SL_ASSIGN_OR_RETURN(ConvAxis ax, conv_axis(in, g.k[i], s, g.dil[i], pl, pr, a.auto_pad, who));
+      pl = ax.pad_begin;
+      pr = ax.pad_end;
+      out = ax.out;
     } else {
       const int64_t full = s * (in - 1) + out_pad[i] + dk;
       if (!out_shape.empty() || a.auto_pad == AutoPad::kSameUpper || a.auto_pad == AutoPad::kSameLower) {
@@ -691,10 +672,10 @@ class ConvKernel final : public Kernel {
   ConvAttrs attrs_;
   bool weights_const_ = false;
   ConvAlgorithm algo_ = ConvAlgorithm::kMeasure;
-  int block_ = 0;            // channels per block of blocked outputs allowed, 0: none (conv_out_layout)
-  PackedWeights packed_;     // constant weights reordered at create, if any
-  EwEpilogue epi_;           // FusedConv's elementwise epilogue (ew_* attributes), inputs 4..
-  WinogradWeights wino_;     // transformed filters, when prepare_winograd chose Winograd
+  int block_ = 0;         // channels per block of blocked outputs allowed, 0: none (conv_out_layout)
+  PackedWeights packed_;  // constant weights reordered at create, if any
+  EwEpilogue epi_;        // FusedConv's elementwise epilogue (ew_* attributes), inputs 4..
+  WinogradWeights wino_;  // transformed filters, when prepare_winograd chose Winograd
 };
 
 KernelDef conv_def(std::string op, std::string domain, bool transposed) {

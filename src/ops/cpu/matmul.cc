@@ -23,6 +23,7 @@
 #include "ops/cpu/ew_lower.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/onednn_common.h"
+#include "ops/op_params.h"
 
 namespace streamline::ops::cpu {
 namespace {
@@ -213,12 +214,8 @@ class MatmulKernel final : public Kernel {
  private:
   // Gemm descriptors: A [M,K] (or [K,M] with transA), B [K,N] (or [N,K]), C broadcast to [M,N].
   Status describe_gemm(const Shape& as, const Shape& bs, const TensorInfo* c, MatmulState& st) const {
-    if (as.rank() != 2 || bs.rank() != 2)
-      return invalid_argument(who_ + ": A and B must be 2-D, got " + as.to_string() + " and " + bs.to_string());
-    const int64_t m = trans_a_ ? as[1] : as[0], k = trans_a_ ? as[0] : as[1];
-    const int64_t kb = trans_b_ ? bs[1] : bs[0], n = trans_b_ ? bs[0] : bs[1];
-    if (k != kb)
-      return invalid_argument(who_ + ": inner dimensions differ: A " + as.to_string() + ", B " + bs.to_string());
+    SL_ASSIGN_OR_RETURN(GemmShapes gs, gemm_shapes(as, bs, trans_a_, trans_b_, who_));
+    const int64_t m = gs.m, k = gs.k, n = gs.n;
     st.m = m;
     st.n = n;
     st.y_shape = Shape{m, n};
@@ -228,9 +225,7 @@ class MatmulKernel final : public Kernel {
     st.y_md = plain_md({m, n});
     if (c && beta_ != 0.f) {
       const Shape& cs = c->shape;
-      Shape bcast;
-      if (cs.rank() > 2 || !broadcast_shapes(cs, st.y_shape, &bcast) || bcast != st.y_shape)
-        return invalid_argument(who_ + ": C " + cs.to_string() + " does not broadcast to " + st.y_shape.to_string());
+      SL_RETURN_IF_ERROR(check_gemm_c(cs, gs, who_));
       st.c_shape = cs;
       const bool row = cs.numel() == 1 || (cs.rank() == 1) || (cs.rank() == 2 && cs[0] == 1);
       if (row && alpha_ != 0.f) {
@@ -247,20 +242,10 @@ class MatmulKernel final : public Kernel {
 
   // MatMul descriptors with NumPy semantics; `bias` (FusedMatMul) is [N].
   Status describe_matmul(const Shape& as, const Shape& bs, const TensorInfo* bias, MatmulState& st) const {
-    if (as.rank() < 1 || bs.rank() < 1) return invalid_argument(who_ + ": MatMul inputs must have rank >= 1");
-    const int64_t m = as.rank() >= 2 ? as[as.rank() - 2] : 1, k = as[as.rank() - 1];
-    const int64_t kb = bs.rank() >= 2 ? bs[bs.rank() - 2] : bs[0], n = bs.rank() >= 2 ? bs[bs.rank() - 1] : 1;
-    if (k != kb)
-      return invalid_argument(who_ + ": inner dimensions differ: A " + as.to_string() + ", B " + bs.to_string());
-    const Shape a_batch(std::span<const int64_t>(as.data(), as.rank() >= 2 ? as.rank() - 2 : 0));
-    const Shape b_batch(std::span<const int64_t>(bs.data(), bs.rank() >= 2 ? bs.rank() - 2 : 0));
-    Shape batch;
-    if (!broadcast_shapes(a_batch, b_batch, &batch))
-      return invalid_argument(who_ + ": batch dims of " + as.to_string() + " and " + bs.to_string() +
-                              " do not broadcast");
-    st.y_shape = batch;
-    if (as.rank() >= 2) st.y_shape.push_back(m);
-    if (bs.rank() >= 2) st.y_shape.push_back(n);
+    SL_ASSIGN_OR_RETURN(MatMulShapes ms, matmul_shapes(as, bs, who_));
+    const int64_t m = ms.m, k = ms.k, n = ms.n;
+    const Shape &a_batch = ms.a_batch, &b_batch = ms.b_batch, &batch = ms.batch;
+    st.y_shape = ms.y;
     if (k == 0) return unsupported(who_ + ": MatMul with an empty inner dimension");
     if (bias) {
       if (bias->shape.numel() != n || bias->shape.rank() != 1)
@@ -370,7 +355,7 @@ class MatmulKernel final : public Kernel {
                     const void* a, const void* b, const void* bias, void* y) const {
     const int64_t nblocks = (st.n + cols - 1) / cols;
     std::vector<Status> status(static_cast<size_t>(nblocks));
-#pragma omp parallel for num_threads(static_cast<int>(nblocks)) schedule(static, 1)
+#pragma omp parallel for num_threads(static_cast <int>(nblocks)) schedule(static, 1)
     for (int64_t i = 0; i < nblocks; ++i) {
       const bool is_last = i + 1 == nblocks;
       const BuiltPrimitive& p = is_last ? last : full;

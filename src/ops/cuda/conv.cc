@@ -22,6 +22,7 @@
 #include "ops/cuda/cuda_common.h"
 #include "ops/cuda/epilogue.h"
 #include "ops/cuda/launch.h"
+#include "ops/op_params.h"
 
 namespace streamline::ops::cuda {
 namespace {
@@ -173,30 +174,18 @@ class ConvKernel final : public Kernel {
     g.stride_h = strides[0], g.stride_w = strides[1], g.dil_h = dil[0], g.dil_w = dil[1];
     if (g.stride_h < 1 || g.stride_w < 1 || g.dil_h < 1 || g.dil_w < 1)
       return invalid_argument(who_ + ": strides and dilations must be positive");
-    const std::string auto_pad = node_.attr_string("auto_pad", "NOTSET");
-    int64_t pb[2] = {pads[0], pads[1]}, pe[2] = {pads[2], pads[3]};
-    const int64_t in_sz[2] = {g.h, g.w}, k_sz[2] = {g.kh, g.kw}, st[2] = {g.stride_h, g.stride_w},
-                  dl[2] = {g.dil_h, g.dil_w};
-    if (auto_pad == "VALID") {
-      pb[0] = pb[1] = pe[0] = pe[1] = 0;
-    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      for (int i = 0; i < 2; ++i) {
-        const int64_t out = (in_sz[i] + st[i] - 1) / st[i];
-        const int64_t total = std::max<int64_t>(0, (out - 1) * st[i] + (k_sz[i] - 1) * dl[i] + 1 - in_sz[i]);
-        pb[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-        pe[i] = total - pb[i];
-      }
-    } else if (auto_pad != "NOTSET") {
-      return invalid_argument(who_ + ": unknown auto_pad '" + auto_pad + "'");
-    }
-    if (pb[0] != pe[0] || pb[1] != pe[1])
-      return unsupported(who_ + ": the CUDA Conv needs symmetric padding (cuDNN); got begin " + std::to_string(pb[0]) +
-                         "," + std::to_string(pb[1]) + " end " + std::to_string(pe[0]) + "," + std::to_string(pe[1]));
-    if (pb[0] < 0 || pb[1] < 0) return invalid_argument(who_ + ": negative pads");
-    g.pad_h = pb[0], g.pad_w = pb[1];
-    g.oh = (g.h + 2 * g.pad_h - g.dil_h * (g.kh - 1) - 1) / g.stride_h + 1;
-    g.ow = (g.w + 2 * g.pad_w - g.dil_w * (g.kw - 1) - 1) / g.stride_w + 1;
-    if (g.oh < 1 || g.ow < 1) return invalid_argument(who_ + ": the kernel is larger than the padded input");
+    if (pads[0] < 0 || pads[1] < 0 || pads[2] < 0 || pads[3] < 0) return invalid_argument(who_ + ": negative pads");
+    // Pads and output sizes are the CPU kernel's (ops/op_params.h).
+    SL_ASSIGN_OR_RETURN(AutoPad auto_pad, parse_auto_pad(node_.attr_string("auto_pad", "NOTSET"), who_));
+    SL_ASSIGN_OR_RETURN(ConvAxis ah, conv_axis(g.h, g.kh, g.stride_h, g.dil_h, pads[0], pads[2], auto_pad, who_));
+    SL_ASSIGN_OR_RETURN(ConvAxis aw, conv_axis(g.w, g.kw, g.stride_w, g.dil_w, pads[1], pads[3], auto_pad, who_));
+    if (ah.pad_begin != ah.pad_end || aw.pad_begin != aw.pad_end)
+      return unsupported(who_ + ": the CUDA Conv needs symmetric padding (cuDNN); got begin " +
+                         std::to_string(ah.pad_begin) + "," + std::to_string(aw.pad_begin) + " end " +
+                         std::to_string(ah.pad_end) + "," + std::to_string(aw.pad_end));
+    g.pad_h = ah.pad_begin, g.pad_w = aw.pad_begin;
+    g.oh = ah.out;
+    g.ow = aw.out;
     return g;
   }
 

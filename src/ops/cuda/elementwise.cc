@@ -9,6 +9,7 @@
 #include "ops/cuda/cuda_common.h"
 #include "ops/cuda/epilogue.h"
 #include "ops/cuda/launch.h"
+#include "ops/op_params.h"
 
 namespace streamline::ops::cuda {
 namespace {
@@ -38,21 +39,6 @@ class UnaryKernel final : public Kernel {
   DType dtype_;
   std::string who_;
 };
-
-// The numpy broadcast of two shapes; InvalidArgument when they do not broadcast.
-Result<Shape> broadcast_shape(const Shape& a, const Shape& b, const std::string& who) {
-  const size_t rank = std::max(a.rank(), b.rank());
-  Shape out;
-  out.resize(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    const int64_t da = i + a.rank() >= rank ? a[i + a.rank() - rank] : 1;
-    const int64_t db = i + b.rank() >= rank ? b[i + b.rank() - rank] : 1;
-    if (da != db && da != 1 && db != 1)
-      return invalid_argument(who + ": shapes " + a.to_string() + " and " + b.to_string() + " do not broadcast");
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
 
 // Per output dim, the element stride of `in` (0 where it broadcasts); `in` is right-aligned.
 void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {

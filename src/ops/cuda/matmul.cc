@@ -21,6 +21,7 @@
 #include "ops/cuda/cuda_common.h"
 #include "ops/cuda/epilogue.h"
 #include "ops/cuda/launch.h"
+#include "ops/op_params.h"
 
 namespace streamline::ops::cuda {
 namespace {
@@ -210,13 +211,7 @@ class GemmKernel final : public Kernel {
     SL_RETURN_IF_ERROR(expect_inputs(in, mm_.dtype, who_));
     SL_ASSIGN_OR_RETURN(GemmGeometry g, geometry(in[0].shape, in[1].shape));
     if (in.size() > 2 && in[2].present()) {
-      const Shape& c = in[2].shape;
-      bool ok = c.rank() <= 2;
-      for (size_t k = 0; ok && k < c.rank(); ++k) {
-        const int64_t want = k + 2 - c.rank() == 0 ? g.m : g.n;
-        ok = c[k] == 1 || c[k] == want;
-      }
-      if (!ok) return invalid_argument(who_ + ": C " + c.to_string() + " does not broadcast to the output");
+      SL_RETURN_IF_ERROR(check_gemm_c(in[2].shape, GemmShapes{g.m, g.k, g.n}, who_));
     }
     ReshapeResult rr;
     rr.outputs.push_back(OutputInfo{mm_.dtype, Shape{g.m, g.n}});
@@ -259,16 +254,14 @@ class GemmKernel final : public Kernel {
 
  private:
   Result<GemmGeometry> geometry(const Shape& a, const Shape& b) const {
-    if (a.rank() != 2 || b.rank() != 2) return invalid_argument(who_ + ": A and B must be 2-D");
+    // The shapes are the CPU kernel's (ops/op_params.h).
+    SL_ASSIGN_OR_RETURN(GemmShapes s, gemm_shapes(a, b, trans_a_, trans_b_, who_));
     GemmGeometry g;
     g.trans_a = trans_a_;
     g.trans_b = trans_b_;
-    g.m = trans_a_ ? a[1] : a[0];
-    g.k = trans_a_ ? a[0] : a[1];
-    const int64_t kb = trans_b_ ? b[1] : b[0];
-    g.n = trans_b_ ? b[0] : b[1];
-    if (g.k != kb)
-      return invalid_argument(who_ + ": inner dimensions differ (" + a.to_string() + ", " + b.to_string() + ")");
+    g.m = s.m;
+    g.k = s.k;
+    g.n = s.n;
     if (g.k == 0) return unsupported(who_ + ": the CUDA kernel needs K > 0");
     return g;
   }
@@ -287,31 +280,22 @@ struct MatMulPlan {
 };
 
 Result<MatMulPlan> plan_matmul(const Shape& a, const Shape& b, const std::string& who) {
-  if (a.rank() == 0 || b.rank() == 0) return invalid_argument(who + ": MatMul inputs must have rank >= 1");
-  const size_t ra = a.rank(), rb = b.rank();
+  // The output shape is the CPU kernel's (ops/op_params.h); what follows maps it onto cuBLASLt.
+  SL_ASSIGN_OR_RETURN(MatMulShapes s, matmul_shapes(a, b, who));
   MatMulPlan p;
+  p.y = s.y;
   GemmGeometry& g = p.g;
-  g.m = ra == 1 ? 1 : a[ra - 2];
-  g.k = a[ra - 1];
-  const int64_t kb = rb == 1 ? b[0] : b[rb - 2];
-  g.n = rb == 1 ? 1 : b[rb - 1];
-  if (g.k != kb)
-    return invalid_argument(who + ": inner dimensions differ (" + a.to_string() + ", " + b.to_string() + ")");
+  g.m = s.m;
+  g.k = s.k;
+  g.n = s.n;
   if (g.k == 0) return unsupported(who + ": the CUDA kernel needs K > 0");
-  // Batch dims, right-aligned and broadcast.
-  const size_t ba = ra > 2 ? ra - 2 : 0, bb = rb > 2 ? rb - 2 : 0, rank = std::max(ba, bb);
+  // Each operand's batch dims, left-padded with 1 to the broadcast rank.
+  const size_t rank = s.batch.rank();
   Shape batch_a, batch_b;
   batch_a.resize(rank, 1);
   batch_b.resize(rank, 1);
-  for (size_t i = 0; i < ba; ++i) batch_a[rank - ba + i] = a[i];
-  for (size_t i = 0; i < bb; ++i) batch_b[rank - bb + i] = b[i];
-  for (size_t i = 0; i < rank; ++i) {
-    if (batch_a[i] != batch_b[i] && batch_a[i] != 1 && batch_b[i] != 1)
-      return invalid_argument(who + ": batch dims of " + a.to_string() + " and " + b.to_string() + " do not broadcast");
-    p.y.push_back(batch_a[i] == 1 ? batch_b[i] : batch_a[i]);
-  }
-  if (ra > 1) p.y.push_back(g.m);
-  if (rb > 1) p.y.push_back(g.n);
+  for (size_t i = 0; i < s.a_batch.rank(); ++i) batch_a[rank - s.a_batch.rank() + i] = s.a_batch[i];
+  for (size_t i = 0; i < s.b_batch.rank(); ++i) batch_b[rank - s.b_batch.rank() + i] = s.b_batch[i];
   const int64_t na = batch_a.numel(), nb = batch_b.numel();
   if (nb == 1) {
     g.m *= na;  // B is shared: fold A's batch into its rows
