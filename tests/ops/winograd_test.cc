@@ -203,5 +203,45 @@ TEST(Winograd, ConvKernelMatchesReference) {
   }
 }
 
+// Which algorithm a 3x3 convolution runs is a fixed rule, the same in every process: with the
+// default kernel options a 64-channel 56x56 one on nChw16c runs Winograd F(2x2, 3x3) (its
+// workspace is exactly Winograd's), F(4x4, 3x3) only when a fixed algorithm is asked for
+// (ConvAlgorithm::kDirect), the direct primitive without allow_winograd.
+TEST(Winograd, DefaultOptionsRunTwoByTwoTiles) {
+  std::mt19937 rng(91);
+  const int64_t c = 64, m = 64, h = 56, w = 56;
+  std::vector<Tensor> in{random_tensor({1, c, h, w}, rng), random_tensor({m, c, 3, 3}, rng), random_tensor({m}, rng)};
+  auto n = make_node("FusedConv", "streamline", in, {{"pads", ints({1, 1, 1, 1})}, {"activation", str("Relu")}});
+  auto def = cpu_reg().find("FusedConv", "streamline", 1, Device::kCpu, DType::kFloat32);
+  ASSERT_TRUE(def.ok()) << def.status().to_string();
+  auto workspace = [&](const KernelOptions& ko) -> size_t {
+    KernelCreateArgs args{
+        n->g, n->node(), {nullptr, &in[1], &in[2]}, {DType::kFloat32, DType::kFloat32, DType::kFloat32}, ko};
+    auto k = (*def)->create(args);
+    EXPECT_TRUE(k.ok()) << k.status().to_string();
+    if (!k.ok()) return 0;
+    std::vector<TensorInfo> infos{{DType::kFloat32, in[0].shape(), Layout::kBlocked16, nullptr},
+                                  {DType::kFloat32, in[1].shape(), Layout::kPlain, &in[1]},
+                                  {DType::kFloat32, in[2].shape(), Layout::kPlain, &in[2]}};
+    auto r = (*k)->reshape(infos);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? r->workspace_bytes : 0;
+  };
+  auto wino_bytes = [&](int f) {
+    cpu::WinogradGeom g = cpu::winograd_geom(f, 1, c, m, h, w, h, w, 1, 1);
+    g.block = 16;
+    return g.workspace_bytes();
+  };
+  KernelOptions ko;
+  ko.block = 16;
+  EXPECT_EQ(workspace(ko), wino_bytes(2));
+  ko.conv_algorithm = ConvAlgorithm::kDirect;
+  EXPECT_EQ(workspace(ko), wino_bytes(4));
+  ko.allow_winograd = false;
+  const size_t direct = workspace(ko);
+  EXPECT_NE(direct, wino_bytes(2));
+  EXPECT_NE(direct, wino_bytes(4));
+}
+
 }  // namespace
 }  // namespace streamline::ops

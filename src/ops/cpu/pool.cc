@@ -124,8 +124,10 @@ class PoolKernel final : public Kernel {
     const int nthr = std::max(1, ctx.num_threads);
     Tensor& y = ctx.outputs[0];
     if (st->own_max8) {
-      if (st->g.d[0] == 1 && st->g.d[1] == 1)
-        max_pool_vec8_separable(*st, ctx.inputs[0].data<float>(), y.data<float>(), nthr);
+      if (st->g.d[0] == 1 && st->g.d[1] == 1 && separable_lanes(*st) == 16)
+        max_pool_separable<16>(*st, ctx.inputs[0].data<float>(), y.data<float>(), nthr);
+      else if (st->g.d[0] == 1 && st->g.d[1] == 1)
+        max_pool_separable<8>(*st, ctx.inputs[0].data<float>(), y.data<float>(), nthr);
       else
         max_pool_vec8(*st, ctx.inputs[0].data<float>(), y.data<float>(), nthr);
       return ok_status();
@@ -201,13 +203,24 @@ class PoolKernel final : public Kernel {
     }
   }
 
-  // Where the 8-channel group `cb` of image n starts in a tensor of h x w pixels: a blocked
+  // Where the `lanes`-channel group `cb` of image n starts in a tensor of h x w pixels: a blocked
   // tensor's groups sit inside its blocks, a channels-last tensor's side by side in each pixel.
-  static int64_t group_base(const PoolState& st, int64_t n, int64_t cb, int64_t h, int64_t w) {
+  static int64_t group_base(const PoolState& st, int64_t n, int64_t cb, int64_t h, int64_t w, int64_t lanes = 8) {
     const int64_t c = st.g.c, b = st.block;
-    if (b == 0) return n * h * w * c + cb * 8;
-    const int64_t per = b / 8;
-    return (n * (c / b) + cb / per) * h * w * b + (cb % per) * 8;
+    if (b == 0) return n * h * w * c + cb * lanes;
+    const int64_t per = b / lanes;
+    return (n * (c / b) + cb / per) * h * w * b + (cb % per) * lanes;
+  }
+
+  // Channels the separable max pool takes at a time: 16 (one AVX-512 vector, a whole nChw16c
+  // block: one pass over each pixel instead of two of half its bytes) where the build has AVX-512
+  // and the layout allows, else 8.
+  static int separable_lanes(const PoolState& st) {
+#if defined(__AVX512F__)
+    if (st.block == 16 || (st.block == 0 && st.g.c % 16 == 0)) return 16;
+#endif
+    (void)st;
+    return 8;
   }
 
   // Max over each window, 8 channels at a time. Rows (n, channel group, output row) are split
@@ -266,50 +279,73 @@ class PoolKernel final : public Kernel {
   // so each output row first takes the column-wise max of its input rows (one pass over them,
   // no bounds tests inside) and then slides the window across that row: 3W + 3W/s loads for a
   // 3x3 window instead of 9W/s, and straight-line loops the compiler keeps in registers. Padding
-  // is clipped away (ONNX pads MaxPool with -inf).
-  static void max_pool_vec8_separable(const PoolState& st, const float* x, float* y, int threads) {
+  // is clipped away (ONNX pads MaxPool with -inf). L channels at a time (separable_lanes).
+  template <int L>
+  static void max_pool_separable(const PoolState& st, const float* x, float* y, int threads) {
     const PoolGeom& g = st.g;
-    const int64_t H = g.in[0], W = g.in[1], OH = g.out[0], OW = g.out[1], CB = g.c / 8;
+    const int64_t H = g.in[0], W = g.in[1], OH = g.out[0], OW = g.out[1], CB = g.c / L;
     const int64_t kh = g.k[0], kw = g.k[1], sh = g.s[0], sw = g.s[1], ph = g.pl[0], pw = g.pl[1];
     const int64_t pix = st.block ? st.block : g.c;
     const int64_t x_row = W * pix, x_col = pix, y_row = OW * pix, y_col = pix;
     const int64_t rows = g.n * CB * OH;
-    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, (W * kh + OW * kw) * 8));
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, (W * kh + OW * kw) * L));
     const float ninf = -std::numeric_limits<float>::infinity();
     math::parallel_chunks(rows, grain, threads, [&](int64_t lo, int64_t hi) {
-      std::vector<float> colmax(static_cast<size_t>(W * 8));
+      std::vector<float> colmax(static_cast<size_t>(W * L));
       float* cm = colmax.data();
       for (int64_t r = lo; r < hi; ++r) {
         const int64_t oh = r % OH, cb = (r / OH) % CB, n = r / (OH * CB);
-        const float* xb = x + group_base(st, n, cb, H, W);
-        float* yr = y + group_base(st, n, cb, OH, OW) + oh * y_row;
+        const float* xb = x + group_base(st, n, cb, H, W, L);
+        float* yr = y + group_base(st, n, cb, OH, OW, L) + oh * y_row;
         const int64_t h0 = oh * sh - ph, hs = std::max<int64_t>(h0, 0), he = std::min(h0 + kh, H);
         for (int64_t w = 0; w < W; ++w) {
-#if defined(__AVX__)
-          __m256 v = _mm256_set1_ps(ninf);
-          for (int64_t h = hs; h < he; ++h) v = _mm256_max_ps(_mm256_loadu_ps(xb + h * x_row + w * x_col), v);
-          _mm256_storeu_ps(cm + w * 8, v);
-#else
-          for (int l = 0; l < 8; ++l) {
-            float v = ninf;
-            for (int64_t h = hs; h < he; ++h) v = std::max(v, xb[h * x_row + w * x_col + l]);
-            cm[w * 8 + l] = v;
+          const float* xc = xb + w * x_col;
+#if defined(__AVX512F__)
+          if constexpr (L == 16) {
+            __m512 v = _mm512_set1_ps(ninf);
+            for (int64_t h = hs; h < he; ++h) v = _mm512_max_ps(_mm512_loadu_ps(xc + h * x_row), v);
+            _mm512_storeu_ps(cm + w * L, v);
+            continue;
           }
 #endif
+#if defined(__AVX__)
+          if constexpr (L == 8) {
+            __m256 v = _mm256_set1_ps(ninf);
+            for (int64_t h = hs; h < he; ++h) v = _mm256_max_ps(_mm256_loadu_ps(xc + h * x_row), v);
+            _mm256_storeu_ps(cm + w * L, v);
+            continue;
+          }
+#endif
+          for (int l = 0; l < L; ++l) {
+            float v = ninf;
+            for (int64_t h = hs; h < he; ++h) v = std::max(v, xc[h * x_row + l]);
+            cm[w * L + l] = v;
+          }
         }
         for (int64_t ow = 0; ow < OW; ++ow) {
           const int64_t w0 = ow * sw - pw, ws = std::max<int64_t>(w0, 0), we = std::min(w0 + kw, W);
-#if defined(__AVX__)
-          __m256 acc = _mm256_set1_ps(ninf);
-          for (int64_t w = ws; w < we; ++w) acc = _mm256_max_ps(_mm256_loadu_ps(cm + w * 8), acc);
-          _mm256_storeu_ps(yr + ow * y_col, acc);
-#else
-          for (int l = 0; l < 8; ++l) {
-            float acc = ninf;
-            for (int64_t w = ws; w < we; ++w) acc = std::max(acc, cm[w * 8 + l]);
-            yr[ow * y_col + l] = acc;
+          float* out = yr + ow * y_col;
+#if defined(__AVX512F__)
+          if constexpr (L == 16) {
+            __m512 acc = _mm512_set1_ps(ninf);
+            for (int64_t w = ws; w < we; ++w) acc = _mm512_max_ps(_mm512_loadu_ps(cm + w * L), acc);
+            _mm512_storeu_ps(out, acc);
+            continue;
           }
 #endif
+#if defined(__AVX__)
+          if constexpr (L == 8) {
+            __m256 acc = _mm256_set1_ps(ninf);
+            for (int64_t w = ws; w < we; ++w) acc = _mm256_max_ps(_mm256_loadu_ps(cm + w * L), acc);
+            _mm256_storeu_ps(out, acc);
+            continue;
+          }
+#endif
+          for (int l = 0; l < L; ++l) {
+            float acc = ninf;
+            for (int64_t w = ws; w < we; ++w) acc = std::max(acc, cm[w * L + l]);
+            out[l] = acc;
+          }
         }
       }
     });
