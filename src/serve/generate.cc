@@ -119,8 +119,9 @@ Result<GeneratorSpec> generator_spec(const ModelConfig& config, const Model& mod
   GeneratorSpec g;
   auto it = config.parameters.find("generate");
   if (it == config.parameters.end()) return g;
-  const std::string where = "model '" + config.name + "': generate: ";
-  SL_RETURN_IF_ERROR(check_generate_parameters(config.parameters, "model '" + config.name + "'"));
+  // The repository names the model; the values were checked with the configuration already.
+  const std::string where = "generate: ";
+  SL_RETURN_IF_ERROR(check_generate_parameters(config.parameters, "generate"));
   g.enabled = true;
   if (auto m = config.parameters.find("max_new_tokens"); m != config.parameters.end())
     g.max_new_tokens = *parse_config_int(m->second);

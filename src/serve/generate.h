@@ -65,7 +65,8 @@ struct GeneratorSpec {
 // Reads parameters "generate", "max_new_tokens", "eos_token_id" and checks the model fits:
 // input_ids int64/int32 of rank 2, no inputs but attention_mask / position_ids besides, output
 // logits float32 of rank 3, and model_transaction_policy decoupled. InvalidArgument naming the
-// model and the misfit otherwise. A model without "generate" gets a disabled spec.
+// misfit otherwise (the caller adds the model's name). A model without "generate" gets a disabled
+// spec.
 [[nodiscard]] Result<GeneratorSpec> generator_spec(const ModelConfig& config, const Model& model);
 // Checks the parameters alone (config parsing, before the model is read): known keys, values.
 [[nodiscard]] Status check_generate_parameters(const std::map<std::string, std::string>& params,

@@ -287,7 +287,8 @@ Result<std::vector<std::shared_ptr<LoadedModel>>> Repository::load_model(const s
       derived.instance_count = config.instance_count;
       vc = std::move(derived);
     }
-    SL_ASSIGN_OR_RETURN(GeneratorSpec generator, generator_spec(vc, *model));
+    Result<GeneratorSpec> generator = generator_spec(vc, *model);
+    if (!generator.ok()) return generator.status().with_context(config_label);
     auto labels = std::make_shared<LabelMap>();
     for (const TensorConfig& t : vc.outputs) {
       if (t.label_filename.empty()) continue;
@@ -310,7 +311,7 @@ Result<std::vector<std::shared_ptr<LoadedModel>>> Repository::load_model(const s
     loaded->version = v;
     loaded->path = path;
     loaded->serving = std::move(serving);
-    loaded->generator = generator;
+    loaded->generator = *generator;
     out.push_back(std::move(loaded));
   }
   return out;
