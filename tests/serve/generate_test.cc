@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "serve/repository.h"
@@ -197,6 +198,24 @@ TEST_F(GenerateTest, RequestChecksNameTheMisfit) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(r.status().message().find(b.word), std::string::npos) << r.status().message();
     EXPECT_NE(r.status().message().find("'gen'"), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(GenerateConfig, ParametersAreCheckedWhenTheConfigIsParsed) {
+  const std::string head = "parameters { key: \"generate\" value: { string_value: \"greedy\" } }\n";
+  auto param = [](const std::string& key, const std::string& value) {
+    return "parameters { key: \"" + key + "\" value: { string_value: \"" + value + "\" } }\n";
+  };
+  EXPECT_TRUE(parse_model_config(head + param("max_new_tokens", "4096") + param("eos_token_id", "0"), "g").ok());
+  for (const auto& [text, word] :
+       std::vector<std::pair<std::string, std::string>>{{head + param("max_new_tokens", "0"), "max_new_tokens"},
+                                                        {head + param("max_new_tokens", "4097"), "max_new_tokens"},
+                                                        {head + param("eos_token_id", "-3"), "eos_token_id"},
+                                                        {param("generate", "sample"), "greedy"}}) {
+    auto c = parse_model_config(text, "gen/config.pbtxt");
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_NE(c.status().message().find(word), std::string::npos) << c.status().message();
+    EXPECT_NE(c.status().message().find("gen/config.pbtxt"), std::string::npos) << c.status().message();
   }
 }
 
