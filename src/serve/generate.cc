@@ -56,6 +56,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
     if (g.has_attention_mask) r.inputs.emplace(kAttentionMask, id_tensor(g.mask_dtype, n, [](int64_t) { return 1; }));
     if (g.has_position_ids) r.inputs.emplace(kPositionIds, id_tensor(g.position_dtype, n, [](int64_t i) { return i; }));
     r.requested_outputs = {kLogits};
+    r.priority = job_.priority;
+    r.timeout_us = job_.timeout_us;
     core_.infer(job_.model, job_.version, std::move(r),
                 [self = shared_from_this()](InferResponse out) { self->on_step(std::move(out)); });
   }
@@ -189,6 +191,8 @@ Result<GenerateJob> generate_job(const std::string& model, const GeneratorSpec& 
   job.id = request.id;
   job.max_new_tokens = n;
   job.eos_token_id = eos;
+  job.priority = request.priority;
+  job.timeout_us = request.timeout_us;
   job.prompt.resize(static_cast<size_t>(ids.shape()[1]));
   for (size_t i = 0; i < job.prompt.size(); ++i)
     job.prompt[i] = spec.ids_dtype == DType::kInt64 ? ids.data<int64_t>()[i] : ids.data<int32_t>()[i];

@@ -91,12 +91,15 @@ struct GenerateJob {
   int64_t max_new_tokens = 0;     // in [1, kMaxNewTokensLimit]
   int64_t eos_token_id = -1;      // -1 = none
   std::function<bool()> stopped;  // true once the client is gone: no further step runs (may be empty)
+  int priority = -1;              // each step's (the request's): 0 = highest, -1 = the model's default
+  int64_t timeout_us = 0;         // each step's queueing budget (the request's); 0 = the policy's
 };
 
 // Checks one request for a generator model `model` and makes its job (`version` and `stopped`
 // left for the caller): the only input is input_ids [1, seq >= 1] of the model's id dtype; the
 // request's max_new_tokens in [1, kMaxNewTokensLimit] and eos_token_id (>= 0, or -1 for none)
-// replace the configured ones when given. InvalidArgument naming the misfit otherwise.
+// replace the configured ones when given; its priority and timeout hold for every step.
+// InvalidArgument naming the misfit otherwise.
 [[nodiscard]] Result<GenerateJob> generate_job(const std::string& model, const GeneratorSpec& spec,
                                                const InferRequest& request, std::optional<int64_t> max_new_tokens,
                                                std::optional<int64_t> eos_token_id);

@@ -172,6 +172,14 @@ TEST_F(GenerateTest, RequestChecksNameTheMisfit) {
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   EXPECT_EQ(ok->prompt, (std::vector<int64_t>{3, 4}));
   EXPECT_EQ(ok->max_new_tokens, 2);
+  InferRequest urgent = request(Tensor::from_vector<int64_t>(Shape{1, 1}, {3}));
+  urgent.priority = 0;
+  urgent.timeout_us = 500;
+  auto u = generate_job("gen", spec, urgent, std::nullopt, 7);
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_EQ(u->priority, 0);
+  EXPECT_EQ(u->timeout_us, 500);
+  EXPECT_EQ(u->eos_token_id, 7);
   EXPECT_EQ(generate_job("gen", spec, request(Tensor::from_vector<int64_t>(Shape{1, 1}, {3})), {}, {})->max_new_tokens,
             4);
   struct Bad {
