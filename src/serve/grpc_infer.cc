@@ -7,10 +7,12 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "serve/echo.h"
+#include "serve/generate.h"
 #include "serve/grpc_codec.h"
 
 namespace streamline::serve {
@@ -25,6 +27,50 @@ bool wants_empty_final(const pb::ModelInferRequest& req) {
   auto it = req.parameters().find(kWantFinal);
   return it != req.parameters().end() && it->second.parameter_choice_case() == pb::InferParameter::kBoolParam &&
          it->second.bool_param();
+}
+
+// An int64 request parameter, if given (tritonclient sends Python ints as int64_param).
+Result<std::optional<int64_t>> int_parameter(const pb::ModelInferRequest& req, const char* key) {
+  auto it = req.parameters().find(key);
+  if (it == req.parameters().end()) return std::optional<int64_t>();
+  if (it->second.parameter_choice_case() != pb::InferParameter::kInt64Param)
+    return invalid_argument(std::string("request parameter ") + key + " must be an int64");
+  return std::optional<int64_t>(it->second.int64_param());
+}
+
+// A generator model's request: one response per token, then the empty final one when asked for.
+void grpc_generate(ServerCore& core, const pb::ModelInferRequest& req, const InferRequest& request,
+                   const GeneratorSpec& spec, pb::ModelInferResponse head, bool empty_final,
+                   std::function<bool()> stopped, GrpcRespond respond) {
+  Result<std::optional<int64_t>> max_new = int_parameter(req, "max_new_tokens");
+  if (!max_new.ok()) return respond(max_new.status(), {}, true);
+  Result<std::optional<int64_t>> eos = int_parameter(req, "eos_token_id");
+  if (!eos.ok()) return respond(eos.status(), {}, true);
+  Result<GenerateJob> job = generate_job(req.model_name(), spec, request, *max_new, *eos);
+  if (!job.ok()) return respond(job.status(), {}, true);
+  job->version = head.model_version();
+  job->stopped = std::move(stopped);
+  std::vector<std::string> order = request.requested_outputs;
+  if (order.empty()) order = {kTokenOutput, kIndexOutput};
+  generate(core, std::move(*job),
+           [head = std::move(head), order = std::move(order), empty_final, respond = std::move(respond)](
+               const Status& s, const GeneratedToken& t, bool last) {
+             if (!s.ok()) return respond(s, {}, true);
+             InferResponse r;
+             r.status = ok_status();
+             r.outputs.emplace(kTokenOutput, Tensor::from_vector<int64_t>(Shape{1, 1}, {t.token}));
+             r.outputs.emplace(kIndexOutput, Tensor::from_vector<int64_t>(Shape{1, 1}, {t.index}));
+             pb::ModelInferResponse out = head;
+             // A response that cannot be encoded still ends the request when it is the last.
+             if (Status e = encode_infer_response(r, order, &out); !e.ok()) return respond(e, {}, last);
+             (*out.mutable_parameters())[kFinalFlag].set_bool_param(last && !empty_final);
+             respond(ok_status(), std::move(out), last && !empty_final);
+             if (last && empty_final) {
+               pb::ModelInferResponse final_response = head;
+               (*final_response.mutable_parameters())[kFinalFlag].set_bool_param(true);
+               respond(ok_status(), std::move(final_response), true);
+             }
+           });
 }
 
 }  // namespace
@@ -79,6 +125,7 @@ void grpc_infer(ServerCore& core, const pb::ModelInferRequest& req, uint64_t id,
   head.set_model_version(req.model_version());
   head.set_id(req.id());
   bool decoupled = false, batched = false;
+  GeneratorSpec generator;
   std::shared_ptr<const LabelMap> labels;
   {
     auto m = core.repository().get(req.model_name(), req.model_version());
@@ -87,6 +134,7 @@ void grpc_infer(ServerCore& core, const pb::ModelInferRequest& req, uint64_t id,
       decoupled = (*m)->config.decoupled;
       batched = (*m)->config.max_batch_size > 0;
       labels = (*m)->labels;
+      generator = (*m)->generator;
       if (order->empty())
         for (const auto& d : (*m)->serving->model().outputs()) order->push_back(d.name);
     }
@@ -97,6 +145,14 @@ void grpc_infer(ServerCore& core, const pb::ModelInferRequest& req, uint64_t id,
                                "use ModelStreamInfer"),
                    {}, true);
   const bool empty_final = decoupled && wants_empty_final(req);
+  if (generator.enabled) {
+    if (!shm_outputs->empty() || !class_counts->empty())
+      return respond(unsupported("generator model '" + echo(req.model_name()) +
+                                 "': its outputs cannot go to shared memory or be classified"),
+                     {}, true);
+    return grpc_generate(core, req, request, generator, std::move(head), empty_final, std::move(options.stopped),
+                         std::move(respond));
+  }
   std::shared_ptr<ActiveTrace> trace = core.traces().start(req.model_name(), options.traceparent);
   if (trace) {
     request.trace = true;

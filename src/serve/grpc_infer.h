@@ -10,7 +10,10 @@
 // in order, then, when the request asks for it with the parameter
 // triton_enable_empty_final_response, an empty response whose parameter triton_final_response is
 // true. Every response of a decoupled model carries triton_final_response. Only streams serve
-// decoupled models; ModelInfer refuses them (as Triton does).
+// decoupled models; ModelInfer refuses them (as Triton does). A generator model (parameters
+// generate: "greedy", serve/generate.h) answers one response per generated token instead, with
+// outputs token and index (INT64 [1, 1]); the request parameters max_new_tokens and eos_token_id
+// (int64) override the configured ones.
 // Thread-safe: `respond` runs on a runtime thread or on the caller's, never concurrently for one
 // request.
 
@@ -32,6 +35,9 @@ struct GrpcInferOptions {
   // Called once, before the request is queued, when it is traced, with the traceparent of its
   // span (a unary call sends it back as initial metadata, as the HTTP front end sends a header).
   std::function<void(const std::string& traceparent)> on_trace;
+  // True once the client is gone (the stream was cancelled or its writes fail): a generation
+  // (serve/generate.h) runs no further step. Empty = never.
+  std::function<bool()> stopped;
 };
 
 // Called once per response message; `last` is true on the final call. A non-ok status is the

@@ -218,8 +218,7 @@ class InferenceService final : public RawService {
   }
 
   grpc::ServerUnaryReactor* ModelInfer(Ctx* ctx, const Bytes* in, Bytes* out) override {
-    return run<pb::ModelInferRequest, pb::ModelInferResponse>(ctx, in, out,
-                                                              [this, ctx](auto& c) { infer(c, ctx); });
+    return run<pb::ModelInferRequest, pb::ModelInferResponse>(ctx, in, out, [this, ctx](auto& c) { infer(c, ctx); });
   }
 
   // Requests of one stream run concurrently; each error is a message of the stream, which stays
@@ -416,7 +415,7 @@ class InferenceService final : public RawService {
     // before the request is queued, so before any finish()).
     auto on_trace = [ctx](const std::string& tp) { ctx->AddInitialMetadata("traceparent", tp); };
     grpc_infer(core_, c.request, next_id_.fetch_add(1, std::memory_order_relaxed),
-               {.streaming = false, .traceparent = traceparent_of(ctx), .on_trace = on_trace},
+               {.streaming = false, .traceparent = traceparent_of(ctx), .on_trace = on_trace, .stopped = nullptr},
                [call](const Status& s, pb::ModelInferResponse r, bool last) {
                  (void)last;  // unary: exactly one call
                  if (!s.ok()) return call->finish(s);

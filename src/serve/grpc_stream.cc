@@ -75,19 +75,20 @@ void StreamReactor::OnReadDone(bool ok) {
     request_done();
   } else {
     const std::string id = req.id();
-    grpc_infer(core_, req, ids_.fetch_add(1, std::memory_order_relaxed),
-               {.streaming = true, .traceparent = traceparent_, .on_trace = nullptr},
-               [this, id](const Status& s, pb::ModelInferResponse r, bool last) {
-                 pb::ModelStreamInferResponse m;
-                 if (s.ok()) {
-                   *m.mutable_infer_response() = std::move(r);
-                 } else {
-                   m.set_error_message(cap_message(s.message()));
-                   m.mutable_infer_response()->set_id(id);
-                 }
-                 send(m);
-                 if (last) request_done();
-               });
+    grpc_infer(
+        core_, req, ids_.fetch_add(1, std::memory_order_relaxed),
+        {.streaming = true, .traceparent = traceparent_, .on_trace = nullptr, .stopped = [this] { return gone(); }},
+        [this, id](const Status& s, pb::ModelInferResponse r, bool last) {
+          pb::ModelStreamInferResponse m;
+          if (s.ok()) {
+            *m.mutable_infer_response() = std::move(r);
+          } else {
+            m.set_error_message(cap_message(s.message()));
+            m.mutable_infer_response()->set_id(id);
+          }
+          send(m);
+          if (last) request_done();
+        });
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (!reads_done_) StartRead(&in_);
@@ -114,6 +115,7 @@ void StreamReactor::OnWriteDone(bool ok) {
     writes_.clear();
     writing_ = false;
     reads_done_ = true;
+    gone_ = true;
     return;
   }
   if (!writes_.empty() && !finished_) {
@@ -145,6 +147,16 @@ void StreamReactor::close() {
   reads_done_ = true;
   final_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down");
   maybe_finish();
+}
+
+void StreamReactor::OnCancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  gone_ = true;
+}
+
+bool StreamReactor::gone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return gone_ || done_;
 }
 
 void StreamReactor::OnDone() {

@@ -54,10 +54,14 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
   void OnDone() override;
+  void OnCancel() override;
 
   // Server shutdown: no more requests are read; the stream finishes UNAVAILABLE after its pending
   // responses.
   void close();
+  // The client is gone (cancelled, or a write failed): nothing more reaches it, so a generation
+  // stops. Thread-safe.
+  bool gone();
 
  private:
   ~StreamReactor() override = default;
@@ -83,6 +87,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   bool finished_ = false;
   bool done_ = false;      // OnDone ran
   bool deleting_ = false;  // maybe_delete() has claimed the deletion
+  bool gone_ = false;      // cancelled or a write failed
   int pending_ = 0;        // requests not yet answered
   grpc::Status final_status_ = grpc::Status::OK;
 };

@@ -21,6 +21,7 @@
 #include "model_config.pb.h"
 #include "runtime/device.h"
 #include "serve/config_params.h"
+#include "serve/generate.h"
 
 namespace streamline::serve {
 namespace {
@@ -165,11 +166,13 @@ Status check_parameters(const std::map<std::string, std::string>& params, const 
       if (*p != ops::Precision::kFp32 && !runtime::cuda_built())
         return invalid_argument(at + "'" + value + "' needs the CUDA backend; this build computes in fp32");
     }
+    // Generation (serve/generate.h): checked together below.
+    if (key == "generate" || key == "max_new_tokens" || key == "eos_token_id") known = true;
     if (!known) {
       SL_LOG(kInfo) << where << ": parameter '" << key << "' is not one streamline reads (ignored)";
     }
   }
-  return ok_status();
+  return check_generate_parameters(params, where);
 }
 
 template <typename ProtoTensor>

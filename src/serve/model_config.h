@@ -13,7 +13,8 @@
 // default_queue_policy, preserve_ordering), parameters { key: "streams" value: { string_value: "2" } } for our own
 // options (streams, threads, threads_per_stream, elastic_threads, split_convs, winograd,
 // cuda_graphs, precision, pin, warmup, admission) and latency_slo_ms (the latency objective that
-// admission refuses requests against). Unknown fields are ignored, with a warning.
+// admission refuses requests against), and generate, max_new_tokens, eos_token_id for a greedy
+// generator (serve/generate.h). Unknown fields are ignored, with a warning.
 
 #include <cstddef>
 #include <cstdint>
@@ -63,7 +64,8 @@ struct ModelConfig {
   int latest_versions = 1;
   std::vector<int64_t> specific_versions;
   // model_transaction_policy { decoupled: true }: a request may get several responses, one per row
-  // of its outputs' first dimension; only ModelStreamInfer serves such a model.
+  // of its outputs' first dimension (or one per token of a generator, serve/generate.h); only
+  // ModelStreamInfer serves such a model.
   bool decoupled = false;
 };
 

@@ -287,6 +287,8 @@ Result<std::vector<std::shared_ptr<LoadedModel>>> Repository::load_model(const s
       derived.instance_count = config.instance_count;
       vc = std::move(derived);
     }
+    Result<GeneratorSpec> generator = generator_spec(vc, *model);
+    if (!generator.ok()) return generator.status().with_context(config_label);
     auto labels = std::make_shared<LabelMap>();
     for (const TensorConfig& t : vc.outputs) {
       if (t.label_filename.empty()) continue;
@@ -309,6 +311,7 @@ Result<std::vector<std::shared_ptr<LoadedModel>>> Repository::load_model(const s
     loaded->version = v;
     loaded->path = path;
     loaded->serving = std::move(serving);
+    loaded->generator = *generator;
     out.push_back(std::move(loaded));
   }
   return out;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "serve/generate.h"
 #include "serve/model_config.h"
 #include "streamline/serving.h"
 
@@ -40,6 +41,7 @@ struct LoadedModel {
   std::string version;                     // the folder name, e.g. "1"
   std::string path;                        // the .onnx file
   std::unique_ptr<ServingModel> serving;   // never null in a LoadedModel handed out
+  GeneratorSpec generator;                 // enabled: a greedy generator (serve/generate.h)
 };
 
 struct RepositoryEntry {

@@ -183,7 +183,12 @@ Result<ModelMetadata> ServerCore::model_metadata(const std::string& model, const
     }
   };
   add(m->config.inputs, &md.inputs);
-  add(m->config.outputs, &md.outputs);
+  if (m->generator.enabled) {
+    // A generator answers with its tokens, not with the model's logits.
+    for (const char* name : {kTokenOutput, kIndexOutput}) md.outputs.push_back({name, "INT64", {1, 1}});
+  } else {
+    add(m->config.outputs, &md.outputs);
+  }
   return md;
 }
 
