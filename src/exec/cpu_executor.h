@@ -70,7 +70,7 @@ class CpuExecutionContext final : public ExecutionContext {
   std::unique_ptr<CpuEvent[]> events_;  // the plan's events
   size_t num_events_ = 0;
   uint64_t generation_ = 0;
-  std::unique_ptr<EagerExecutionContext> eager_;  // made for the first eager plan
+  std::unique_ptr<EagerExecutionContext> eager_;              // made for the first eager plan
   std::unordered_map<uint64_t, ThreadChoice> thread_choice_;  // by plan id (RunOptions::adapt_threads)
 };
 

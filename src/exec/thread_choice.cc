@@ -9,7 +9,7 @@ void ThreadChoice::reset(int requested) {
   current_ = 0;
   probing_ = false;
   runs_ = 0;
-  period_ = kSettleRuns;
+  period_ = kFirstSettle;
   samples_.clear();
   probe_.clear();
 }

@@ -11,7 +11,8 @@
 // whose cores are taken by other processes every region waits for a worker the scheduler has
 // parked (MobileNetV3-Large on 2 threads measured 140 ms against 8 ms on one thread under load).
 // A quiet machine runs the same plan faster on two threads, and the load changes while a process
-// lives, so the choice is measured rather than fixed: the current count runs kSettleRuns runs, then
+// lives, so the choice is measured rather than fixed: the current count runs kSettleRuns runs
+// (kFirstSettle before the first probe), then
 // the other count is probed for kProbeRuns runs (the first discarded: it pays the wake-up of idle
 // workers and the first build of kernels for that count); the probed count is kept when its median
 // beats the current median by kMargin. A probe that loses doubles the runs before the next one (up
@@ -26,6 +27,7 @@ namespace streamline::exec {
 
 class ThreadChoice {
  public:
+  static constexpr int kFirstSettle = 3;  // runs before the first probe (slow models decide early)
   static constexpr int kSettleRuns = 8;   // runs on the current count before the first probe
   static constexpr int kProbeRuns = 4;    // runs of a probe, the first of them not counted
   static constexpr int kMaxPeriod = 512;  // most runs between probes
@@ -49,7 +51,7 @@ class ThreadChoice {
   int current_ = 0;       // 0: the requested count, 1: one thread
   bool probing_ = false;  // the runs now use the other count
   int runs_ = 0;          // runs in this phase (settling or probing)
-  int period_ = kSettleRuns;
+  int period_ = kFirstSettle;
   int64_t probes_ = 0;
   std::vector<double> samples_;  // the current count's recent times (kSettleRuns at most)
   std::vector<double> probe_;    // this probe's counted times

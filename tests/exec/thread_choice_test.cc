@@ -37,6 +37,14 @@ TEST(ThreadChoiceTest, RunsOnOneThreadWhenTheRequestedCountIsSlower) {
   EXPECT_GT(serial, 950);
 }
 
+TEST(ThreadChoiceTest, DecidesWithinTheFirstFewRuns) {
+  // A slow model measured for a few seconds runs only a handful of times: the first probe comes
+  // early enough that most of them run on the faster count.
+  ThreadChoice choice;
+  drive(choice, 2, 7, [](int t, int) { return t == 2 ? 300.0 : 55.0; });
+  EXPECT_EQ(choice.current(), 1);
+}
+
 TEST(ThreadChoiceTest, FollowsTheLoadWhenItChanges) {
   ThreadChoice choice;
   auto loaded_until = [](int until) {
