@@ -43,6 +43,7 @@ struct BenchFlags {
   int max_runs = 0;
   bool json = false;
   int concurrency = 1;
+  bool fixed_threads = false;  // every run on --threads' count, never one thread by measurement
   // Serving path; unset values keep the direct path.
   int instances = 0;  // 0 = not given
   int max_batch = 0;  // 0 = not given
@@ -121,6 +122,7 @@ int bench(const BenchFlags& f) {
   auto client = [&](int c, clock::time_point start_at, clock::time_point stop_at) {
     Session session(*model);
     RunOptions ro;
+    ro.adapt_threads = !f.fixed_threads;
     auto run = [&]() -> bool {
       auto r = session.run(*inputs, ro);
       if (!r.ok()) {
@@ -323,6 +325,8 @@ Runner add_bench_command(CLI::App& app) {
       ->check(int_range(0, std::numeric_limits<int>::max(), "0: no bound"));
   c->add_option("--timeout-us", f->timeout_us, "Serving: queueing budget per request; late ones are rejected")
       ->check(int_range(0, kMaxMicros, "microseconds; 0: none"));
+  c->add_flag("--fixed-threads", f->fixed_threads,
+              "Run every step on the given threads (default: one thread while that measures faster)");
   c->add_flag("--json", f->json, "Print one JSON object");
   return [f] { return bench(*f); };
 }

@@ -224,6 +224,9 @@ class Model {
 struct RunOptions {
   int num_threads = 0;                     // intra-op threads per stream; 0 = the model's default
   exec::ExecObserver* observer = nullptr;  // per-step hooks (tracing): plan steps, or nodes of eager runs
+  // CPU, one stream, several threads: run on one thread while the session measures that faster
+  // (cores taken by other processes), probing both counts now and then; false: always num_threads.
+  bool adapt_threads = true;
 };
 
 class Session {

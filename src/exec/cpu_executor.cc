@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 
@@ -263,15 +264,22 @@ Status CpuExecutionContext::run(const plan::ExecutionPlan& plan, std::span<const
     const int idx = plan.slots[static_cast<size_t>(slot)].input_index;
     b->step_inputs[static_cast<size_t>(step)][static_cast<size_t>(arg)] = inputs[static_cast<size_t>(idx)];
   }
-  // Pass 3: run the streams.
+  // Pass 3: run the streams (a single stream on the threads its measured choice gives).
+  RunOptions effective = options;
+  ThreadChoice* choice = nullptr;
+  if (options.adapt_threads && plan.num_streams == 1 && options.num_threads > 1) {
+    choice = &thread_choice_[plan.id];
+    effective.num_threads = choice->next(options.num_threads);
+  }
   RunState rs;
   rs.plan = &plan;
   rs.ctx = this;
   rs.binding = b;
-  rs.options = &options;
+  rs.options = &effective;
   rs.generation = ++generation_;
   const int saved_threads = omp_get_max_threads();
   if (options.observer) options.observer->on_run_begin(plan);
+  const auto started = std::chrono::steady_clock::now();
   if (plan.num_streams == 1) {
     rs.run_stream(0);
   } else {
@@ -280,6 +288,8 @@ Status CpuExecutionContext::run(const plan::ExecutionPlan& plan, std::span<const
   if (options.observer) options.observer->on_run_end(plan);
   omp_set_num_threads(saved_threads);
   SL_RETURN_IF_ERROR(rs.error);
+  if (choice)
+    choice->record(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
   // Pass 4: hand the outputs back.
   if (outputs) {
     char* base = static_cast<char*>(b->arena_base);

@@ -11,7 +11,9 @@
 // each plan event a CpuEvent (exec/cpu_stream.h): a step waits for its plan events before it
 // starts and records its events when it ends (stamped with the run's generation, so nothing is
 // reset or allocated per run). Eager plans (plan.eager) run node by node on the calling thread
-// through the context's EagerExecutionContext (exec/eager_executor.h).
+// through the context's EagerExecutionContext (exec/eager_executor.h). With
+// RunOptions::adapt_threads a single-stream plan runs on its requested threads or on one, by the
+// run times the context measures per plan (exec/thread_choice.h).
 // The context owns the arena (grown to the largest plan it has run, never per run), its stream
 // workers (made once) and per-plan bindings. It runs one plan at a time.
 
@@ -25,6 +27,7 @@
 #include "exec/eager_executor.h"
 #include "exec/execution_context.h"
 #include "exec/stream_pool.h"
+#include "exec/thread_choice.h"
 
 namespace streamline::exec {
 
@@ -67,7 +70,8 @@ class CpuExecutionContext final : public ExecutionContext {
   std::unique_ptr<CpuEvent[]> events_;  // the plan's events
   size_t num_events_ = 0;
   uint64_t generation_ = 0;
-  std::unique_ptr<EagerExecutionContext> eager_;  // made for the first eager plan
+  std::unique_ptr<EagerExecutionContext> eager_;              // made for the first eager plan
+  std::unordered_map<uint64_t, ThreadChoice> thread_choice_;  // by plan id (RunOptions::adapt_threads)
 };
 
 }  // namespace streamline::exec

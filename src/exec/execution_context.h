@@ -41,6 +41,10 @@ struct RunOptions {
   bool copy_outputs = true;
   // Poison dead buffers and check canaries after each step (the plan needs guard_bytes). CPU only.
   bool safe = false;
+  // CPU, single-stream plans run on num_threads > 1 threads: time the runs and run on one thread
+  // while that measures faster (a machine whose cores other processes hold), probing both counts
+  // now and then (exec/thread_choice.h). Off: every run uses num_threads.
+  bool adapt_threads = false;
 };
 
 // How a context is made; each field is read by the backends it names, when the context is made.

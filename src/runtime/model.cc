@@ -429,6 +429,7 @@ Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, cons
   }
   ro.elastic_threads = model_->elastic_threads();
   ro.safe = model_->options().safe;
+  ro.adapt_threads = options.adapt_threads;
   std::vector<Tensor> outs;
   SL_RETURN_IF_ERROR(context_->run(plan, inputs, &outs, ro));
   return outs;
