@@ -68,6 +68,10 @@ bool slack(const ControlWindow& w, const ControlSettings& s, int64_t objective_u
 
 }  // namespace
 
+double window_overlap(const ControlWindow& w) {
+  return w.arrival_rate * w.p50_us / 1e6;
+}
+
 int control_latency_bucket(double us) {
   if (!(us > kControlLatencyBaseUs)) return 0;
   const int i = static_cast<int>(std::ceil(std::log(us / kControlLatencyBaseUs) / std::log(kControlLatencyGrowth)));
@@ -174,6 +178,29 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
       forced = true;
     }
   }
+  // Rule 6's probe, judged by the first window after its cooldown: kept or undone.
+  const double overlap = window_overlap(w);
+  const double rate = static_cast<double>(w.completed) * 1e6 / static_cast<double>(std::max<int64_t>(1, w.length_us));
+  if (++state->rejected_windows >= kThreadMeasureWindows) state->rejected_overlap = 0;
+  bool undo_probe = false;
+  if (!have && state->instance_probe && state->windows_since_change > lim.cooldown_windows &&
+      w.completed >= kMeasureBatches) {
+    state->instance_probe = false;
+    const bool faster = rate >= (1 + kProbeGain) * state->probe_base_rate;
+    const bool sooner = w.p50_us > 0 && w.p50_us <= (1 - kProbeGain) * state->probe_base_p50_us;
+    const std::string seen = num(rate) + " requests/s, p50 " + ms(w.p50_us) + " with " + std::to_string(active) +
+                             " instances against " + num(state->probe_base_rate) + "/s, " +
+                             ms(state->probe_base_p50_us) + " before the probe";
+    if (faster || sooner) {
+      state->kept_overlap = overlap;
+    } else if (active > 1) {
+      state->rejected_overlap = state->probe_base_overlap;
+      state->rejected_windows = 0;
+      propose(ControlKnob::kInstances, active, active - 1,
+              seen + ": the probed instance gains too little, -1 instance");
+      undo_probe = true;
+    }
+  }
   // Rule 3: pressure.
   const std::string why = have ? "" : pressure(w, d.settings, objective);
   if (!have && !why.empty()) {
@@ -205,10 +232,23 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
       const int64_t to = w.mean_batch_rows < kSingleRowBatches || half < kMinQueueDelayUs ? 0 : half;
       propose(ControlKnob::kQueueDelay, current.queue_delay_us, to,
               idle + ", batches of " + num(w.mean_batch_rows) + " rows: queue delay " + ms(static_cast<double>(to)));
-    } else if (active > 1 && w.busy_fraction * active / (active - 1) < kShedBusyFraction) {
+    } else if (active > 1 && w.busy_fraction * active / (active - 1) < kShedBusyFraction &&
+               !(state->kept_overlap > 0 && overlap >= kKeptOverlapShare * state->kept_overlap)) {
       propose(ControlKnob::kInstances, active, active - 1,
               idle + ", instances " + num(100 * w.busy_fraction) + "% busy: -1 instance");
     }
+  }
+  // Rule 6: requests overlap, and another instance fits: probe it.
+  bool probe_instance = false;
+  if (!have && why.empty() && !state->instance_probe && w.refused == 0 && w.completed >= kMeasureBatches &&
+      active < lim.max_instances && (active + 1) * min_threads <= lim.cores_granted &&
+      overlap >= kProbeOverlap * active &&
+      (state->rejected_overlap <= 0 || std::abs(overlap / state->rejected_overlap - 1) > kProbeRetryChange)) {
+    propose(ControlKnob::kInstances, active, active + 1,
+            num(overlap) + " requests in the server at once (" + num(rate) + "/s x p50 " + ms(w.p50_us) + ") over " +
+                std::to_string(active) + (active == 1 ? " instance" : " instances") +
+                ": +1 instance, kept if it serves more or sooner");
+    probe_instance = true;
   }
   // Light-load measurements of the batch time per thread count (rule 5's choice).
   const int spread = spread_threads(lim, active);
@@ -259,6 +299,13 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
       state->last_knob == static_cast<int>(c.knob) && state->last_direction == -direction && !state->last_was_probe;
   const int wait = reverses ? lim.reverse_cooldown_windows : lim.cooldown_windows;
   if (!forced && state->windows_since_change <= wait) return d;
+  state->instance_probe = probe_instance;
+  if (probe_instance) {
+    state->probe_base_rate = rate;
+    state->probe_base_p50_us = w.p50_us;
+    state->probe_base_overlap = overlap;
+  }
+  if (c.knob == ControlKnob::kInstances && direction < 0) state->kept_overlap = 0;
 
   switch (c.knob) {
     case ControlKnob::kQueueDelay:
@@ -277,7 +324,7 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
   state->windows_since_change = 0;
   state->last_knob = static_cast<int>(c.knob);
   state->last_direction = direction;
-  state->last_was_probe = probe;
+  state->last_was_probe = probe || probe_instance || undo_probe;
   const std::string reason = c.reason;
   d.changes.push_back(std::move(c));
   // The threads move with the instances: the cores of the active ones spread over the new count.

@@ -45,7 +45,16 @@
 //     the time more threads took (waking intra-op threads for a small model can cost more than it
 //     gains, most of all when the clients share the cores). The measurements are dropped when
 //     the active instances change and after kThreadMeasureWindows windows, so they follow the load.
-//  6. Otherwise (between the two bands): no change.
+//  6. Overlap (between the two bands, or in slack with nothing to lower): requests wait for each
+//     other (in the server at once, by Little's law arrival rate x p50, at least kProbeOverlap per
+//     active instance) while another instance fits the limits and the core budget: +1 instance as
+//     a probe. The first window after its cooldown judges it against the window before it: kept
+//     when the model served at least kProbeGain more requests a second (closed-loop clients) or
+//     its p50 fell by kProbeGain (open-loop arrivals), else undone at once. A kept instance is not
+//     shed for slack while the overlap stays above kKeptOverlapShare of what it was when kept; a
+//     probe undone is not tried again while the overlap stays within kProbeRetryChange of what it
+//     was, for kThreadMeasureWindows windows.
+//  7. Otherwise: no change.
 // A change that reverses the previous one on the same knob waits `reverse_cooldown_windows`
 // windows instead, so a load at the edge of a band does not flap the setting.
 
@@ -134,6 +143,14 @@ struct ControllerState {
   std::array<double, kMeasuredThreads> light_service_us{};
   int measured_instances = 0;
   int measure_windows = 0;
+  // Rule 6's instance probe: judged while pending against the window before it.
+  bool instance_probe = false;
+  double probe_base_rate = 0;  // completed requests per second
+  double probe_base_p50_us = 0;
+  double probe_base_overlap = 0;
+  double kept_overlap = 0;      // overlap after the last probe kept; 0 = none kept
+  double rejected_overlap = 0;  // overlap before the last probe undone; 0 = none undone
+  int rejected_windows = 0;     // windows since then
 };
 
 enum class ControlKnob { kQueueDelay, kPreferredBatch, kInstances, kThreads };
@@ -171,6 +188,18 @@ inline constexpr double kFewerThreadsGain = 0.9;
 inline constexpr uint64_t kMeasureBatches = 20;
 // Light-load measurements are dropped (and taken again) after this many windows.
 inline constexpr int kThreadMeasureWindows = 120;
+
+// Overlap: requests in the server at once (arrival rate x p50), per active instance, above which
+// another instance is probed.
+inline constexpr double kProbeOverlap = 1.5;
+// A probed instance is kept when throughput rises, or p50 falls, by at least this share.
+inline constexpr double kProbeGain = 0.08;
+// A kept instance may be shed for slack once the overlap falls under this share of its value then.
+inline constexpr double kKeptOverlapShare = 0.6;
+// An undone probe is tried again once the overlap moved by more than this share.
+inline constexpr double kProbeRetryChange = 0.3;
+// In-server overlap of a window: arrival rate x p50 (Little's law, the median for the mean).
+double window_overlap(const ControlWindow& w);
 
 [[nodiscard]] ControlDecision control_step(const ControlWindow& w, const ControlSettings& current,
                                            const ControlLimits& limits, ControllerState* state);

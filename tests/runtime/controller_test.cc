@@ -408,6 +408,121 @@ TEST(Controller, LightLoadStopsWhereOneFewerThreadGainsTooLittle) {
   EXPECT_EQ(seen.back(), 4);
 }
 
+// Four closed-loop clients on a small model: the p99 stays far inside the objective and the
+// queue is shallow (neither band), yet requests wait for each other. `per_second[a]` is what the
+// model serves with `a` active instances; p50 follows from the clients (Little's law).
+ControlWindow closed_loop(const std::vector<double>& per_second, double in_server, const ControlSettings& s) {
+  ControlWindow w;
+  w.length_us = 500'000;
+  const double rate = per_second[s.active_instances];
+  w.arrival_rate = rate;
+  w.completed = static_cast<uint64_t>(rate / 2);
+  w.batches = w.completed / 2;
+  w.mean_batch_rows = 2;
+  w.p50_us = in_server / rate * 1e6;
+  w.p99_us = 3 * w.p50_us;
+  w.queue_depth_mean = 0.3;
+  w.busy_fraction = 0.25;
+  w.service_us = 300;
+  return w;
+}
+
+std::vector<ControlSettings> run_closed(const std::vector<double>& per_second, double in_server, ControlSettings* s,
+                                        const ControlLimits& lim, ControllerState* st, int windows) {
+  std::vector<ControlSettings> seen;
+  for (int i = 0; i < windows; ++i) {
+    *s = control_step(closed_loop(per_second, in_server, *s), *s, lim, st).settings;
+    seen.push_back(*s);
+  }
+  return seen;
+}
+
+TEST(Controller, OverlappingRequestsProbeAnInstanceAndKeepItWhenItServesMore) {
+  const ControlLimits lim = spreading(/*max_instances=*/2, /*max_threads=*/2, /*cores=*/2);
+  ControllerState st;
+  ControlSettings s = settings(0, 0, 1);
+  s.threads_per_instance = 2;
+  // 2.4 requests in the server at once on one instance; a second one serves 1.5x as many.
+  ControlDecision d = control_step(closed_loop({0, 3600, 5400}, 2.4, s), s, lim, &st);
+  ASSERT_EQ(d.changes.size(), 2u);  // +1 instance, and its threads: 2 -> 1
+  EXPECT_EQ(d.changes[0].knob, ControlKnob::kInstances);
+  EXPECT_EQ(d.changes[0].reason,
+            "2.4 requests in the server at once (3600.0/s x p50 0.7 ms) over 1 instance: +1 instance, kept if it "
+            "serves more or sooner");
+  EXPECT_EQ(d.settings.threads_per_instance, 1);
+  s = d.settings;
+  // Judged after the cooldown, kept, and not shed for slack while the clients stay.
+  for (const ControlSettings& seen : run_closed({0, 3600, 5400}, 2.4, &s, lim, &st, 40))
+    EXPECT_EQ(seen.active_instances, 2);
+  // One client: the overlap falls and the slack rule sheds the instance.
+  ControlWindow one = idle();
+  one.arrival_rate = 2000;
+  one.p50_us = 300;
+  one.completed = 1000;
+  int active = 2;
+  for (int i = 0; i < 10 && active == 2; ++i) {
+    d = control_step(one, s, lim, &st);
+    s = d.settings;
+    active = s.active_instances;
+  }
+  EXPECT_EQ(active, 1);
+}
+
+TEST(Controller, AProbedInstanceThatGainsNothingIsUndoneAndNotRetriedAtTheSameLoad) {
+  const ControlLimits lim = spreading(2, 2, 2);
+  ControllerState st;
+  ControlSettings s = settings(0, 0, 1);
+  s.threads_per_instance = 2;
+  // The second instance serves no more (the model is bound elsewhere, say the clients).
+  const std::vector<ControlSettings> seen = run_closed({0, 3600, 3650}, 2.4, &s, lim, &st, 60);
+  EXPECT_EQ(seen[0].active_instances, 2);  // the probe
+  int undone_at = -1;
+  for (int i = 1; i < static_cast<int>(seen.size()); ++i)
+    if (seen[i].active_instances == 1 && undone_at < 0) undone_at = i;
+  EXPECT_EQ(undone_at, lim.cooldown_windows + 1);  // the first window after the cooldown
+  for (int i = undone_at; i < static_cast<int>(seen.size()); ++i) EXPECT_EQ(seen[i].active_instances, 1) << i;
+  // Twice the overlap (more clients): worth another probe.
+  const ControlDecision d = control_step(closed_loop({0, 3600, 3650}, 4.8, s), s, lim, &st);
+  ASSERT_FALSE(d.changes.empty());
+  EXPECT_EQ(d.settings.active_instances, 2);
+}
+
+TEST(Controller, OpenLoopArrivalsKeepAProbedInstanceThatLowersTheMedian) {
+  // Open loop: throughput is the arrival rate whatever the instances; a second instance shows in
+  // the p50 (less waiting behind the request in service).
+  const ControlLimits lim = limits(4, 1, 4);
+  ControllerState st;
+  ControlSettings s = settings(0, 0, 1);
+  const auto open_loop = [](const ControlSettings& at) {
+    ControlWindow w = idle();
+    w.arrival_rate = 1000;
+    w.completed = 1000;
+    w.p50_us = at.active_instances == 1 ? 2000 : 1200;
+    w.p99_us = 4 * w.p50_us;
+    w.queue_depth_mean = 0.4;
+    return w;
+  };
+  std::vector<int> active;
+  for (int i = 0; i < 30; ++i) {
+    s = control_step(open_loop(s), s, lim, &st).settings;
+    active.push_back(s.active_instances);
+  }
+  EXPECT_EQ(active.front(), 2);
+  EXPECT_EQ(active.back(), 2);  // kept; 1.2 requests in the server is no overlap for a third
+}
+
+TEST(Controller, ProbesNeverPassTheInstanceLimitOrTheCores) {
+  ControllerState st;
+  ControlSettings s = settings(0, 0, 1);
+  // One instance allowed, or one core: nothing to probe.
+  for (const ControlLimits& lim : {spreading(1, 2, 2), spreading(2, 1, 1)}) {
+    ControllerState fresh;
+    ControlSettings t = s;
+    for (const ControlSettings& seen : run_closed({0, 3600, 5400}, 2.4, &t, lim, &fresh, 20))
+      EXPECT_EQ(seen.active_instances, 1);
+  }
+}
+
 TEST(Controller, WithoutAnObjectiveNothingChanges) {
   ControlLimits lim = limits(4, 1, 4);
   lim.latency_objective_us = 0;
