@@ -71,6 +71,10 @@ AdmissionEstimate estimate_admission(const AdmissionView& v, const RunTimeModel&
   if (batches_ahead < free_instances) waits = 0;
   e.wait_us = std::max(0.0, waits) * batch_us / instances;
   e.run_us = times.run_us(std::min(max_batch, std::max(1, v.rows)));
+  // Stale: nothing has run for a while (refusals learn nothing), an idle instance costs nothing.
+  if (v.rows_ahead == 0 && v.busy_instances == 0 && v.idle_us > 0 &&
+      static_cast<double>(v.idle_us) >= std::max(static_cast<double>(kStaleIdleUs), 4 * e.run_us))
+    return e;
   const std::string ahead = std::to_string(v.requests_ahead) + " request(s) queued ahead on " +
                             std::to_string(instances) + " instance(s), " + std::to_string(v.busy_instances) + " busy";
   if (v.queue_budget_us > 0 && e.wait_us > static_cast<double>(v.queue_budget_us)) {

@@ -14,7 +14,10 @@
 //
 // Pure: no clock, no threads, no locks (the scheduler holds its own while it calls these).
 // The estimate leans towards admitting: with fewer than kMinObservations runs seen it admits
-// everything, a running batch counts as half done, and queue delays are not added.
+// everything, a running batch counts as half done, and queue delays are not added. Nor can it
+// lock a model out: refusals teach the run times nothing, so once every instance has sat idle
+// with nothing queued for kStaleIdleUs (or four estimated runs, if longer) the next request is
+// admitted whatever the estimate says, and its run refreshes the model.
 
 #include <array>
 #include <cstdint>
@@ -52,7 +55,11 @@ struct AdmissionView {
   int rows = 1;                   // the request's own rows
   int64_t queue_budget_us = 0;    // its queueing timeout; 0 = none
   int64_t latency_budget_us = 0;  // its end-to-end objective (the model's SLO); 0 = none
+  int64_t idle_us = 0;            // how long no instance has run and nothing was queued; 0 = busy now
 };
+
+// Idle this long, the run times are stale: the next request is admitted to measure them again.
+inline constexpr int64_t kStaleIdleUs = 100'000;
 
 struct AdmissionEstimate {
   bool admit = true;

@@ -151,6 +151,11 @@ ControlCounters Scheduler::control_counters() {
   return out;
 }
 
+int Scheduler::busy_instances() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return busy_;
+}
+
 Status Scheduler::admission_locked(const QueuedItem& item, int64_t timeout_us) const {
   AdmissionView v;
   for (const auto& q : queue_) {
@@ -164,6 +169,8 @@ Status Scheduler::admission_locked(const QueuedItem& item, int64_t timeout_us) c
   v.rows = item.rows;
   v.queue_budget_us = timeout_us;
   v.latency_budget_us = options_.policy.queue.latency_objective_us;
+  if (busy_ == 0 && queue_.empty() && last_run_end_us_ > 0)
+    v.idle_us = std::max<int64_t>(1, sub_saturating_us(clock_->now_us(), last_run_end_us_));
   const AdmissionEstimate e = estimate_admission(v, run_times_);
   return e.admit ? ok_status() : resource_exhausted(e.reason);
 }
@@ -284,6 +291,7 @@ void Scheduler::run_batch(int instance, PendingList& batch, int rows) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     run_times_.observe(rows, end - start);
+    last_run_end_us_ = std::max(last_run_end_us_, end);
     control_.busy_us += std::max<int64_t>(0, end - start);
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!responses[i].status.ok()) continue;

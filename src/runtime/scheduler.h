@@ -104,6 +104,8 @@ class Scheduler {
   ControlSettings control_settings() const;
   // Cumulative counters for the controller, read now; resets the deepest-queue mark.
   ControlCounters control_counters();
+  // Instances running a batch now (an answered batch's instance counts until it is free again).
+  int busy_instances() const;
 
  private:
   struct Pending {
@@ -141,9 +143,10 @@ class Scheduler {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  PendingList queue_;       // arrival order
-  int busy_ = 0;            // instances running a batch
-  RunTimeModel run_times_;  // every batch's run, for admission
+  PendingList queue_;            // arrival order
+  int busy_ = 0;                 // instances running a batch
+  RunTimeModel run_times_;       // every batch's run, for admission
+  int64_t last_run_end_us_ = 0;  // when the last batch finished (admission's staleness); 0 = none yet
   uint64_t next_seq_ = 0;
   int active_ = 1;              // instances that take batches
   ControlCounters control_;     // for control_counters()

@@ -89,5 +89,29 @@ TEST(AdmissionTest, TheLatencyObjectiveCountsTheRunToo) {
   EXPECT_TRUE(estimate_admission(v, learnt(1, 10'000)).admit);
 }
 
+TEST(AdmissionTest, AnIdleModelAdmitsAProbeWhenItsRunTimesAreStale) {
+  AdmissionView v;
+  v.latency_budget_us = 5'000;
+  const RunTimeModel slow = learnt(1, 10'000);
+  v.idle_us = 1;
+  EXPECT_FALSE(estimate_admission(v, slow).admit);  // just ran: the estimate stands
+  v.idle_us = kStaleIdleUs - 1;
+  EXPECT_FALSE(estimate_admission(v, slow).admit);
+  v.idle_us = kStaleIdleUs;
+  EXPECT_TRUE(estimate_admission(v, slow).admit);
+  // Runs longer than a quarter of the idle time: four of them must pass first.
+  const RunTimeModel slower = learnt(1, 50'000);
+  EXPECT_FALSE(estimate_admission(v, slower).admit);
+  v.idle_us = 200'000;
+  EXPECT_TRUE(estimate_admission(v, slower).admit);
+  // Only an idle model: with a batch running or queued ahead, the estimate decides.
+  v.busy_instances = 1;
+  EXPECT_FALSE(estimate_admission(v, slow).admit);
+  v.busy_instances = 0;
+  v.rows_ahead = 1;
+  v.requests_ahead = 1;
+  EXPECT_FALSE(estimate_admission(v, slow).admit);
+}
+
 }  // namespace
 }  // namespace streamline::runtime

@@ -67,6 +67,10 @@ class FakeExecutor {
     cv_.notify_all();
   }
   void set_fail() { fail_ = true; }
+  void set_compute_us(int64_t us) {
+    std::lock_guard<std::mutex> lock(mu_);
+    compute_us_ = us;
+  }
   void poison(uint64_t id) {
     std::lock_guard<std::mutex> lock(mu_);
     poisoned_.insert(id);
@@ -601,6 +605,38 @@ TEST(Scheduler, AdmissionHoldsRequestsToTheLatencyObjective) {
   EXPECT_NE(r.status.message().find("latency objective of 35.0 ms"), std::string::npos) << r.status.message();
   fx.exec.release(100);
   for (auto* f : {&running, &second, &third, &fourth}) EXPECT_TRUE(f->get().status.ok());
+}
+
+// Refusals teach admission nothing, so run times learnt under a heavy load could refuse a model's
+// every request for good. Once every instance has sat idle for kStaleIdleUs, one request is let
+// through whatever the estimate, and its run refreshes it: here the runs got ten times faster,
+// and after a few such probes requests are admitted one after another again.
+TEST(Scheduler, AdmissionRefreshesStaleRunTimesInsteadOfLockingTheModelOut) {
+  BatchPolicy p = policy(1, 0);
+  p.queue.latency_objective_us = 5'000;
+  Fixture fx(p, /*instances=*/1, /*compute_us=*/10'000);
+  for (uint64_t i = 0; i < RunTimeModel::kMinObservations; ++i)
+    ASSERT_TRUE(submit(*fx.sched, req(i)).get().status.ok());  // nothing known yet: admitted
+  while (fx.sched->busy_instances() > 0) std::this_thread::yield();
+  const InferResponse slow = submit(*fx.sched, req(50)).get();
+  EXPECT_EQ(slow.status.code(), StatusCode::kResourceExhausted) << "10 ms runs against a 5 ms objective";
+  fx.exec.set_compute_us(1'000);
+  int idle_waits = 0, in_a_row = 0;
+  for (uint64_t id = 100; in_a_row < 20 && idle_waits <= 10; ++id) {
+    while (fx.sched->busy_instances() > 0) std::this_thread::yield();  // the last run's instance is free
+    const InferResponse r = submit(*fx.sched, req(id)).get();
+    if (r.status.ok()) {
+      ++in_a_row;
+      continue;
+    }
+    ASSERT_EQ(r.status.code(), StatusCode::kResourceExhausted) << r.status.to_string();
+    in_a_row = 0;
+    fx.clock.advance_us(kStaleIdleUs);  // idle long enough for the next one to be a probe
+    ++idle_waits;
+  }
+  EXPECT_EQ(in_a_row, 20);
+  EXPECT_GE(idle_waits, 2);  // the first probe alone does not bring a 10 ms mean under 5 ms
+  EXPECT_LE(idle_waits, 10);
 }
 
 }  // namespace
