@@ -1,9 +1,10 @@
 // Winograd F(2x2, 3x3) and F(4x4, 3x3): winograd_conv against a direct convolution computed here in double
-// (borders, odd sizes, uneven padding, several chunks, every epilogue, thread counts), and the
-// Conv kernel's Winograd path against the reference kernel.
+// (borders, odd sizes, uneven padding, several chunks, every epilogue, thread counts), the Conv
+// kernel's Winograd path against the reference kernel, and which convolutions take it.
 
 #include <gtest/gtest.h>
 
+#include "graph/ew_program.h"
 #include "ops/cpu/conv_winograd.h"
 #include "ops/op_test_util.h"
 
@@ -241,6 +242,56 @@ TEST(Winograd, DefaultOptionsRunTwoByTwoTiles) {
   const size_t direct = workspace(ko);
   EXPECT_NE(direct, wino_bytes(2));
   EXPECT_NE(direct, wino_bytes(4));
+}
+
+// A 3x3 convolution whose elementwise epilogue has a post-op form (SiLU here) runs the direct
+// primitive, which applies it while computing each output, instead of Winograd and a second pass
+// over y; one whose epilogue has none (a sine) still runs Winograd, the epilogue being our loop
+// either way.
+TEST(Winograd, EpiloguesWithPostOpsRunDirect) {
+  std::mt19937 rng(93);
+  const int64_t c = 64, m = 64, h = 40, w = 40;
+  std::vector<Tensor> in{random_tensor({1, c, h, w}, rng), random_tensor({m, c, 3, 3}, rng), random_tensor({m}, rng)};
+  auto workspace = [&](const graph::EwProgram& p) -> size_t {
+    graph::Node attrs_of;
+    graph::set_program_attrs(attrs_of, p);
+    std::map<std::string, graph::Attribute> attrs = attrs_of.attrs;
+    attrs["pads"] = ints({1, 1, 1, 1});
+    // FusedConv's epilogue reads its inputs from 4 on, so the node has an (omitted) residual Z.
+    std::vector<Tensor> node_in = in;
+    node_in.emplace_back();
+    auto n = make_node("FusedConv", "streamline", node_in, attrs);
+    auto def = cpu_reg().find("FusedConv", "streamline", 1, Device::kCpu, DType::kFloat32);
+    EXPECT_TRUE(def.ok()) << def.status().to_string();
+    if (!def.ok()) return 0;
+    KernelOptions ko;
+    ko.block = 16;
+    KernelCreateArgs args{n->g,
+                          n->node(),
+                          {nullptr, &in[1], &in[2], nullptr},
+                          {DType::kFloat32, DType::kFloat32, DType::kFloat32, DType::kUndefined},
+                          ko};
+    auto k = (*def)->create(args);
+    EXPECT_TRUE(k.ok()) << k.status().to_string();
+    if (!k.ok()) return 0;
+    std::vector<TensorInfo> infos{{DType::kFloat32, in[0].shape(), Layout::kBlocked16, nullptr},
+                                  {DType::kFloat32, in[1].shape(), Layout::kPlain, &in[1]},
+                                  {DType::kFloat32, in[2].shape(), Layout::kPlain, &in[2]},
+                                  {}};
+    auto r = (*k)->reshape(infos);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? r->workspace_bytes : 0;
+  };
+  cpu::WinogradGeom g = cpu::winograd_geom(2, 1, c, m, h, w, h, w, 1, 1);
+  g.block = 16;
+  graph::EwProgram silu;
+  silu.num_inputs = 1;
+  silu.add(graph::EwOp::kMul, {0, silu.add(graph::EwOp::kSigmoid, {0})});
+  graph::EwProgram sine;
+  sine.num_inputs = 1;
+  sine.add(graph::EwOp::kSin, {0});
+  EXPECT_NE(workspace(silu), g.workspace_bytes());
+  EXPECT_EQ(workspace(sine), g.workspace_bytes());
 }
 
 }  // namespace

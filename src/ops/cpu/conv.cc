@@ -4,8 +4,9 @@
 // (Y is filled with Z first, or already holds it when the plan gives Y the buffer of Z), the
 // activation an eltwise post-op. Constant weights are reordered once into the layout oneDNN prefers:
 // at create when the graph declares the input's spatial size, else per shape at reshape.
-// 3x3 stride-1 convolutions on blocked activations with enough channels and pixels run Winograd
-// F(2x2, 3x3) instead (conv_winograd.h); their filters are transformed once at create.
+// 3x3 stride-1 convolutions on blocked activations with enough channels and pixels, and no
+// elementwise epilogue that oneDNN could fuse, run Winograd F(2x2, 3x3) instead (conv_winograd.h);
+// their filters are transformed once at create.
 
 #include <algorithm>
 #include <climits>
@@ -595,10 +596,17 @@ class ConvKernel final : public Kernel {
   // Transforms the filters at create when the planner will give this convolution blocked activations
   // and the declared input size makes it a candidate (winograd_tile). Each reshape then runs
   // Winograd where it pays for that shape (winograd_worthwhile) and the direct primitive otherwise.
+  // Not with an elementwise epilogue that has a post-op form (SiLU, HardSwish, GELU, a residual
+  // added after the activation): the direct primitive applies it while its output is in
+  // registers, Winograd in a second pass over y. On the YOLO-style detector (SiLU after every
+  // convolution, one thread) that pass made Winograd 1.6x slower than the direct primitive at 32
+  // channels and 80x80 and 1.2-1.35x at 64 channels and 40x40 or 20x20, and the model as a whole
+  // slower than without Winograd.
   void prepare_winograd(const KernelCreateArgs& args) {
     const Tensor& w = *args.constants[1];
     if (!args.options.allow_winograd || !args.options.allow_blocked || !args.options.allow_channels_last) return;
     if (w.dtype() != DType::kFloat32 || !winograd_shape(w.shape())) return;
+    if (!epi_.empty() && epi_.has_post_ops()) return;
     const int64_t m = w.shape()[0], c = w.shape()[1];
     const int block = args.options.block;
     if (conv_layout(c, m, 1, block) != blocked_layout(block)) return;

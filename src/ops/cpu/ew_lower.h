@@ -50,6 +50,9 @@ class EwEpilogue {
   bool empty() const { return !exec_; }
   size_t first_input() const { return first_input_; }
   const graph::EwProgram& program() const { return exec_->program(); }
+  // Whether the program maps onto oneDNN post-ops at all (plan() may still run our loop, for
+  // binary operands oneDNN does not broadcast).
+  bool has_post_ops() const { return lowered_.has_value(); }
 
   struct ShapePlan {
     bool post_ops = false;  // the primitive computes the epilogue
