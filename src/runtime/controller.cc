@@ -188,16 +188,15 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
     state->instance_probe = false;
     const bool faster = rate >= (1 + kProbeGain) * state->probe_base_rate;
     const bool sooner = w.p50_us > 0 && w.p50_us <= (1 - kProbeGain) * state->probe_base_p50_us;
-    const std::string seen = num(rate) + " requests/s, p50 " + ms(w.p50_us) + " with " + std::to_string(active) +
-                             " instances against " + num(state->probe_base_rate) + "/s, " +
-                             ms(state->probe_base_p50_us) + " before the probe";
     if (faster || sooner) {
       state->kept_overlap = overlap;
     } else if (active > 1) {
       state->rejected_overlap = state->probe_base_overlap;
       state->rejected_windows = 0;
       propose(ControlKnob::kInstances, active, active - 1,
-              seen + ": the probed instance gains too little, -1 instance");
+              num(rate) + " requests/s, p50 " + ms(w.p50_us) + " with " + std::to_string(active) +
+                  " instances against " + num(state->probe_base_rate) + "/s, " + ms(state->probe_base_p50_us) +
+                  " before the probe: the probed instance gains too little, -1 instance");
       undo_probe = true;
     }
   }

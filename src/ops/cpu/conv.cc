@@ -606,7 +606,7 @@ class ConvKernel final : public Kernel {
     const Tensor& w = *args.constants[1];
     if (!args.options.allow_winograd || !args.options.allow_blocked || !args.options.allow_channels_last) return;
     if (w.dtype() != DType::kFloat32 || !winograd_shape(w.shape())) return;
-    if (!epi_.empty() && epi_.has_post_ops()) return;
+    if (epi_.has_post_ops()) return;
     const int64_t m = w.shape()[0], c = w.shape()[1];
     const int block = args.options.block;
     if (conv_layout(c, m, 1, block) != blocked_layout(block)) return;
