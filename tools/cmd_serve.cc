@@ -49,6 +49,7 @@ struct ServeFlags {
   std::string metrics_buckets_ms;  // "0.5,1,2,5": the latency histograms' bounds; "" = defaults
   bool triton_metrics = true;
   int core_budget = 0;  // cores the models' controllers share; 0 = the cores this process may use
+  bool strict_core_budget = false;
   // Logging as tritonserver's flags set it; unset = as SL_LOG_LEVEL says (default warning).
   std::optional<int> log_verbose;
   std::optional<bool> log_info, log_warning, log_error;
@@ -149,6 +150,7 @@ int serve_models(const ServeFlags& f) {
   ro.default_threads = f.threads;
   ro.latency_buckets_us = *buckets;
   ro.core_budget = f.core_budget;
+  ro.lend_idle_cores = !f.strict_core_budget;
   serve::Repository repo(f.repository, ro);
   if (!explicit_control) {
     Status s = repo.load_all();
@@ -281,6 +283,9 @@ Runner add_serve_command(CLI::App& app) {
                 "Cores the online controllers of all models share (active instances x threads stay within "
                 "it); more than the machine has lets them oversubscribe (default 0: the usable cores)")
       ->check(int_range(0, 1 << 16, "0: the usable cores"));
+  c->add_flag("--strict-core-budget", f->strict_core_budget,
+              "Never lend cores one model's instances hold but leave idle to another model's controller "
+              "(default: lend them while the instances leave whole cores idle, take them back when busy)");
   c->add_flag("--triton-metrics,!--no-triton-metrics", f->triton_metrics,
               "Export Triton's nv_inference_* metric names beside streamline's (default on)");
   c->add_option("--log-verbose", f->log_verbose, "Verbose (debug) logging level; 0 = off (default 0)")

@@ -134,26 +134,40 @@ struct BatchPolicy {
 // Cores shared by the controllers of the models one server serves: each model holds its active
 // instances x threads per instance, and a controller adds an instance only while the total stays
 // within cores(). A model's first instance is always held, also past the budget (every model must
-// be able to serve). Thread-safe; share it with std::shared_ptr.
+// be able to serve). Each controller also reports the cores its instances kept busy in its last
+// window; cores held but left idle (instances waiting for requests, for the network, for the
+// batcher) may be lent to another model's instance while `lend_idle` (the default), and are taken
+// back when the instances keep every core busy (controller.h, rules 1, 3 and 6). Thread-safe;
+// share it with std::shared_ptr.
 class CoreBudget {
  public:
-  // `cores` <= 0: the cores this process may use.
-  explicit CoreBudget(int cores = 0);
+  // `cores` <= 0: the cores this process may use. `lend_idle` false: never past cores() (beyond
+  // each model's first instance), busy or idle.
+  explicit CoreBudget(int cores = 0, bool lend_idle = true);
   int cores() const { return cores_; }
-  // Sets what `owner` holds to `held` cores when that keeps the total within cores(), or when it
-  // holds less than before, or when `held` <= `floor` (the owner's first instance). True if done.
-  bool try_hold(const void* owner, int held, int floor);
+  bool lends_idle() const { return lend_idle_; }
+  // Sets what `owner` holds to `held` cores when that keeps the total within cores() + `lent`, or
+  // when it holds less than before, or when `held` <= `floor` (the owner's first instance). True
+  // if done. `lent` is at most idle_cores() rounded down (0 when nothing is lent).
+  bool try_hold(const void* owner, int held, int floor, int lent = 0);
   // `owner` holds nothing from now on.
   void release(const void* owner);
   // Cores held by every owner but `owner` (all of them for nullptr).
   int held_by_others(const void* owner) const;
   // `owner`'s fair share: cores() over the owners holding cores, `owner` counted; at least 1.
   int share(const void* owner) const;
+  // The cores `owner`'s instances kept busy over its last window (at most what it holds).
+  void report_busy(const void* owner, double cores);
+  // cores() less what every owner's instances keep busy (an owner that reported nothing counts
+  // what it holds); 0 when lending is off. May be negative: oversubscribed and busy.
+  double idle_cores() const;
 
  private:
   int cores_;
+  bool lend_idle_;
   mutable std::mutex mu_;
   std::map<const void*, int> held_;
+  std::map<const void*, double> busy_;
 };
 
 // One change the controller made (runtime/controller.h has the rules).
@@ -191,7 +205,7 @@ struct ControllerStats {
   bool enabled = false;
   int active_instances = 0;  // instances taking batches now (all of them without a controller)
   int64_t queue_delay_us = 0;
-  int preferred_batch = 0;  // 0 = none
+  int preferred_batch = 0;       // 0 = none
   int threads_per_instance = 0;  // intra-op threads of each active instance now
   // Decisions since load by (knob, direction).
   std::map<std::pair<std::string, std::string>, uint64_t> decisions;

@@ -8,16 +8,18 @@
 
 namespace streamline {
 
-CoreBudget::CoreBudget(int cores) : cores_(cores > 0 ? cores : core::usable_cores()) {}
+CoreBudget::CoreBudget(int cores, bool lend_idle)
+    : cores_(cores > 0 ? cores : core::usable_cores()), lend_idle_(lend_idle) {}
 
-bool CoreBudget::try_hold(const void* owner, int held, int floor) {
+bool CoreBudget::try_hold(const void* owner, int held, int floor, int lent) {
   std::lock_guard<std::mutex> lock(mu_);
   int others = 0;
   for (const auto& [o, n] : held_)
     if (o != owner) others += n;
   auto it = held_.find(owner);
   const int before = it == held_.end() ? 0 : it->second;
-  if (held > before && held > floor && others + held > cores_) return false;
+  const int lendable = lend_idle_ ? std::max(0, lent) : 0;
+  if (held > before && held > floor && others + held > cores_ + lendable) return false;
   held_[owner] = std::max(0, held);
   return true;
 }
@@ -25,6 +27,23 @@ bool CoreBudget::try_hold(const void* owner, int held, int floor) {
 void CoreBudget::release(const void* owner) {
   std::lock_guard<std::mutex> lock(mu_);
   held_.erase(owner);
+  busy_.erase(owner);
+}
+
+void CoreBudget::report_busy(const void* owner, double cores) {
+  std::lock_guard<std::mutex> lock(mu_);
+  busy_[owner] = std::max(0.0, cores);
+}
+
+double CoreBudget::idle_cores() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!lend_idle_) return 0;
+  double busy = 0;
+  for (const auto& [o, n] : held_) {
+    const auto it = busy_.find(o);
+    busy += it == busy_.end() ? n : std::min<double>(n, it->second);
+  }
+  return cores_ - busy;
 }
 
 int CoreBudget::share(const void* owner) const {
@@ -109,16 +128,21 @@ std::vector<ControllerDecision> ControlLoop::step() {
   const ControlCounters now = scheduler_.control_counters();
   const ControlWindow w = window_between(last_, now, settings_.active_instances);
   last_ = now;
+  // The cores this model's instances kept busy (each running instance keeps its threads' cores).
+  budget_->report_busy(this, w.busy_fraction * settings_.active_instances * settings_.threads_per_instance);
   ControlLimits lim = options_.limits;
   lim.cores_granted = budget_->cores() - budget_->held_by_others(this);
   lim.cores_share = budget_->share(this);
+  const double idle = budget_->idle_cores();
+  lim.keep_lent = budget_->lends_idle() && idle >= kContendedIdleCores;
+  lim.cores_idle = lim.keep_lent ? static_cast<int>(idle) : 0;
   const int floor = lim.threads_per_instance;
   ControlDecision d = control_step(w, settings_, lim, &state_);
   std::vector<ControllerDecision> out;
   if (d.changes.empty()) return out;
   const ControlSettings& s = d.settings;
   if (s.active_instances * s.threads_per_instance != settings_.active_instances * settings_.threads_per_instance &&
-      !budget_->try_hold(this, s.active_instances * s.threads_per_instance, floor)) {
+      !budget_->try_hold(this, s.active_instances * s.threads_per_instance, floor, lim.cores_idle)) {
     // Cores taken since: an instance shed keeps the others' threads; nothing else is applied.
     const bool shed =
         d.changes.front().knob == ControlKnob::kInstances && s.active_instances < settings_.active_instances;

@@ -166,8 +166,23 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
            " cores";
   };
 
-  // Rule 1: the core budget shrank under this model.
-  if (active * threads > lim.cores_granted) {
+  // Cores past the budget that another instance may borrow: whole cores left idle.
+  const int held = active * threads;
+  const bool fits = (active + 1) * min_threads <= lim.cores_granted;
+  // A probe undone is not tried again while the overlap stays about what it was (rule 6).
+  const double overlap = window_overlap(w);
+  if (++state->rejected_windows >= kThreadMeasureWindows) state->rejected_overlap = 0;
+  const bool retry =
+      state->rejected_overlap <= 0 || std::abs(overlap / state->rejected_overlap - 1) > kProbeRetryChange;
+  const bool borrows =
+      !fits && retry && (active + 1) * min_threads <= std::max(lim.cores_granted, held) + lim.cores_idle;
+  const auto grow_reason = [&](const std::string& why) {
+    return borrows ? why + ", " + std::to_string(lim.cores_idle) + " idle " + (lim.cores_idle == 1 ? "core" : "cores") +
+                         " to borrow: +1 instance, kept if it serves more or sooner"
+                   : why + ": +1 instance";
+  };
+  // Rule 1: the core budget shrank under this model, or the cores it borrowed are busy again.
+  if (held > lim.cores_granted && !lim.keep_lent) {
     const std::string over = cores(active, threads) + ", over the " + std::to_string(lim.cores_granted) + " granted";
     if (threads > min_threads) {
       const int to = spread_threads(lim, active);
@@ -179,9 +194,7 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
     }
   }
   // Rule 6's probe, judged by the first window after its cooldown: kept or undone.
-  const double overlap = window_overlap(w);
   const double rate = static_cast<double>(w.completed) * 1e6 / static_cast<double>(std::max<int64_t>(1, w.length_us));
-  if (++state->rejected_windows >= kThreadMeasureWindows) state->rejected_overlap = 0;
   bool undo_probe = false;
   if (!have && state->instance_probe && state->windows_since_change > lim.cooldown_windows &&
       w.completed >= kMeasureBatches) {
@@ -201,13 +214,15 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
     }
   }
   // Rule 3: pressure.
+  bool probe_instance = false;
   const std::string why = have ? "" : pressure(w, d.settings, objective);
   if (!have && !why.empty()) {
     const int target = current.preferred_batch > 0 ? current.preferred_batch : lim.max_batch;
     const int64_t delay_cap = objective / 4;
     const int64_t delay_step = std::max<int64_t>(kMinQueueDelayUs, objective / 10);
-    if (active < lim.max_instances && (active + 1) * min_threads <= lim.cores_granted) {
-      propose(ControlKnob::kInstances, active, active + 1, why + ": +1 instance");
+    if (active < lim.max_instances && (fits || borrows)) {
+      propose(ControlKnob::kInstances, active, active + 1, grow_reason(why));
+      probe_instance = borrows;
     } else if (lim.max_batch > 1 && current.preferred_batch > 0 && current.preferred_batch < lim.max_batch &&
                w.mean_batch_rows >= kBatchFull * current.preferred_batch) {
       const int to = std::min(lim.max_batch, current.preferred_batch * 2);
@@ -238,15 +253,13 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
     }
   }
   // Rule 6: requests overlap, and another instance fits: probe it.
-  bool probe_instance = false;
   if (!have && why.empty() && !state->instance_probe && w.refused == 0 && w.completed >= kMeasureBatches &&
-      active < lim.max_instances && (active + 1) * min_threads <= lim.cores_granted &&
-      overlap >= kProbeOverlap * active &&
-      (state->rejected_overlap <= 0 || std::abs(overlap / state->rejected_overlap - 1) > kProbeRetryChange)) {
+      active < lim.max_instances && (fits || borrows) && overlap >= kProbeOverlap * active && retry) {
+    const std::string why6 = num(overlap) + " requests in the server at once (" + num(rate) + "/s x p50 " +
+                             ms(w.p50_us) + ") over " + std::to_string(active) +
+                             (active == 1 ? " instance" : " instances");
     propose(ControlKnob::kInstances, active, active + 1,
-            num(overlap) + " requests in the server at once (" + num(rate) + "/s x p50 " + ms(w.p50_us) + ") over " +
-                std::to_string(active) + (active == 1 ? " instance" : " instances") +
-                ": +1 instance, kept if it serves more or sooner");
+            borrows ? grow_reason(why6) : why6 + ": +1 instance, kept if it serves more or sooner");
     probe_instance = true;
   }
   // Light-load measurements of the batch time per thread count (rule 5's choice).

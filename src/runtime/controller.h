@@ -24,15 +24,16 @@
 // Rules, in order (the first that applies decides; at most one knob changes per window, the
 // threads moving with an instance change as above):
 //  1. Budget: more cores held than granted (active x threads > cores_granted, another model took
-//     them): fewer threads per instance while the instances keep at least their minimum, else
-//     -1 instance; at once, cooldown or not.
+//     them, or cores borrowed while idle are busy again: !keep_lent): fewer threads per instance
+//     while the instances keep at least their minimum, else -1 instance; at once, cooldown or not.
 //  2. Cooldown: for `cooldown_windows` windows after a change nothing else changes.
 //  3. Pressure (p99 over the objective, requests refused or timed out, a queue deeper than
 //     kBacklogPerInstance per active instance, or instances over kSaturatedBusy busy with requests
 //     waiting: throughput is capped there): +1 instance while the instance limit and the core
-//     budget allow; else, when batches reach the preferred size that caps them, a larger one
-//     (doubled, up to max_batch); else, when batches stay small while the instances are busy, a
-//     longer queue delay (one step of objective / 10, up to objective / 4) so that they fill.
+//     budget allow (past the budget, on cores the instances of every model leave idle, only as
+//     rule 6's probe: kept when it serves more or sooner); else, when batches reach the preferred size that caps them,
+//     a larger one (doubled, up to max_batch); else, when batches stay small while the instances are busy, a longer
+//     queue delay (one step of objective / 10, up to objective / 4) so that they fill.
 //  4. Slack (p99 under objective x kSlackFraction, nothing refused, a shallow queue): queue delay
 //     to 0 when batches hold about one row (waiting gains nothing), else halved; then -1 instance
 //     when the others would stay under kShedBusyFraction busy. The preferred batch stays: with no
@@ -47,13 +48,12 @@
 //     the active instances change and after kThreadMeasureWindows windows, so they follow the load.
 //  6. Overlap (between the two bands, or in slack with nothing to lower): requests wait for each
 //     other (in the server at once, by Little's law arrival rate x p50, at least kProbeOverlap per
-//     active instance) while another instance fits the limits and the core budget: +1 instance as
-//     a probe. The first window after its cooldown judges it against the window before it: kept
-//     when the model served at least kProbeGain more requests a second (closed-loop clients) or
-//     its p50 fell by kProbeGain (open-loop arrivals), else undone at once. A kept instance is not
-//     shed for slack while the overlap stays above kKeptOverlapShare of what it was when kept; a
-//     probe undone is not tried again while the overlap stays within kProbeRetryChange of what it
-//     was, for kThreadMeasureWindows windows.
+//     active instance) while another instance fits the limits and the core budget, or cores left
+//     idle (cores_idle): +1 instance as a probe. The first window after its cooldown judges it against the window
+//     before it: kept when the model served at least kProbeGain more requests a second (closed-loop clients) or its p50
+//     fell by kProbeGain (open-loop arrivals), else undone at once. A kept instance is not shed for slack while the
+//     overlap stays above kKeptOverlapShare of what it was when kept; a probe undone is not tried again while the
+//     overlap stays within kProbeRetryChange of what it was, for kThreadMeasureWindows windows.
 //  7. Otherwise: no change.
 // A change that reverses the previous one on the same knob waits `reverse_cooldown_windows`
 // windows instead, so a load at the edge of a band does not flap the setting.
@@ -127,6 +127,11 @@ struct ControlLimits {
   int max_threads_per_instance = 0;  // at most (what its plans allow); <= threads_per_instance: fixed
   int cores_granted = 1;             // cores this model may hold (the budget less what others hold)
   int cores_share = 0;               // cores its threads spread over: its fair share; 0 = cores_granted
+  // Lending (CoreBudget::idle_cores): whole cores every model's instances left idle in the last
+  // window, which one more instance may borrow past cores_granted (as a probe); and whether cores
+  // held past cores_granted may be kept (the cores are not all busy). 0 and false: a strict budget.
+  int cores_idle = 0;
+  bool keep_lent = false;
   int cooldown_windows = 2;          // windows without change after a change
   int reverse_cooldown_windows = 5;  // windows before a change may undo the previous one
 };
@@ -192,6 +197,9 @@ inline constexpr int kThreadMeasureWindows = 120;
 // Overlap: requests in the server at once (arrival rate x p50), per active instance, above which
 // another instance is probed.
 inline constexpr double kProbeOverlap = 1.5;
+// Idle cores (CoreBudget::idle_cores) under which the cores count as all busy: what is held past
+// the budget is given back.
+inline constexpr double kContendedIdleCores = 0.25;
 // A probed instance is kept when throughput rises, or p50 falls, by at least this share.
 inline constexpr double kProbeGain = 0.08;
 // A kept instance may be shed for slack once the overlap falls under this share of its value then.

@@ -290,7 +290,8 @@ std::string ServerCore::metrics_text() const {
     x.family("streamline_inference_refusal_duration_ms", "histogram",
              "Server time of requests refused without running (queue full, admission, shutting down), from the "
              "decoded request to its answer, in milliseconds.");
-    for (const auto& [name, h] : refusal_us_) x.histogram("streamline_inference_refusal_duration_ms", {{"model", name}}, h);
+    for (const auto& [name, h] : refusal_us_)
+      x.histogram("streamline_inference_refusal_duration_ms", {{"model", name}}, h);
   }
   x.family("streamline_inference_pending_requests", "gauge", "Requests waiting in the queue now.");
   for (const auto& m : models)
@@ -316,8 +317,9 @@ std::string ServerCore::metrics_text() const {
                {{"model", m.name}, {"version", m.version}, {"instance", std::to_string(i)}},
                static_cast<double>(m.stats.instance_busy_us[i]));
   // The online controller (models with latency_slo_ms): its decisions and the settings in force.
-  x.family("streamline_controller_decisions_total", "counter",
-           "Changes the online controller made, by knob (queue_delay, preferred_batch, instances, threads) and direction.");
+  x.family(
+      "streamline_controller_decisions_total", "counter",
+      "Changes the online controller made, by knob (queue_delay, preferred_batch, instances, threads) and direction.");
   for (const auto& m : models)
     for (const auto& [key, n] : m.stats.controller.decisions)
       x.sample("streamline_controller_decisions_total",
@@ -343,6 +345,9 @@ std::string ServerCore::metrics_text() const {
   x.sample("streamline_core_budget_cores", {}, static_cast<double>(repo_.core_budget()->cores()));
   x.family("streamline_core_budget_held", "gauge", "Cores held now by the controlled models' active instances.");
   x.sample("streamline_core_budget_held", {}, static_cast<double>(repo_.core_budget()->held_by_others(nullptr)));
+  x.family("streamline_core_budget_idle_cores", "gauge",
+           "Cores the controlled models' instances left idle in their last control windows (lendable).");
+  x.sample("streamline_core_budget_idle_cores", {}, repo_.core_budget()->idle_cores());
   x.family("streamline_model_ready", "gauge", "1 when the model is served, else 0.");
   for (const auto& e : repo_.index())
     x.sample("streamline_model_ready", {{"model", e.name}}, e.state == ModelState::kReady ? 1 : 0);

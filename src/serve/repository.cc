@@ -146,7 +146,9 @@ const char* model_state_name(ModelState s) {
 }
 
 Repository::Repository(std::string root, RepositoryOptions options)
-    : root_(std::move(root)), options_(options), budget_(std::make_shared<CoreBudget>(options.core_budget)) {}
+    : root_(std::move(root)),
+      options_(options),
+      budget_(std::make_shared<CoreBudget>(options.core_budget, options.lend_idle_cores)) {}
 
 void Repository::set_decision_listener(DecisionListener listener) {
   std::lock_guard<std::mutex> lock(listener_mu_);

@@ -68,6 +68,9 @@ struct RepositoryOptions {
   // Cores the controllers of every model share (active instances x threads stay within it);
   // 0 = the cores this process may use. A larger number lets them oversubscribe.
   int core_budget = 0;
+  // Cores held but left idle by one model's instances may be lent to another's (CoreBudget);
+  // false: a strict budget.
+  bool lend_idle_cores = true;
 };
 
 // Told of each controller decision of any model (on that model's control thread).

@@ -523,6 +523,46 @@ TEST(Controller, ProbesNeverPassTheInstanceLimitOrTheCores) {
   }
 }
 
+TEST(Controller, IdleCoresAreBorrowedOnlyAsAProbeAndGivenBackWhenBusy) {
+  // Another model holds one of two cores but leaves it idle: one core granted, one lendable.
+  ControlLimits lim = limits(/*max_instances=*/2, /*threads=*/1, /*cores=*/1);
+  lim.cores_idle = 1;
+  lim.keep_lent = true;
+  // Saturated: a second instance serves `gain` times as many.
+  const auto window = [](const ControlSettings& at, double gain) {
+    ControlWindow w = overloaded();
+    if (at.active_instances > 1) w.completed = static_cast<uint64_t>(500 * gain);
+    return w;
+  };
+  for (const double gain : {1.0, 1.6}) {
+    ControllerState st;
+    ControlSettings s = settings(0, 8, 1);
+    ControlDecision d = control_step(window(s, gain), s, lim, &st);
+    ASSERT_EQ(d.changes.size(), 1u);
+    EXPECT_EQ(d.changes[0].reason,
+              "p99 31.0 ms over the 20.0 ms objective with queue depth 14.0, 1 idle core to borrow: +1 instance, "
+              "kept if it serves more or sooner");
+    s = d.settings;
+    ASSERT_EQ(s.active_instances, 2);
+    for (int i = 0; i < 10; ++i) s = control_step(window(s, gain), s, lim, &st).settings;
+    EXPECT_EQ(s.active_instances, gain > 1 ? 2 : 1) << "gain " << gain;
+  }
+  // Kept; then the cores are all busy again: given back at once, whatever the cooldown.
+  ControllerState st;
+  ControlSettings s = settings(0, 8, 2);
+  lim.keep_lent = false;
+  lim.cores_idle = 0;
+  const ControlDecision d = control_step(window(s, 1.6), s, lim, &st);
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_EQ(d.changes[0].reason, "2 instances x 1 threads hold 2 cores, over the 1 granted: -1 instance");
+  // A strict budget (nothing lendable) never borrows.
+  ControlLimits strict = limits(2, 1, 1);
+  ControllerState fresh;
+  ControlSettings t = settings(0, 8, 1);
+  for (int i = 0; i < 20; ++i) t = control_step(window(t, 1.6), t, strict, &fresh).settings;
+  EXPECT_EQ(t.active_instances, 1);
+}
+
 TEST(Controller, WithoutAnObjectiveNothingChanges) {
   ControlLimits lim = limits(4, 1, 4);
   lim.latency_objective_us = 0;

@@ -229,7 +229,7 @@ TEST(SchedulerControl, CountersFollowTheFakeClock) {
 
 TEST(ControlLoop, SlowRunsAddAnInstanceWithinTheBudget) {
   Fixture fx(policy(1, 0), /*instances=*/3, /*active=*/1, /*compute_us=*/5000);
-  auto budget = std::make_shared<CoreBudget>(2);
+  auto budget = std::make_shared<CoreBudget>(2, /*lend_idle=*/false);
   ControlLoopOptions o;
   o.limits.latency_objective_us = 1000;  // every 5 ms run misses it
   o.limits.max_instances = 3;
@@ -261,6 +261,38 @@ TEST(ControlLoop, SlowRunsAddAnInstanceWithinTheBudget) {
   loop.stop();  // a stopped loop holds no cores and decides nothing
   EXPECT_EQ(budget->held_by_others(nullptr), 0);
   EXPECT_TRUE(loop.step().empty());
+}
+
+TEST(ControlLoop, CoresLeftIdleAreBorrowedPastTheBudgetAsAProbe) {
+  // As above with lending on: the two instances leave a core idle between the rounds, and the
+  // third is borrowed on it, as a probe.
+  Fixture fx(policy(1, 0), /*instances=*/3, /*active=*/1, /*compute_us=*/5000);
+  auto budget = std::make_shared<CoreBudget>(2);
+  ControlLoopOptions o;
+  o.limits.latency_objective_us = 1000;
+  o.limits.max_instances = 3;
+  o.limits.threads_per_instance = 1;
+  o.limits.cooldown_windows = 0;
+  o.controller.budget = budget;
+  std::vector<ControllerDecision> seen;
+  o.controller.on_decision = [&](const ControllerDecision& d) { seen.push_back(d); };
+  ControlLoop loop(*fx.sched, o);
+  for (int round = 0; round < 3 && seen.size() < 2; ++round) {
+    std::vector<std::future<InferResponse>> fs;
+    for (uint64_t i = 0; i < 4; ++i) fs.push_back(submit(*fx.sched, round * 10 + i));
+    for (auto& f : fs) EXPECT_TRUE(f.get().status.ok());
+    (void)loop.step();
+  }
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].reason.find("borrow"), std::string::npos) << seen[0].reason;  // within the budget
+  EXPECT_EQ(seen[1].to, 3);
+  EXPECT_NE(seen[1].reason.find("1 idle core to borrow: +1 instance, kept if it serves more or sooner"),
+            std::string::npos)
+      << seen[1].reason;
+  EXPECT_EQ(budget->held_by_others(nullptr), 3);  // past the 2 cores, on a measured idle one
+  EXPECT_EQ(fx.sched->control_settings().active_instances, 3);
+  loop.stop();
+  EXPECT_EQ(budget->held_by_others(nullptr), 0);
 }
 
 TEST(ControlLoop, ModelsShareOneBudget) {
@@ -363,6 +395,33 @@ TEST(CoreBudget, GrowsWithinCoresAndAlwaysGrantsTheFirstInstance) {
   b.release(&y);
   EXPECT_EQ(b.held_by_others(nullptr), 1);
   EXPECT_EQ(b.held_by_others(&x), 0);
+}
+
+TEST(CoreBudget, LendsCoresLeftIdleAndCountsUnreportedOwnersAsBusy) {
+  CoreBudget b(2);
+  int x = 0, y = 0;
+  EXPECT_TRUE(b.try_hold(&x, 1, 1));
+  EXPECT_TRUE(b.try_hold(&y, 1, 1));
+  EXPECT_DOUBLE_EQ(b.idle_cores(), 0);  // nothing reported: what is held counts as busy
+  b.report_busy(&x, 0.5);
+  b.report_busy(&y, 3.0);  // counted at most as held
+  EXPECT_DOUBLE_EQ(b.idle_cores(), 0.5);
+  b.report_busy(&y, 0.25);
+  EXPECT_DOUBLE_EQ(b.idle_cores(), 1.25);
+  EXPECT_FALSE(b.try_hold(&x, 2, 1));             // past the cores, nothing lent
+  EXPECT_TRUE(b.try_hold(&x, 2, 1, /*lent=*/1));  // on the idle core
+  EXPECT_EQ(b.held_by_others(nullptr), 3);
+  EXPECT_FALSE(b.try_hold(&x, 4, 1, 1));  // one core lent is one core
+  b.release(&x);
+  EXPECT_DOUBLE_EQ(b.idle_cores(), 1.75);  // y alone, 0.25 busy of its 1
+
+  CoreBudget strict(2, /*lend_idle=*/false);
+  EXPECT_TRUE(strict.try_hold(&x, 1, 1));
+  EXPECT_TRUE(strict.try_hold(&y, 1, 1));
+  strict.report_busy(&x, 0);
+  strict.report_busy(&y, 0);
+  EXPECT_DOUBLE_EQ(strict.idle_cores(), 0);
+  EXPECT_FALSE(strict.try_hold(&x, 2, 1, 1));
 }
 
 }  // namespace
