@@ -174,6 +174,9 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
   if (++state->rejected_windows >= kThreadMeasureWindows) state->rejected_overlap = 0;
   const bool retry =
       state->rejected_overlap <= 0 || std::abs(overlap / state->rejected_overlap - 1) > kProbeRetryChange;
+  if (++state->rejected_delay_windows >= kThreadMeasureWindows) state->rejected_delay_overlap = 0;
+  const bool retry_delay =
+      state->rejected_delay_overlap <= 0 || std::abs(overlap / state->rejected_delay_overlap - 1) > kProbeRetryChange;
   const bool borrows =
       !fits && retry && (active + 1) * min_threads <= std::max(lim.cores_granted, held) + lim.cores_idle;
   const auto grow_reason = [&](const std::string& why) {
@@ -196,12 +199,27 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
   // Rule 6's probe, judged by the first window after its cooldown: kept or undone.
   const double rate = static_cast<double>(w.completed) * 1e6 / static_cast<double>(std::max<int64_t>(1, w.length_us));
   bool undo_probe = false;
-  if (!have && state->instance_probe && state->windows_since_change > lim.cooldown_windows &&
-      w.completed >= kMeasureBatches) {
+  const bool judge = !have && state->windows_since_change > lim.cooldown_windows && w.completed >= kMeasureBatches;
+  const bool gained = rate >= (1 + kProbeGain) * state->probe_base_rate ||
+                      (w.p50_us > 0 && w.p50_us <= (1 - kProbeGain) * state->probe_base_p50_us);
+  const std::string against = num(rate) + " requests/s, p50 " + ms(w.p50_us) + " against " +
+                              num(state->probe_base_rate) + "/s, " + ms(state->probe_base_p50_us) + " before the probe";
+  if (judge && state->delay_probe) {
+    state->delay_probe = false;
+    if (gained) {
+      state->kept_delay_overlap = overlap;
+    } else {
+      state->rejected_delay_overlap = state->probe_base_overlap;
+      state->rejected_delay_windows = 0;
+      propose(ControlKnob::kQueueDelay, current.queue_delay_us, state->probe_base_delay_us,
+              against + ": the probed queue delay gains too little, queue delay " +
+                  ms(static_cast<double>(state->probe_base_delay_us)));
+      undo_probe = true;
+    }
+  }
+  if (judge && state->instance_probe) {
     state->instance_probe = false;
-    const bool faster = rate >= (1 + kProbeGain) * state->probe_base_rate;
-    const bool sooner = w.p50_us > 0 && w.p50_us <= (1 - kProbeGain) * state->probe_base_p50_us;
-    if (faster || sooner) {
+    if (gained) {
       state->kept_overlap = overlap;
     } else if (active > 1) {
       state->rejected_overlap = state->probe_base_overlap;
@@ -215,12 +233,15 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
   }
   // Rule 3: pressure.
   bool probe_instance = false;
+  bool probe_delay = false;
   const std::string why = have ? "" : pressure(w, d.settings, objective);
+  const int batch_target = current.preferred_batch > 0 ? current.preferred_batch : lim.max_batch;
+  const int64_t delay_cap = objective / 4;
+  const int64_t delay_step = std::max<int64_t>(kMinQueueDelayUs, objective / 10);
+  const bool can_grow = active < lim.max_instances && (fits || borrows);
   if (!have && !why.empty()) {
-    const int target = current.preferred_batch > 0 ? current.preferred_batch : lim.max_batch;
-    const int64_t delay_cap = objective / 4;
-    const int64_t delay_step = std::max<int64_t>(kMinQueueDelayUs, objective / 10);
-    if (active < lim.max_instances && (fits || borrows)) {
+    const int target = batch_target;
+    if (can_grow) {
       propose(ControlKnob::kInstances, active, active + 1, grow_reason(why));
       probe_instance = borrows;
     } else if (lim.max_batch > 1 && current.preferred_batch > 0 && current.preferred_batch < lim.max_batch &&
@@ -235,13 +256,24 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
       propose(ControlKnob::kQueueDelay, current.queue_delay_us, to,
               why + ", instances " + num(100 * w.busy_fraction) + "% busy with batches of " + num(w.mean_batch_rows) +
                   " rows: queue delay " + ms(static_cast<double>(to)));
+    } else if (lim.max_batch > 1 && current.queue_delay_us < delay_cap && w.batches > 0 &&
+               w.mean_batch_rows < kBatchFull * target && !state->delay_probe && retry_delay) {
+      // Requests wait though the instances are mostly idle (the cores go to decoding, the
+      // network, other models): fewer, fuller batches may cost less. Measured, as a probe.
+      const int64_t to = std::min(delay_cap, current.queue_delay_us + delay_step);
+      propose(ControlKnob::kQueueDelay, current.queue_delay_us, to,
+              why + ", no instance to add, instances " + num(100 * w.busy_fraction) + "% busy with batches of " +
+                  num(w.mean_batch_rows) + " rows: queue delay " + ms(static_cast<double>(to)) +
+                  ", kept if it serves more or sooner");
+      probe_delay = true;
     }
   }
   // Rule 4: slack.
   if (!have && why.empty() && slack(w, d.settings, objective)) {
     const std::string idle = "p99 " + ms(w.p99_us) + " under half the " + ms(static_cast<double>(objective)) +
                              " objective, queue depth " + num(w.queue_depth_mean);
-    if (current.queue_delay_us > 0) {
+    const bool delay_kept = state->kept_delay_overlap > 0 && overlap >= kKeptOverlapShare * state->kept_delay_overlap;
+    if (current.queue_delay_us > 0 && !delay_kept) {
       const int64_t half = current.queue_delay_us / 2;
       const int64_t to = w.mean_batch_rows < kSingleRowBatches || half < kMinQueueDelayUs ? 0 : half;
       propose(ControlKnob::kQueueDelay, current.queue_delay_us, to,
@@ -252,15 +284,22 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
               idle + ", instances " + num(100 * w.busy_fraction) + "% busy: -1 instance");
     }
   }
-  // Rule 6: requests overlap, and another instance fits: probe it.
-  if (!have && why.empty() && !state->instance_probe && w.refused == 0 && w.completed >= kMeasureBatches &&
-      active < lim.max_instances && (fits || borrows) && overlap >= kProbeOverlap * active && retry) {
-    const std::string why6 = num(overlap) + " requests in the server at once (" + num(rate) + "/s x p50 " +
-                             ms(w.p50_us) + ") over " + std::to_string(active) +
-                             (active == 1 ? " instance" : " instances");
+  // Rule 6: requests overlap, and another instance fits: probe it; with none to add, a queue delay.
+  const bool overlapping = why.empty() && !state->instance_probe && !state->delay_probe && w.refused == 0 &&
+                           w.completed >= kMeasureBatches && overlap >= kProbeOverlap * active;
+  const std::string why6 = num(overlap) + " requests in the server at once (" + num(rate) + "/s x p50 " + ms(w.p50_us) +
+                           ") over " + std::to_string(active) + (active == 1 ? " instance" : " instances");
+  if (!have && overlapping && can_grow && retry) {
     propose(ControlKnob::kInstances, active, active + 1,
             borrows ? grow_reason(why6) : why6 + ": +1 instance, kept if it serves more or sooner");
     probe_instance = true;
+  } else if (!have && overlapping && !can_grow && retry_delay && lim.max_batch > 1 &&
+             current.queue_delay_us < delay_cap && w.batches > 0 && w.mean_batch_rows < kBatchFull * batch_target) {
+    const int64_t to = std::min(delay_cap, current.queue_delay_us + delay_step);
+    propose(ControlKnob::kQueueDelay, current.queue_delay_us, to,
+            why6 + ", no instance to add, batches of " + num(w.mean_batch_rows) + " rows: queue delay " +
+                ms(static_cast<double>(to)) + ", kept if it serves more or sooner");
+    probe_delay = true;
   }
   // Light-load measurements of the batch time per thread count (rule 5's choice).
   const int spread = spread_threads(lim, active);
@@ -312,12 +351,16 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
   const int wait = reverses ? lim.reverse_cooldown_windows : lim.cooldown_windows;
   if (!forced && state->windows_since_change <= wait) return d;
   state->instance_probe = probe_instance;
-  if (probe_instance) {
+  state->delay_probe = probe_delay;
+  if (probe_instance || probe_delay) {
     state->probe_base_rate = rate;
     state->probe_base_p50_us = w.p50_us;
     state->probe_base_overlap = overlap;
+    state->probe_base_delay_us = current.queue_delay_us;
   }
-  if (c.knob == ControlKnob::kInstances && direction < 0) state->kept_overlap = 0;
+  // Lowered for any reason but undoing a later probe: what was kept is given up.
+  if (c.knob == ControlKnob::kInstances && direction < 0 && !undo_probe) state->kept_overlap = 0;
+  if (c.knob == ControlKnob::kQueueDelay && direction < 0 && !undo_probe) state->kept_delay_overlap = 0;
 
   switch (c.knob) {
     case ControlKnob::kQueueDelay:
@@ -336,7 +379,7 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
   state->windows_since_change = 0;
   state->last_knob = static_cast<int>(c.knob);
   state->last_direction = direction;
-  state->last_was_probe = probe || probe_instance || undo_probe;
+  state->last_was_probe = probe || probe_instance || probe_delay || undo_probe;
   const std::string reason = c.reason;
   d.changes.push_back(std::move(c));
   // The threads move with the instances: the cores of the active ones spread over the new count.

@@ -54,6 +54,11 @@
 //     fell by kProbeGain (open-loop arrivals), else undone at once. A kept instance is not shed for slack while the
 //     overlap stays above kKeptOverlapShare of what it was when kept; a probe undone is not tried again while the
 //     overlap stays within kProbeRetryChange of what it was, for kThreadMeasureWindows windows.
+//     With no instance to add (the limit, or no core), batching on and batches not full, one
+//     queue-delay step (objective / 10, up to objective / 4) is probed instead and judged the
+//     same way: kept when the model serves more or sooner (fuller batches amortise the per-batch
+//     costs), else undone; a kept delay is not lowered for slack while the overlap stays above
+//     kKeptOverlapShare of what it was when kept.
 //  7. Otherwise: no change.
 // A change that reverses the previous one on the same knob waits `reverse_cooldown_windows`
 // windows instead, so a load at the edge of a band does not flap the setting.
@@ -156,6 +161,12 @@ struct ControllerState {
   double kept_overlap = 0;      // overlap after the last probe kept; 0 = none kept
   double rejected_overlap = 0;  // overlap before the last probe undone; 0 = none undone
   int rejected_windows = 0;     // windows since then
+  // Rule 6's queue-delay probe (no instance to add), judged as the instance probe.
+  bool delay_probe = false;
+  int64_t probe_base_delay_us = 0;    // the delay before it
+  double kept_delay_overlap = 0;      // overlap when the last one was kept; 0 = none kept
+  double rejected_delay_overlap = 0;  // overlap before the last one undone; 0 = none undone
+  int rejected_delay_windows = 0;
 };
 
 enum class ControlKnob { kQueueDelay, kPreferredBatch, kInstances, kThreads };
