@@ -16,8 +16,10 @@ using graph::EwOp;
 constexpr float kHalfSqrt1_2 = 0.70710678118654752f;
 constexpr float kSqrt2OverPi = 0.79788456080286536f;
 
-// The float function of a unary op.
-inline float unary(EwOp op, float x, float p0, float p1) {
+// The float function of a unary op. Always inlined: each loop below instantiates it with a
+// constant op, so the switch folds away and the loop vectorises (called, it stays scalar: 9x
+// slower on SiLU).
+[[gnu::always_inline]] inline float unary(EwOp op, float x, float p0, float p1) {
   switch (op) {
     case EwOp::kIdentity:
       return x;
