@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <set>
@@ -227,26 +228,38 @@ TEST(SchedulerControl, CountersFollowTheFakeClock) {
   EXPECT_GE(w.p99_us, 10'000);  // the last request: 1 + 3 + 3 + 3 ms
 }
 
-TEST(ControlLoop, SlowRunsAddAnInstanceWithinTheBudget) {
-  Fixture fx(policy(1, 0), /*instances=*/3, /*active=*/1, /*compute_us=*/5000);
-  auto budget = std::make_shared<CoreBudget>(2, /*lend_idle=*/false);
+// A loop over up to three instances whose 5 ms runs all miss a 1 ms objective, with no cooldown.
+ControlLoopOptions slow_runs(std::shared_ptr<CoreBudget> budget) {
   ControlLoopOptions o;
-  o.limits.latency_objective_us = 1000;  // every 5 ms run misses it
+  o.limits.latency_objective_us = 1000;
   o.limits.max_instances = 3;
   o.limits.threads_per_instance = 1;
   o.limits.cooldown_windows = 0;
-  o.controller.budget = budget;
-  o.controller.name = "m";
-  std::vector<ControllerDecision> seen;
-  o.controller.on_decision = [&](const ControllerDecision& d) { seen.push_back(d); };
-  ControlLoop loop(*fx.sched, o);
-  EXPECT_EQ(budget->held_by_others(nullptr), 1);
-  for (int round = 0; round < 4; ++round) {
+  o.controller.budget = std::move(budget);
+  return o;
+}
+
+// Rounds of four requests answered, then one window.
+void run_rounds(
+    Fixture& fx, ControlLoop& loop, int rounds, const std::function<bool()>& done = [] { return false; }) {
+  for (int round = 0; round < rounds && !done(); ++round) {
     std::vector<std::future<InferResponse>> fs;
     for (uint64_t i = 0; i < 4; ++i) fs.push_back(submit(*fx.sched, round * 10 + i));
     for (auto& f : fs) EXPECT_TRUE(f.get().status.ok());
     (void)loop.step();
   }
+}
+
+TEST(ControlLoop, SlowRunsAddAnInstanceWithinTheBudget) {
+  Fixture fx(policy(1, 0), /*instances=*/3, /*active=*/1, /*compute_us=*/5000);
+  auto budget = std::make_shared<CoreBudget>(2, /*lend_idle=*/false);
+  ControlLoopOptions o = slow_runs(budget);
+  o.controller.name = "m";
+  std::vector<ControllerDecision> seen;
+  o.controller.on_decision = [&](const ControllerDecision& d) { seen.push_back(d); };
+  ControlLoop loop(*fx.sched, o);
+  EXPECT_EQ(budget->held_by_others(nullptr), 1);
+  run_rounds(fx, loop, 4);
   // One instance added (2 cores granted, 1 thread each); a third would pass the budget.
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0].knob, "instances");
@@ -268,21 +281,11 @@ TEST(ControlLoop, CoresLeftIdleAreBorrowedPastTheBudgetAsAProbe) {
   // third is borrowed on it, as a probe.
   Fixture fx(policy(1, 0), /*instances=*/3, /*active=*/1, /*compute_us=*/5000);
   auto budget = std::make_shared<CoreBudget>(2);
-  ControlLoopOptions o;
-  o.limits.latency_objective_us = 1000;
-  o.limits.max_instances = 3;
-  o.limits.threads_per_instance = 1;
-  o.limits.cooldown_windows = 0;
-  o.controller.budget = budget;
+  ControlLoopOptions o = slow_runs(budget);
   std::vector<ControllerDecision> seen;
   o.controller.on_decision = [&](const ControllerDecision& d) { seen.push_back(d); };
   ControlLoop loop(*fx.sched, o);
-  for (int round = 0; round < 3 && seen.size() < 2; ++round) {
-    std::vector<std::future<InferResponse>> fs;
-    for (uint64_t i = 0; i < 4; ++i) fs.push_back(submit(*fx.sched, round * 10 + i));
-    for (auto& f : fs) EXPECT_TRUE(f.get().status.ok());
-    (void)loop.step();
-  }
+  run_rounds(fx, loop, 3, [&] { return seen.size() >= 2; });
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0].reason.find("borrow"), std::string::npos) << seen[0].reason;  // within the budget
   EXPECT_EQ(seen[1].to, 3);
