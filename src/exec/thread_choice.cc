@@ -42,10 +42,12 @@ void ThreadChoice::record(double ms) {
     return;
   }
   if (runs_ > 1) probe_.push_back(ms);  // the first probe run pays wake-ups and first builds
-  if (runs_ < kProbeRuns) return;
+  const double current = median(samples_);
+  const bool hopeless = runs_ > 1 && ms >= kAbandon * current;
+  if (runs_ < kProbeRuns && !hopeless) return;
   probing_ = false;
   runs_ = 0;
-  if (median(probe_) <= kMargin * median(samples_)) {
+  if (!hopeless && median(probe_) <= kMargin * current) {
     current_ = 1 - current_;
     samples_ = probe_;
     period_ = kSettleRuns;

@@ -15,8 +15,11 @@
 // (kFirstSettle before the first probe), then
 // the other count is probed for kProbeRuns runs (the first discarded: it pays the wake-up of idle
 // workers and the first build of kernels for that count); the probed count is kept when its median
-// beats the current median by kMargin. A probe that loses doubles the runs before the next one (up
-// to kMaxPeriod), so a steady choice costs a few probe runs in a thousand.
+// beats the current median by kMargin. A probe run that takes kAbandon times the current median or
+// more ends the probe at once, lost: on a quiet machine one thread runs a large model about twice
+// as long, and four such runs among the first dozen moved BERT-base's median on two threads to its
+// one-thread time. A probe that loses doubles the runs before the next one (up to kMaxPeriod), so a
+// steady choice costs a few probe runs in a thousand.
 //
 // Thread-safety: none; one per context, which runs one plan at a time.
 
@@ -27,11 +30,12 @@ namespace streamline::exec {
 
 class ThreadChoice {
  public:
-  static constexpr int kFirstSettle = 3;  // runs before the first probe (slow models decide early)
-  static constexpr int kSettleRuns = 8;   // runs on the current count before the first probe
-  static constexpr int kProbeRuns = 4;    // runs of a probe, the first of them not counted
-  static constexpr int kMaxPeriod = 512;  // most runs between probes
-  static constexpr double kMargin = 0.9;  // a probe wins at or below this share of the current median
+  static constexpr int kFirstSettle = 3;   // runs before the first probe (slow models decide early)
+  static constexpr int kSettleRuns = 8;    // runs on the current count before the first probe
+  static constexpr int kProbeRuns = 4;     // runs of a probe, the first of them not counted
+  static constexpr int kMaxPeriod = 512;   // most runs between probes
+  static constexpr double kMargin = 0.9;   // a probe wins at or below this share of the current median
+  static constexpr double kAbandon = 1.5;  // a counted probe run this much slower than it ends the probe
 
   // The thread count for the next run: `requested` or 1. A new `requested` starts over.
   [[nodiscard]] int next(int requested);

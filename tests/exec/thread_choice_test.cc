@@ -29,6 +29,17 @@ TEST(ThreadChoiceTest, KeepsTheRequestedCountWhileItIsFaster) {
   EXPECT_LE(serial, ThreadChoice::kProbeRuns * choice.probes());
 }
 
+TEST(ThreadChoiceTest, AProbeFarSlowerEndsAfterItsFirstCountedRun) {
+  // A large model on a quiet machine: one thread takes twice as long. Each probe costs its
+  // discarded run and one counted run, not kProbeRuns, so the runs of a short measurement stay
+  // on two threads (their median is the two-thread time).
+  ThreadChoice choice;
+  const int serial = drive(choice, 2, 40, [](int t, int) { return t == 2 ? 110.0 : 210.0; });
+  EXPECT_EQ(choice.current(), 2);
+  EXPECT_EQ(serial, 2 * choice.probes());
+  EXPECT_LE(serial, 6);
+}
+
 TEST(ThreadChoiceTest, RunsOnOneThreadWhenTheRequestedCountIsSlower) {
   // A loaded machine: every parallel region waits for a parked worker.
   ThreadChoice choice;
