@@ -145,7 +145,6 @@ class CoreBudget {
   // each model's first instance), busy or idle.
   explicit CoreBudget(int cores = 0, bool lend_idle = true);
   int cores() const { return cores_; }
-  bool lends_idle() const { return lend_idle_; }
   // Sets what `owner` holds to `held` cores when that keeps the total within cores() + `lent`, or
   // when it holds less than before, or when `held` <= `floor` (the owner's first instance). True
   // if done. `lent` is at most idle_cores() rounded down (0 when nothing is lent).

@@ -134,7 +134,7 @@ std::vector<ControllerDecision> ControlLoop::step() {
   lim.cores_granted = budget_->cores() - budget_->held_by_others(this);
   lim.cores_share = budget_->share(this);
   const double idle = budget_->idle_cores();
-  lim.keep_lent = budget_->lends_idle() && idle >= kContendedIdleCores;
+  lim.keep_lent = idle >= kContendedIdleCores;  // idle_cores() is 0 when the budget lends nothing
   lim.cores_idle = lim.keep_lent ? static_cast<int>(idle) : 0;
   const int floor = lim.threads_per_instance;
   ControlDecision d = control_step(w, settings_, lim, &state_);

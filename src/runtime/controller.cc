@@ -28,6 +28,18 @@ std::string num(double v) {
   return buf;
 }
 
+// Rule 6's memory of a probe undone at `*rejected_overlap` (0: none): it is not tried again while
+// the overlap stays within kProbeRetryChange of that, and forgotten after kThreadMeasureWindows.
+bool may_retry(double* rejected_overlap, int* windows, double overlap) {
+  if (++*windows >= kThreadMeasureWindows) *rejected_overlap = 0;
+  return *rejected_overlap <= 0 || std::abs(overlap / *rejected_overlap - 1) > kProbeRetryChange;
+}
+
+// Whether what a probe was kept for at `kept_overlap` (0: none kept) still holds.
+bool still_overlapping(double kept_overlap, double overlap) {
+  return kept_overlap > 0 && overlap >= kKeptOverlapShare * kept_overlap;
+}
+
 // Why the window counts as pressure, in words ("" when it does not).
 std::string pressure(const ControlWindow& w, const ControlSettings& s, int64_t objective_us) {
   if (w.refused > 0)
@@ -171,12 +183,8 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
   const bool fits = (active + 1) * min_threads <= lim.cores_granted;
   // A probe undone is not tried again while the overlap stays about what it was (rule 6).
   const double overlap = window_overlap(w);
-  if (++state->rejected_windows >= kThreadMeasureWindows) state->rejected_overlap = 0;
-  const bool retry =
-      state->rejected_overlap <= 0 || std::abs(overlap / state->rejected_overlap - 1) > kProbeRetryChange;
-  if (++state->rejected_delay_windows >= kThreadMeasureWindows) state->rejected_delay_overlap = 0;
-  const bool retry_delay =
-      state->rejected_delay_overlap <= 0 || std::abs(overlap / state->rejected_delay_overlap - 1) > kProbeRetryChange;
+  const bool retry = may_retry(&state->rejected_overlap, &state->rejected_windows, overlap);
+  const bool retry_delay = may_retry(&state->rejected_delay_overlap, &state->rejected_delay_windows, overlap);
   const bool borrows =
       !fits && retry && (active + 1) * min_threads <= std::max(lim.cores_granted, held) + lim.cores_idle;
   const auto grow_reason = [&](const std::string& why) {
@@ -202,8 +210,10 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
   const bool judge = !have && state->windows_since_change > lim.cooldown_windows && w.completed >= kMeasureBatches;
   const bool gained = rate >= (1 + kProbeGain) * state->probe_base_rate ||
                       (w.p50_us > 0 && w.p50_us <= (1 - kProbeGain) * state->probe_base_p50_us);
-  const std::string against = num(rate) + " requests/s, p50 " + ms(w.p50_us) + " against " +
-                              num(state->probe_base_rate) + "/s, " + ms(state->probe_base_p50_us) + " before the probe";
+  const auto against = [&](const std::string& with) {  // built only when a probe is undone
+    return num(rate) + " requests/s, p50 " + ms(w.p50_us) + with + " against " + num(state->probe_base_rate) + "/s, " +
+           ms(state->probe_base_p50_us) + " before the probe";
+  };
   if (judge && state->delay_probe) {
     state->delay_probe = false;
     if (gained) {
@@ -212,7 +222,7 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
       state->rejected_delay_overlap = state->probe_base_overlap;
       state->rejected_delay_windows = 0;
       propose(ControlKnob::kQueueDelay, current.queue_delay_us, state->probe_base_delay_us,
-              against + ": the probed queue delay gains too little, queue delay " +
+              against("") + ": the probed queue delay gains too little, queue delay " +
                   ms(static_cast<double>(state->probe_base_delay_us)));
       undo_probe = true;
     }
@@ -225,9 +235,8 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
       state->rejected_overlap = state->probe_base_overlap;
       state->rejected_windows = 0;
       propose(ControlKnob::kInstances, active, active - 1,
-              num(rate) + " requests/s, p50 " + ms(w.p50_us) + " with " + std::to_string(active) +
-                  " instances against " + num(state->probe_base_rate) + "/s, " + ms(state->probe_base_p50_us) +
-                  " before the probe: the probed instance gains too little, -1 instance");
+              against(" with " + std::to_string(active) + " instances") +
+                  ": the probed instance gains too little, -1 instance");
       undo_probe = true;
     }
   }
@@ -238,9 +247,9 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
   const int batch_target = current.preferred_batch > 0 ? current.preferred_batch : lim.max_batch;
   const int64_t delay_cap = objective / 4;
   const int64_t delay_step = std::max<int64_t>(kMinQueueDelayUs, objective / 10);
+  const int64_t next_delay = std::min(delay_cap, current.queue_delay_us + delay_step);
   const bool can_grow = active < lim.max_instances && (fits || borrows);
   if (!have && !why.empty()) {
-    const int target = batch_target;
     if (can_grow) {
       propose(ControlKnob::kInstances, active, active + 1, grow_reason(why));
       probe_instance = borrows;
@@ -251,19 +260,17 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
               why + ", batches at the preferred " + std::to_string(current.preferred_batch) + ": preferred batch " +
                   std::to_string(to));
     } else if (lim.max_batch > 1 && current.queue_delay_us < delay_cap && w.busy_fraction > kBusyFraction &&
-               w.mean_batch_rows < kBatchFull * target) {
-      const int64_t to = std::min(delay_cap, current.queue_delay_us + delay_step);
-      propose(ControlKnob::kQueueDelay, current.queue_delay_us, to,
+               w.mean_batch_rows < kBatchFull * batch_target) {
+      propose(ControlKnob::kQueueDelay, current.queue_delay_us, next_delay,
               why + ", instances " + num(100 * w.busy_fraction) + "% busy with batches of " + num(w.mean_batch_rows) +
-                  " rows: queue delay " + ms(static_cast<double>(to)));
+                  " rows: queue delay " + ms(static_cast<double>(next_delay)));
     } else if (lim.max_batch > 1 && current.queue_delay_us < delay_cap && w.batches > 0 &&
-               w.mean_batch_rows < kBatchFull * target && !state->delay_probe && retry_delay) {
+               w.mean_batch_rows < kBatchFull * batch_target && !state->delay_probe && retry_delay) {
       // Requests wait though the instances are mostly idle (the cores go to decoding, the
       // network, other models): fewer, fuller batches may cost less. Measured, as a probe.
-      const int64_t to = std::min(delay_cap, current.queue_delay_us + delay_step);
-      propose(ControlKnob::kQueueDelay, current.queue_delay_us, to,
+      propose(ControlKnob::kQueueDelay, current.queue_delay_us, next_delay,
               why + ", no instance to add, instances " + num(100 * w.busy_fraction) + "% busy with batches of " +
-                  num(w.mean_batch_rows) + " rows: queue delay " + ms(static_cast<double>(to)) +
+                  num(w.mean_batch_rows) + " rows: queue delay " + ms(static_cast<double>(next_delay)) +
                   ", kept if it serves more or sooner");
       probe_delay = true;
     }
@@ -272,14 +279,13 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
   if (!have && why.empty() && slack(w, d.settings, objective)) {
     const std::string idle = "p99 " + ms(w.p99_us) + " under half the " + ms(static_cast<double>(objective)) +
                              " objective, queue depth " + num(w.queue_depth_mean);
-    const bool delay_kept = state->kept_delay_overlap > 0 && overlap >= kKeptOverlapShare * state->kept_delay_overlap;
-    if (current.queue_delay_us > 0 && !delay_kept) {
+    if (current.queue_delay_us > 0 && !still_overlapping(state->kept_delay_overlap, overlap)) {
       const int64_t half = current.queue_delay_us / 2;
       const int64_t to = w.mean_batch_rows < kSingleRowBatches || half < kMinQueueDelayUs ? 0 : half;
       propose(ControlKnob::kQueueDelay, current.queue_delay_us, to,
               idle + ", batches of " + num(w.mean_batch_rows) + " rows: queue delay " + ms(static_cast<double>(to)));
     } else if (active > 1 && w.busy_fraction * active / (active - 1) < kShedBusyFraction &&
-               !(state->kept_overlap > 0 && overlap >= kKeptOverlapShare * state->kept_overlap)) {
+               !still_overlapping(state->kept_overlap, overlap)) {
       propose(ControlKnob::kInstances, active, active - 1,
               idle + ", instances " + num(100 * w.busy_fraction) + "% busy: -1 instance");
     }
@@ -295,10 +301,9 @@ ControlDecision control_step(const ControlWindow& w, const ControlSettings& curr
     probe_instance = true;
   } else if (!have && overlapping && !can_grow && retry_delay && lim.max_batch > 1 &&
              current.queue_delay_us < delay_cap && w.batches > 0 && w.mean_batch_rows < kBatchFull * batch_target) {
-    const int64_t to = std::min(delay_cap, current.queue_delay_us + delay_step);
-    propose(ControlKnob::kQueueDelay, current.queue_delay_us, to,
+    propose(ControlKnob::kQueueDelay, current.queue_delay_us, next_delay,
             why6 + ", no instance to add, batches of " + num(w.mean_batch_rows) + " rows: queue delay " +
-                ms(static_cast<double>(to)) + ", kept if it serves more or sooner");
+                ms(static_cast<double>(next_delay)) + ", kept if it serves more or sooner");
     probe_delay = true;
   }
   // Light-load measurements of the batch time per thread count (rule 5's choice).

@@ -31,9 +31,11 @@
 //     kBacklogPerInstance per active instance, or instances over kSaturatedBusy busy with requests
 //     waiting: throughput is capped there): +1 instance while the instance limit and the core
 //     budget allow (past the budget, on cores the instances of every model leave idle, only as
-//     rule 6's probe: kept when it serves more or sooner); else, when batches reach the preferred size that caps them,
-//     a larger one (doubled, up to max_batch); else, when batches stay small while the instances are busy, a longer
-//     queue delay (one step of objective / 10, up to objective / 4) so that they fill.
+//     rule 6's probe: kept when it serves more or sooner); else, when batches reach the preferred
+//     size that caps them, a larger one (doubled, up to max_batch); else, when batches stay small
+//     while the instances are busy, a longer queue delay (one step of objective / 10, up to
+//     objective / 4) so that they fill; else, with batches not full, a queue-delay step as rule
+//     6's probe.
 //  4. Slack (p99 under objective x kSlackFraction, nothing refused, a shallow queue): queue delay
 //     to 0 when batches hold about one row (waiting gains nothing), else halved; then -1 instance
 //     when the others would stay under kShedBusyFraction busy. The preferred batch stays: with no
@@ -49,10 +51,11 @@
 //  6. Overlap (between the two bands, or in slack with nothing to lower): requests wait for each
 //     other (in the server at once, by Little's law arrival rate x p50, at least kProbeOverlap per
 //     active instance) while another instance fits the limits and the core budget, or cores left
-//     idle (cores_idle): +1 instance as a probe. The first window after its cooldown judges it against the window
-//     before it: kept when the model served at least kProbeGain more requests a second (closed-loop clients) or its p50
-//     fell by kProbeGain (open-loop arrivals), else undone at once. A kept instance is not shed for slack while the
-//     overlap stays above kKeptOverlapShare of what it was when kept; a probe undone is not tried again while the
+//     idle (cores_idle): +1 instance as a probe. The first window after its cooldown judges it
+//     against the window before it: kept when the model served at least kProbeGain more requests a
+//     second (closed-loop clients) or its p50 fell by kProbeGain (open-loop arrivals), else undone
+//     at once. A kept instance is not shed for slack while the overlap stays above
+//     kKeptOverlapShare of what it was when kept; a probe undone is not tried again while the
 //     overlap stays within kProbeRetryChange of what it was, for kThreadMeasureWindows windows.
 //     With no instance to add (the limit, or no core), batching on and batches not full, one
 //     queue-delay step (objective / 10, up to objective / 4) is probed instead and judged the
