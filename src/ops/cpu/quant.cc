@@ -288,6 +288,24 @@ class QuantizeKernel final : public DataKernel {
     return pi;
   }
 
+  // dst[i * c + ch] = src[ch * stride + i] for i < len: `c` channel runs into pixel vectors. Three
+  // channels (images) get a loop of their own, which the compiler unrolls: the general loop took
+  // as long as the quantisation itself on a 224x224 RGB input.
+  template <typename TY>
+  static void interleave(const TY* src, TY* dst, int64_t len, int64_t stride, int64_t c) {
+    if (c == 3) {
+      const TY *r = src, *g = src + stride, *b = src + 2 * stride;
+      for (int64_t i = 0; i < len; ++i) {
+        dst[3 * i] = r[i];
+        dst[3 * i + 1] = g[i];
+        dst[3 * i + 2] = b[i];
+      }
+      return;
+    }
+    for (int64_t i = 0; i < len; ++i)
+      for (int64_t ch = 0; ch < c; ++ch) dst[i * c + ch] = src[ch * stride + i];
+  }
+
   // Quantises plain NCHW float32 x into NHWC y, a run of pixels per task.
   template <typename TY>
   static void quantize_to_nhwc(const Tensor& x, TY* y, float scale, float zp, int threads) {
@@ -306,9 +324,7 @@ class QuantizeKernel final : public DataKernel {
                    const int64_t len = std::min(block, hw - p0);
                    for (int64_t ch = 0; ch < c; ++ch)
                      quantize_block(xp + (img * c + ch) * hw + p0, buf.data() + ch * block, len, scale, zp);
-                   TY* dst = y + (img * hw + p0) * c;
-                   for (int64_t i = 0; i < len; ++i)
-                     for (int64_t ch = 0; ch < c; ++ch) dst[i * c + ch] = buf[static_cast<size_t>(ch * block + i)];
+                   interleave(buf.data(), y + (img * hw + p0) * c, len, block, c);
                  }
                });
   }
