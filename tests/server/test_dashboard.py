@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
@@ -56,8 +57,15 @@ def wait_for(cond, timeout=30, what="condition"):
 
 
 def cell(browser, model, cls):
-    els = browser.find_elements(By.CSS_SELECTOR, f'tr[data-model="{model}"] td.{cls}')
-    return els[0].text if els else None
+    # The page rebuilds its table on every refresh; a cell found just before one is gone when its
+    # text is read, so it is looked up again.
+    for _ in range(5):
+        els = browser.find_elements(By.CSS_SELECTOR, f'tr[data-model="{model}"] td.{cls}')
+        try:
+            return els[0].text if els else None
+        except StaleElementReferenceException:
+            continue
+    return None
 
 
 def metric(srv, name, model):
