@@ -319,11 +319,13 @@ class QConvKernel final : public Kernel {
                 static_cast<uint8_t*>(ctx.workspace) + align_up(st.scratch));
   }
 
+  // One group per channel, as many outputs as inputs.
+  bool depthwise(const Geom2d& g) const { return group_ > 1 && group_ == g.c && group_ == g.m; }
+
   // How many bands `nthr` threads would cut this convolution into (below 2: none).
   int64_t band_tasks(const Geom2d& g, int nthr) const {
-    const bool depthwise = group_ > 1 && group_ == g.c && group_ == g.m;
     const double macs = static_cast<double>(g.n * g.m * (g.c / group_) * g.kh * g.kw) *
-                        static_cast<double>(g.oh * g.ow) * (depthwise ? kDepthwiseMacCost : 1.0);
+                        static_cast<double>(g.oh * g.ow) * (depthwise(g) ? kDepthwiseMacCost : 1.0);
     return std::min<int64_t>({4 * static_cast<int64_t>(nthr), static_cast<int64_t>(macs / kMacsPerTask), g.n * g.oh});
   }
 
@@ -421,7 +423,7 @@ class QConvKernel final : public Kernel {
     memory::dims wd =
         group_ > 1 ? memory::dims{group_, g.m / group_, g.c / group_, g.kh, g.kw} : memory::dims{g.m, g.c, g.kh, g.kw};
     const memory::desc any_w(wd, memory::data_type::s8, memory::format_tag::any);
-    const bool depthwise = group_ > 1 && group_ == g.c && group_ == g.m;
+    const bool one_per_channel = depthwise(g);
     auto make_pd = [&](const dnnl::primitive_attr& at) {
       using Conv = dnnl::convolution_forward;
       const memory::dims strides{g.sh, g.sw}, dil{g.dh - 1, g.dw - 1}, pl{g.pt, g.pl}, pr{g.pb, g.pr};
@@ -430,7 +432,7 @@ class QConvKernel final : public Kernel {
       Conv::desc d = st.has_bias ? Conv::desc(prop, alg, st.src_md, any_w, st.bias_md, st.dst_md, strides, dil, pl, pr)
                                  : Conv::desc(prop, alg, st.src_md, any_w, st.dst_md, strides, dil, pl, pr);
       Conv::primitive_desc pd(d, at, cpu_engine());
-      if (depthwise) {
+      if (one_per_channel) {
         Conv::primitive_desc first = pd;
         do {
           if (std::strncmp(pd.impl_info_str(), "brdgmm", 6) != 0) return pd;
