@@ -292,6 +292,14 @@ TEST(QKernels, BandedRunsMatchReference) {
                   scalar_q8(DType::kUInt8, 131), scalar_q8(DType::kInt8, 0), random_tensor(Shape{200}, rng, -1.f, 1.f)},
                  QRun{Layout::kPlain, 3, {false, true, false, true, false, true, true}}, "banded MatMulIntegerToFloat",
                  2e-4);
+  // B larger than A (40 rows against 256 x 640, about 6.6M multiply-adds): one primitive on both
+  // threads, per-column scales and the float bias across the whole row.
+  const Tensor a2 = q8(DType::kUInt8, Shape{1, 40, 256}, rng), b2 = q8(DType::kInt8, Shape{256, 640}, rng, -127, 127);
+  expect_matches(tf,
+                 {a2, b2, Tensor::scalar<float>(0.03f), random_tensor(Shape{640}, rng, 0.01f, 0.02f),
+                  scalar_q8(DType::kUInt8, 120), scalar_q8(DType::kInt8, 0), random_tensor(Shape{640}, rng, -1.f, 1.f)},
+                 QRun{Layout::kPlain, 2, {false, true, false, true, false, true, true}},
+                 "MatMulIntegerToFloat with B larger than A", 2e-4);
 }
 
 TEST(QKernels, QAddAndQGlobalAveragePoolMatchReference) {

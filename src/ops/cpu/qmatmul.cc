@@ -10,9 +10,11 @@
 // only B's scale and a binary post-op multiplies by A's scale (a run-time [1, 1] tensor); its
 // float bias follows as a binary add. Everything else runs the plain loops of quant_linear.cc.
 //
-// Threads: with enough rows and work, bands of rows are tasks for run_tasks (task_runner.h), each
-// a single-thread primitive on its slice of A and Y sharing one packed B; a small product runs on
-// one thread.
+// Threads: a small product runs on one thread. When B is the larger operand (a transformer's
+// projections at batch 1: 128 rows of A against a 768 x 3072 B) one primitive runs on all threads
+// and oneDNN splits it, reading B once; row bands would each read all of B. Otherwise, with enough
+// rows and work, bands of rows are tasks for run_tasks (task_runner.h), each a single-thread
+// primitive on its slice of A and Y sharing one packed B.
 
 #include <algorithm>
 #include <climits>
@@ -145,13 +147,23 @@ class QMatMulKernel final : public Kernel {
   }
 
  private:
+  // Whether B is the larger operand (see the file comment): then no row bands.
+  bool b_larger(const QMatMulState& st) const { return n_ > st.rows; }
+  // How many tasks of kMacsPerTask the product holds, at most 4 per thread.
+  int64_t work_tasks(const QMatMulState& st, int nthr) const {
+    const double macs = static_cast<double>(st.rows) * static_cast<double>(k_ * n_);
+    return std::min<int64_t>(4 * static_cast<int64_t>(nthr), static_cast<int64_t>(macs / kMacsPerTask));
+  }
   // How many row bands `nthr` threads would cut this product into (below 2: none).
   int64_t band_tasks(const QMatMulState& st, int nthr) const {
-    const double macs = static_cast<double>(st.rows) * static_cast<double>(k_ * n_);
-    return std::min<int64_t>(
-        {4 * static_cast<int64_t>(nthr), static_cast<int64_t>(macs / kMacsPerTask), st.rows / kMinBandRows});
+    if (b_larger(st)) return 0;
+    return std::min<int64_t>(work_tasks(st, nthr), st.rows / kMinBandRows);
   }
-  int whole_threads(const QMatMulState& st, int nthr) const { return band_tasks(st, nthr) < 2 ? 1 : nthr; }
+  // Threads of the one primitive when there are no bands.
+  int whole_threads(const QMatMulState& st, int nthr) const {
+    if (b_larger(st)) return work_tasks(st, nthr) < 2 ? 1 : nthr;
+    return band_tasks(st, nthr) < 2 ? 1 : nthr;
+  }
 
   // Row bands for `nthr` threads, or null (one thread, too little work, or a band scratchpad
   // above `slot_budget`).
