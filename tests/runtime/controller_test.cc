@@ -223,7 +223,9 @@ TEST(Controller, SpreadThreadsNeverPassTheCoreBudget) {
     const ControlDecision d = control_step(w, s, lim, &st);
     const int before = s.active_instances * s.threads_per_instance;
     const int after = d.settings.active_instances * d.settings.threads_per_instance;
-    if (after > before) EXPECT_LE(after, cores) << "window " << i;
+    if (after > before) {
+      EXPECT_LE(after, cores) << "window " << i;
+    }
     EXPECT_GE(d.settings.threads_per_instance, 1);
     EXPECT_LE(d.settings.threads_per_instance, lim.max_threads_per_instance);
     s = d.settings;
@@ -263,7 +265,9 @@ TEST(Controller, ThreadsFollowTheInstances) {
     const ControlDecision d = control_step(overloaded(8), s, lim, &st);
     if (!d.changes.empty()) seen.emplace_back(d.settings.active_instances, d.settings.threads_per_instance);
     for (const ControlChange& c : d.changes) {
-      if (c.knob == ControlKnob::kThreads) EXPECT_EQ(d.changes.front().knob, ControlKnob::kInstances);
+      if (c.knob == ControlKnob::kThreads) {
+        EXPECT_EQ(d.changes.front().knob, ControlKnob::kInstances);
+      }
     }
     EXPECT_LE(d.settings.active_instances * d.settings.threads_per_instance, lim.cores_granted);
     s = d.settings;
