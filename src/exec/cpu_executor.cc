@@ -9,6 +9,7 @@
 
 #include "core/cpu_set.h"
 #include "exec/run_outputs.h"
+#include "ops/cpu/task_runner.h"
 #include "plan/schedule.h"
 
 namespace streamline::exec {
@@ -103,8 +104,12 @@ struct RunState {
           rc.num_threads = 1;
           omp_set_num_threads(1);
         }
+        const uint64_t tasks_before = ops::cpu::run_tasks_calls();
         Status s = st.kernel->run(rc);
         if (omp_before) omp_set_num_threads(omp_before);
+        // A kernel on several threads that did not use run_tasks used OpenMP, whose workers now
+        // spin for a while: the next run_tasks takes them rather than the pool's helpers.
+        if (rc.num_threads > 1 && ops::cpu::run_tasks_calls() == tasks_before) ops::cpu::note_openmp_region();
         if (elastic) busy_streams.fetch_sub(1, std::memory_order_acq_rel);
         if (s.ok() && safe) s = check_canaries(st, base);
         if (options->observer) options->observer->on_step_end(*plan, i, stream);

@@ -1,12 +1,15 @@
 // run_tasks / run_chunks (ops/cpu/task_runner.h): every task runs once, slots stay below the
 // thread count and are never shared by two running tasks, concurrent callers and a task that
-// itself runs tasks all complete.
+// itself runs tasks all complete; right after an OpenMP region the tasks run on OpenMP's workers,
+// otherwise on the pool.
 
 #include "ops/cpu/task_runner.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -60,6 +63,55 @@ TEST(TaskRunner, ConcurrentCallersAndNestedCallsFinish) {
     });
   for (auto& t : callers) t.join();
   EXPECT_EQ(total.load(), 4 * 50 * 16 * 4);
+}
+
+// Runs 64 tasks on 2 threads; true when every task ran inside an OpenMP parallel region. Checks
+// that each task runs once, with an OpenMP thread count of 1, and that the caller's count survives.
+bool tasks_ran_in_openmp() {
+  omp_set_num_threads(2);
+  std::vector<std::atomic<int>> runs(64);
+  std::atomic<int> inside{0}, wide{0}, bad_slot{0};
+  run_tasks(64, 2, [&](int64_t t, int slot) {
+    if (omp_in_parallel()) inside.fetch_add(1);
+    if (omp_get_max_threads() != 1) wide.fetch_add(1);
+    if (slot < 0 || slot >= 2) bad_slot.fetch_add(1);
+    runs[static_cast<size_t>(t)].fetch_add(1);
+  });
+  EXPECT_EQ(omp_get_max_threads(), 2);
+  EXPECT_EQ(wide.load(), 0);
+  EXPECT_EQ(bad_slot.load(), 0);
+  for (auto& r : runs) EXPECT_EQ(r.load(), 1);
+  EXPECT_TRUE(inside.load() == 0 || inside.load() == 64) << inside.load();
+  return inside.load() == 64;
+}
+
+TEST(TaskRunner, RightAfterAnOpenMpRegionTasksRunOnItsWorkers) {
+  // Long after any region (the hint lapses after about a millisecond): the pool.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(tasks_ran_in_openmp());
+  // Right after one, and (the region it ran keeps the workers awake) the call after that. A few
+  // tries: a loaded machine may deschedule this thread for longer than the window in between.
+  bool both = false;
+  for (int attempt = 0; attempt < 20 && !both; ++attempt) {
+    note_openmp_region();
+    const bool first = tasks_ran_in_openmp();
+    both = first && tasks_ran_in_openmp();
+  }
+  EXPECT_TRUE(both);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(tasks_ran_in_openmp());
+  // Inside a parallel region, nested calls use the pool (OpenMP would not nest).
+  note_openmp_region();
+  std::atomic<int> nested_inside{0}, total{0};
+#pragma omp parallel num_threads(2)
+  {
+    run_tasks(8, 2, [&](int64_t, int) {
+      total.fetch_add(1);
+      if (omp_get_level() > 1) nested_inside.fetch_add(1);
+    });
+  }
+  EXPECT_EQ(total.load(), 16);
+  EXPECT_EQ(nested_inside.load(), 0);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "ops/cpu/task_runner.h"
 #include "ops/op_params.h"
 
 namespace streamline::ops::cpu {}  // namespace streamline::ops::cpu
@@ -196,6 +197,7 @@ Status execute(const BuiltPrimitive& p, std::unordered_map<int, dnnl::memory>& a
     dnnl::stream& s = thread_stream();
     p.prim.execute(s, args);
     s.wait();
+    if (omp_get_max_threads() > 1 && !omp_in_parallel()) note_openmp_region();
   } catch (const dnnl::error& e) {
     return dnnl_error_status(e, "oneDNN execute");
   }

@@ -25,6 +25,28 @@ using Clock = std::chrono::steady_clock;
 // How long a helper spins for the next job, and the caller for started tasks before yielding.
 constexpr auto kHelperSpin = std::chrono::microseconds(100);
 constexpr auto kCallerSpin = std::chrono::microseconds(50);
+// How long after an OpenMP region its workers are taken to be awake (libgomp spins about a
+// millisecond with the command line's GOMP_SPINCOUNT; a worker already asleep costs one wake-up).
+constexpr auto kOpenMpAwake = std::chrono::microseconds(1000);
+
+// When the calling thread last finished an OpenMP region on several threads.
+thread_local Clock::time_point last_openmp_region{};
+// The calling thread's run_tasks calls on more than one thread.
+thread_local uint64_t parallel_calls = 0;
+
+// Runs the tasks on `threads` OpenMP threads, each claiming tasks one by one.
+void run_on_openmp(int64_t num_tasks, int threads, const std::function<void(int64_t, int)>& task) {
+  std::atomic<int64_t> next{0};
+#pragma omp parallel num_threads(threads)
+  {
+    const int slot = omp_get_thread_num();
+    omp_set_num_threads(1);  // this implicit task only: oneDNN primitives in tasks run on one thread
+    for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < num_tasks;
+         i = next.fetch_add(1, std::memory_order_relaxed))
+      task(i, slot);
+  }
+  last_openmp_region = Clock::now();
+}
 
 struct Job {
   Job(int64_t n, int threads, const std::function<void(int64_t, int)>* f) : n(n), threads(threads), fn(f) {}
@@ -135,10 +157,23 @@ class Pool {
 
 }  // namespace
 
+void note_openmp_region() {
+  last_openmp_region = Clock::now();
+}
+
+uint64_t run_tasks_calls() {
+  return parallel_calls;
+}
+
 void run_tasks(int64_t num_tasks, int threads, const std::function<void(int64_t, int)>& task) {
   if (num_tasks <= 0) return;
   if (threads <= 1 || num_tasks == 1) {
     for (int64_t i = 0; i < num_tasks; ++i) task(i, 0);
+    return;
+  }
+  ++parallel_calls;
+  if (!omp_in_parallel() && Clock::now() - last_openmp_region < kOpenMpAwake) {
+    run_on_openmp(num_tasks, threads, task);
     return;
   }
   // The caller's own tasks run single-threaded too (oneDNN primitives built for one thread).

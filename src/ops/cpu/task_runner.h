@@ -19,6 +19,16 @@
 // primitives they execute must have been built for one thread. Helpers spin for about 100 us
 // after their last task (consecutive kernels then find them awake), then sleep.
 //
+// OpenMP's workers spin for the next parallel region for a while after each one (about a
+// millisecond as the command line sets libgomp up). Pool helpers woken in that window compete with
+// them for the same cores: a dynamic-int8 encoder's DynamicQuantizeLinear, run between OpenMP matrix
+// products, took 240 us on two threads against 25 us on one. So code that runs an OpenMP region on
+// several threads calls note_openmp_region(), and run_tasks called on that thread within the window
+// claims its tasks from the OpenMP workers (one parallel region, tasks still claimed one by one)
+// instead of the pool. The pool serves callers whose OpenMP workers are asleep. The CPU executor
+// notes a region after every step that ran on several threads without run_tasks (kernels
+// parallelise with OpenMP otherwise), and oneDNN primitive execution notes its own.
+//
 // Thread-safety: run_tasks may be called from several threads at once (one job each); helpers
 // serve the jobs in arrival order. `task` must not throw.
 
@@ -31,6 +41,13 @@ namespace streamline::ops::cpu {
 // Runs task(i, slot) for every i in [0, num_tasks), on up to `threads` threads; returns when all
 // have finished.
 void run_tasks(int64_t num_tasks, int threads, const std::function<void(int64_t task, int slot)>& task);
+
+// Records that the calling thread has just finished an OpenMP parallel region on more than one
+// thread (its workers are awake for a while).
+void note_openmp_region();
+// How many times the calling thread's run_tasks ran tasks on more than one thread (the executor
+// compares it around a step to tell whether the step used run_tasks).
+uint64_t run_tasks_calls();
 
 // Splits [0, n) into chunks of at least `grain` elements (about four per thread, so a late thread
 // costs little) and runs f(begin, end, slot) for each with run_tasks.
