@@ -59,7 +59,7 @@ void add_model_flags(CLI::App* c, ModelFlags& f) {
   c->add_flag("--no-winograd", f.no_winograd, "Run every convolution with oneDNN's direct algorithm");
   c->add_option("--block", f.block, "Channels per block of the blocked layout: 8 or 16 (default: 16 with AVX-512)")
       ->check(CLI::IsMember({0, 8, 16}));
-  c->add_option("--device", f.device, "Where to run: cpu, cuda (GPU 0) or cuda:N");
+  c->add_option("--device", f.device, "Where to run: cpu, cuda (GPU 0), cuda:N, or eager (CPU, node by node, no plan)");
   c->add_option("--precision", f.precision, "GPU arithmetic: fp32, tf32 or fp16 (weights converted at load)");
   c->add_flag("--no-cuda-graphs", f.no_cuda_graphs, "GPU: launch every kernel instead of replaying a CUDA graph");
 }

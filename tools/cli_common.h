@@ -59,7 +59,7 @@ struct ModelFlags {
   bool no_optimize = false;
   bool no_winograd = false;
   int block = 0;                   // channels per block of the blocked layout; 0 = by CPU
-  std::string device = "cpu";      // cpu, cuda, cuda:N
+  std::string device = "cpu";      // cpu, cuda, cuda:N, eager
   std::string precision = "fp32";  // fp32, tf32, fp16 (GPU only)
   bool no_cuda_graphs = false;
 };

@@ -96,9 +96,11 @@ struct ModelOptions {
   bool pin_threads = false;
   // Safe mode: canaries after every buffer checked after each step, dead buffers poisoned.
   bool safe = false;
-  // Where the model runs: "cpu", "cuda:N" (GPU N) or "cuda" (GPU 0 for a Session; serving instances
-  // spread over every visible GPU). CUDA needs the backend compiled in; a GPU is needed only to run
-  // (plans for CUDA can be made and inspected anywhere). Takes effect at load.
+  // Where the model runs: "cpu", "cuda:N" (GPU N), "cuda" (GPU 0 for a Session; serving instances
+  // spread over every visible GPU) or "eager" (the CPU, node by node on the eager backend with no
+  // plan, for every shape set: to check a plan's results against, or to isolate a kernel). CUDA
+  // needs the backend compiled in; a GPU is needed only to run (plans for CUDA can be made and
+  // inspected anywhere). Takes effect at load.
   std::string device = "cpu";
   // Device arithmetic (ops::Precision): kFp32, kTf32 (TF32 tensor cores for matrix products and
   // convolutions), kFp16 (weights converted to float16 at load; inputs and outputs stay float32).
@@ -164,7 +166,7 @@ class Model {
   const ModelOptions& options() const { return options_; }
   // Producer, names, descriptions and custom key/value pairs from the file.
   const ModelMetadata& metadata() const { return metadata_; }
-  // The device the model was loaded for, as text: "cpu", "cuda" or "cuda:N".
+  // The device the model was loaded for, as text: "cpu", "eager", "cuda" or "cuda:N".
   std::string device_name() const;
   // Internals, for the library's own tools and tests (their types are opaque here): the optimised
   // graph, what the passes did, the device, and the model's state on its backend (makes execution

@@ -7,13 +7,18 @@
 namespace streamline::runtime {
 
 std::string DeviceSpec::to_string() const {
-  if (kind == ops::Device::kCpu) return "cpu";
+  if (kind == ops::Device::kCpu) return backend;
   return all_gpus ? "cuda" : "cuda:" + std::to_string(ordinal);
 }
 
 Result<DeviceSpec> parse_device(const std::string& text) {
   DeviceSpec d;
   if (text.empty() || text == "cpu") return d;
+  if (text == "eager") {
+    d.backend = "eager";
+    return d;
+  }
+  d.backend = "cuda";
   if (text == "cuda" || text == "gpu") {
     d.kind = ops::Device::kCuda;
     d.all_gpus = true;
@@ -29,7 +34,7 @@ Result<DeviceSpec> parse_device(const std::string& text) {
       return d;
     }
   }
-  return invalid_argument("unknown device '" + text + "' (expected cpu, cuda or cuda:N)");
+  return invalid_argument("unknown device '" + text + "' (expected cpu, eager, cuda or cuda:N)");
 }
 
 Result<ops::Precision> parse_precision(const std::string& text) {
@@ -66,6 +71,12 @@ const exec::BackendRegistry& backends() {
 
 Result<exec::Backend*> backend_for(ops::Device device) {
   return backends().find(device);
+}
+
+Result<exec::Backend*> backend_for(const DeviceSpec& device) {
+  // The device's own backend keeps find(Device)'s message for a build without CUDA.
+  if (device.backend == ops::device_name(device.kind)) return backend_for(device.kind);
+  return backends().find(device.backend);
 }
 
 bool cuda_built() {

@@ -4,7 +4,7 @@
 //
 //   SL_RETURN_IF_ERROR(init_backends());                               // at start-up; once
 //   SL_ASSIGN_OR_RETURN(DeviceSpec d, parse_device("cuda:1"));        // kind kCuda, ordinal 1
-//   SL_ASSIGN_OR_RETURN(exec::Backend * b, backend_for(d.kind));       // Unsupported without CUDA
+//   SL_ASSIGN_OR_RETURN(exec::Backend * b, backend_for(d));            // Unsupported without CUDA
 //   SL_ASSIGN_OR_RETURN(auto weights, b->attach_model());              // once per model
 //   SL_ASSIGN_OR_RETURN(auto ctx, weights->make_context(co));          // per session or instance
 //
@@ -19,12 +19,15 @@
 
 namespace streamline::runtime {
 
-// "cpu", "cuda" (every visible GPU; sessions use GPU 0, serving instances spread over all) or
-// "cuda:N" (GPU N).
+// "cpu", "cuda" (every visible GPU; sessions use GPU 0, serving instances spread over all),
+// "cuda:N" (GPU N) or "eager" (the CPU, every shape set run node by node by the eager backend,
+// with no plan: for checking a plan's results or isolating a kernel).
 struct DeviceSpec {
   ops::Device kind = ops::Device::kCpu;
   int ordinal = 0;
-  bool all_gpus = false;  // "cuda" without an ordinal
+  bool all_gpus = false;        // "cuda" without an ordinal
+  std::string backend = "cpu";  // the registered backend's name (exec::BackendRegistry::find)
+  bool eager() const { return backend == "eager"; }
   std::string to_string() const;
 };
 [[nodiscard]] Result<DeviceSpec> parse_device(const std::string& text);
@@ -41,6 +44,8 @@ struct DeviceSpec {
 const exec::BackendRegistry& backends();
 // The backend for `device`; Unsupported when the build has none.
 [[nodiscard]] Result<exec::Backend*> backend_for(ops::Device device);
+// The backend `device` names (its `backend`); Unsupported for CUDA in a build without it.
+[[nodiscard]] Result<exec::Backend*> backend_for(const DeviceSpec& device);
 
 // Whether the CUDA backend is compiled in, and the number of usable GPUs (0 without any).
 bool cuda_built();

@@ -158,7 +158,7 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
     return invalid_argument(std::string("precision ") + ops::precision_name(options.precision) +
                             " needs a GPU device; CPU models run fp32");
   if (on_cuda && options.safe) return invalid_argument("safe mode (canaries, poisoning) runs on the CPU device only");
-  SL_ASSIGN_OR_RETURN(exec::Backend * backend, runtime::backend_for(m->impl_->device_.kind));
+  SL_ASSIGN_OR_RETURN(exec::Backend * backend, runtime::backend_for(m->impl_->device_));
   SL_ASSIGN_OR_RETURN(m->impl_->registry_, backend->kernels());
   SL_ASSIGN_OR_RETURN(m->impl_->device_weights_, backend->attach_model());
   if (on_cuda) {
@@ -197,6 +197,8 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
   for (const auto& in : m->inputs_)
     if (!dtype_supported(in.dtype) && in.dtype != DType::kString)
       return unsupported("input '" + in.name + "' has unsupported dtype " + dtype_name(in.dtype));
+  // The eager device runs every shape set node by node.
+  if (m->impl_->device_.eager()) m->impl_->always_eager_ = "the model was loaded for the eager device";
   // Plans hold tensors of fixed-size elements: models that take or give anything else run eagerly.
   for (const auto* list : {&m->inputs_, &m->outputs_})
     for (const auto& d : *list)

@@ -1,7 +1,8 @@
 // Eager execution: shape sets whose shapes depend on run-time values run node by node, against
 // hand-computed references (ONNX's NonMaxSuppression example) and the planned path; shape sets that
 // plan still use plans, failures of another kind stay errors, and observers (traces, metrics) see
-// every node of an eager run as they see the steps of a planned one.
+// every node of an eager run as they see the steps of a planned one; the "eager" device runs every
+// shape set that way, with the planned path's results.
 
 #include <gtest/gtest.h>
 
@@ -304,6 +305,70 @@ TEST(Eager, ObserversSeeEveryNode) {
   const std::string json = trace.to_json();
   EXPECT_NE(json.find("\"name\": \"reshape\", \"cat\": \"Reshape\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"run\": 2"), std::string::npos) << json;
+}
+
+// x[1,3,8,8] -> Conv(3x3, pads 1, bias) -> Relu -> y: fused, blocked and planned on the CPU device.
+graph::Graph conv_relu_graph() {
+  graph::Graph g;
+  g.opsets[""] = 13;
+  const auto x = g.add_value("x", DType::kFloat32, DimList{1, 3, 8, 8});
+  g.add_input(x);
+  const auto w = g.add_constant("w", random_tensor(Shape{4, 3, 3, 3}, 11));
+  const auto b = g.add_constant("b", random_tensor(Shape{4}, 12));
+  const auto c = g.add_value("c", DType::kFloat32);
+  const auto y = g.add_value("y", DType::kFloat32);
+  const auto conv = g.add_node("Conv", "conv", {x, w, b}, {c});
+  g.node(conv).attrs["pads"] = ints({1, 1, 1, 1});
+  g.node(conv).attrs["kernel_shape"] = ints({3, 3});
+  g.add_node("Relu", "relu", {c}, {y});
+  g.add_output(y);
+  return g;
+}
+
+TEST(Eager, TheEagerDeviceRunsEveryShapeSetNodeByNode) {
+  ModelOptions eager_options;
+  eager_options.device = "eager";
+  auto eager = load(conv_relu_graph(), eager_options);
+  auto planned = load(conv_relu_graph());
+  ASSERT_TRUE(eager && planned);
+  EXPECT_EQ(eager->device_name(), "eager");
+  EXPECT_EQ(planned->device_name(), "cpu");
+  const std::vector<Shape> shapes{Shape{1, 3, 8, 8}};
+  ASSERT_EQ(*planned->execution_mode(shapes), ExecutionMode::kPlanned);
+  auto mode = eager->execution_mode(shapes);
+  ASSERT_TRUE(mode.ok()) << mode.status().to_string();
+  EXPECT_EQ(*mode, ExecutionMode::kEager);
+  EXPECT_NE(eager->eager_reason(shapes).find("eager device"), std::string::npos) << eager->eager_reason(shapes);
+  auto plan = eager->plan_for(shapes);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kUnsupported);
+
+  const Tensor x = random_tensor(Shape{1, 3, 8, 8}, 13);
+  Session eager_session(eager), planned_session(planned);
+  StepLog log;
+  RunOptions ro;
+  ro.observer = &log;
+  auto got = eager_session.run(std::vector<Tensor>{x}, ro);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  auto want = planned_session.run(std::vector<Tensor>{x});
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  ASSERT_EQ((*got)[0].shape(), (Shape{1, 4, 8, 8}));
+  ASSERT_EQ((*got)[0].layout(), Layout::kPlain);
+  for (int64_t i = 0; i < (*want)[0].numel(); ++i)
+    ASSERT_NEAR((*got)[0].data<float>()[i], (*want)[0].data<float>()[i], 1e-5f) << i;
+  EXPECT_EQ(log.runs, 1);
+  EXPECT_FALSE(log.names.empty());
+  EXPECT_EQ(eager_session.arena_bytes(), 0u);  // no plan, no arena
+  EXPECT_GT(planned_session.arena_bytes(), 0u);
+}
+
+TEST(Eager, AnUnknownDeviceNamesTheKnownOnes) {
+  ModelOptions mo;
+  mo.device = "tpu";
+  auto m = Model::from_graph(conv_relu_graph(), mo);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("cpu, eager, cuda or cuda:N"), std::string::npos) << m.status().to_string();
 }
 
 }  // namespace
