@@ -247,6 +247,115 @@ Result<ConvAxis> conv_axis(int64_t in, int64_t kernel, int64_t stride, int64_t d
   return a;
 }
 
+Result<ConvAttrs> read_conv_attrs(const graph::Node& node, bool transposed) {
+  ConvAttrs a;
+  a.transposed = transposed;
+  SL_ASSIGN_OR_RETURN(a.auto_pad, parse_auto_pad(node.attr_string("auto_pad", "NOTSET"), node.describe()));
+  a.group = node.attr_int("group", 1);
+  if (a.group < 1) return invalid_argument(node.describe() + ": group must be >= 1");
+  a.kernel_shape = node.attr_ints("kernel_shape");
+  a.strides = node.attr_ints("strides");
+  a.dilations = node.attr_ints("dilations");
+  a.pads = node.attr_ints("pads");
+  a.output_padding = node.attr_ints("output_padding");
+  a.output_shape = node.attr_ints("output_shape");
+  for (int64_t v : a.strides)
+    if (v < 1) return invalid_argument(node.describe() + ": strides must be >= 1");
+  for (int64_t v : a.dilations)
+    if (v < 1) return invalid_argument(node.describe() + ": dilations must be >= 1");
+  for (int64_t v : a.pads)
+    if (v < 0) return invalid_argument(node.describe() + ": pads must be >= 0");
+  return a;
+}
+
+Result<ConvGeom> conv_geometry(const std::string& who, const ConvAttrs& a, const Shape& x, const Shape& w) {
+  if (x.rank() < 3 || x.rank() > 5)
+    return unsupported(who + ": input must be rank 3 to 5 (1-D to 3-D convolution), got " + x.to_string());
+  if (w.rank() != x.rank())
+    return invalid_argument(who + ": weight rank " + std::to_string(w.rank()) + " does not match input rank " +
+                            std::to_string(x.rank()));
+  const size_t nsp = x.rank() - 2;
+  ConvGeom g;
+  g.n = x[0];
+  g.c = x[1];
+  g.group = a.group;
+  if (g.c % a.group != 0)
+    return invalid_argument(who + ": group " + std::to_string(a.group) + " does not divide input channels " +
+                            std::to_string(g.c));
+  if (!a.transposed) {
+    g.m = w[0];
+    if (w[1] * a.group != g.c)
+      return invalid_argument(who + ": weight " + w.to_string() + " expects " + std::to_string(w[1] * a.group) +
+                              " input channels, input has " + std::to_string(g.c));
+    if (g.m % a.group != 0)
+      return invalid_argument(who + ": group " + std::to_string(a.group) + " does not divide output channels " +
+                              std::to_string(g.m));
+  } else {
+    if (w[0] != g.c)
+      return invalid_argument(who + ": weight " + w.to_string() + " expects " + std::to_string(w[0]) +
+                              " input channels, input has " + std::to_string(g.c));
+    g.m = w[1] * a.group;
+  }
+  auto sized = [&](const std::vector<int64_t>& v, size_t n, int64_t def, const char* name,
+                   std::vector<int64_t>* out) -> Status {
+    if (v.empty()) {
+      out->assign(n, def);
+      return ok_status();
+    }
+    if (v.size() != n)
+      return invalid_argument(who + ": " + name + " has " + std::to_string(v.size()) + " values, expected " +
+                              std::to_string(n));
+    *out = v;
+    return ok_status();
+  };
+  std::vector<int64_t> pads, out_pad;
+  SL_RETURN_IF_ERROR(sized(a.strides, nsp, 1, "strides", &g.strides));
+  SL_RETURN_IF_ERROR(sized(a.dilations, nsp, 1, "dilations", &g.dil));
+  SL_RETURN_IF_ERROR(sized(a.pads, 2 * nsp, 0, "pads", &pads));
+  SL_RETURN_IF_ERROR(sized(a.output_padding, nsp, 0, "output_padding", &out_pad));
+  g.k.assign(w.begin() + 2, w.end());
+  if (!a.kernel_shape.empty() && a.kernel_shape != g.k)
+    return invalid_argument(who + ": kernel_shape does not match weight " + w.to_string());
+  std::vector<int64_t> out_shape = a.output_shape;
+  if (!out_shape.empty() && out_shape.size() == nsp + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+  if (!out_shape.empty() && out_shape.size() != nsp)
+    return invalid_argument(who + ": output_shape must have one value per spatial axis");
+  g.y_shape = Shape{g.n, g.m};
+  for (size_t i = 0; i < nsp; ++i) {
+    const int64_t in = x[i + 2], s = g.strides[i], dk = (g.k[i] - 1) * g.dil[i] + 1;
+    int64_t pl = pads[i], pr = pads[i + nsp], out = 0;
+    if (!a.transposed) {
+      SL_ASSIGN_OR_RETURN(ConvAxis ax, conv_axis(in, g.k[i], s, g.dil[i], pl, pr, a.auto_pad, who));
+      pl = ax.pad_begin;
+      pr = ax.pad_end;
+      out = ax.out;
+    } else {
+      const int64_t full = s * (in - 1) + out_pad[i] + dk;
+      if (!out_shape.empty() || a.auto_pad == AutoPad::kSameUpper || a.auto_pad == AutoPad::kSameLower) {
+        out = out_shape.empty() ? in * s : out_shape[i];
+        // The spec's total / 2 is floor division: an output_shape past the natural size gives a
+        // negative end padding (extra trailing outputs), not a negative start.
+        const int64_t total = full - out;
+        const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
+        pl = a.auto_pad == AutoPad::kSameUpper ? half : total - half;
+        pr = total - pl;
+      } else {
+        if (a.auto_pad == AutoPad::kValid) pl = pr = 0;
+        out = full - pl - pr;
+      }
+    }
+    if (out < 1)
+      return invalid_argument(who + ": output size " + std::to_string(out) + " along axis " + std::to_string(i + 2) +
+                              " is not positive");
+    g.in.push_back(in);
+    g.out.push_back(out);
+    g.pad_l.push_back(pl);
+    g.pad_r.push_back(pr);
+    g.y_shape.push_back(out);
+  }
+  return g;
+}
+
 Result<Shape> broadcast_shape(const Shape& a, const Shape& b, const std::string& who) {
   Shape out;
   if (!broadcast_shapes(a, b, &out))

@@ -170,6 +170,31 @@ struct ConvAxis {
 Result<ConvAxis> conv_axis(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin,
                            int64_t pad_end, AutoPad auto_pad, const std::string& who);
 
+// A Conv or ConvTranspose node's attributes, read once at kernel creation: auto_pad parsed, group,
+// strides and dilations at least 1, pads at least 0 (InvalidArgument naming the node otherwise).
+// Sizes are checked against the input's rank by conv_geometry.
+struct ConvAttrs {
+  bool transposed = false;
+  AutoPad auto_pad = AutoPad::kNotSet;
+  int64_t group = 1;
+  std::vector<int64_t> kernel_shape, strides, dilations, pads, output_padding, output_shape;
+};
+[[nodiscard]] Result<ConvAttrs> read_conv_attrs(const graph::Node& node, bool transposed);
+
+// The geometry of one convolution for concrete input and weight shapes: channels, per spatial axis
+// the input, kernel and output sizes, strides, dilations and the pads in force, and the output shape.
+struct ConvGeom {
+  int64_t n = 0, c = 0, m = 0, group = 1;
+  std::vector<int64_t> in, k, out, strides, dil, pad_l, pad_r;
+  Shape y_shape;
+};
+// Per the ONNX Conv / ConvTranspose rules (auto_pad, output_padding, output_shape), the one shape
+// function every Conv kernel (float and int8, CPU and CUDA) uses. Unsupported for a rank outside
+// 3..5; InvalidArgument, prefixed by `who`, for weights that do not match the input or the groups,
+// attribute sizes that do not match the rank, or an output size below 1.
+[[nodiscard]] Result<ConvGeom> conv_geometry(const std::string& who, const ConvAttrs& a, const Shape& x,
+                                             const Shape& w);
+
 // ---- Elementwise and MatMul ---------------------------------------------------------------------
 
 // The NumPy broadcast of two shapes; InvalidArgument "<who>: shapes A and B do not broadcast".

@@ -1,9 +1,10 @@
 // The shape functions the CPU and CUDA kernels share (ops/op_params.h): broadcasting, MatMul,
-// Gemm, convolution axes.
+// Gemm, convolution axes and whole convolution geometries (float and int8 Conv kernels alike).
 
 #include <gtest/gtest.h>
 
 #include "ops/op_params.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::ops {
 namespace {
@@ -92,6 +93,43 @@ TEST(SharedShapes, ConvAxisPadsAndSizesLikeOnnx) {
   auto bad = parse_auto_pad("SAME", "Conv 'c'");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("unknown auto_pad 'SAME'"), std::string::npos);
+}
+
+TEST(SharedShapes, ConvGeometryReadsAttributesAndChecksWeights) {
+  graph::Graph g;
+  const auto x = g.add_value("x", DType::kFloat32);
+  const auto w = g.add_value("w", DType::kFloat32);
+  const auto y = g.add_value("y", DType::kFloat32);
+  const auto n = g.add_node("Conv", "c", {x, w}, {y});
+  g.node(n).attrs["strides"] = testing::ints({2, 1});
+  g.node(n).attrs["pads"] = testing::ints({1, 0, 1, 0});
+  g.node(n).attrs["group"] = testing::one_int(2);
+  auto a = read_conv_attrs(g.node(n), /*transposed=*/false);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  auto geom = conv_geometry("Conv 'c'", *a, Shape{1, 4, 9, 5}, Shape{6, 2, 3, 1});
+  ASSERT_TRUE(geom.ok()) << geom.status().to_string();
+  EXPECT_EQ(geom->m, 6);
+  EXPECT_EQ(geom->group, 2);
+  EXPECT_EQ(geom->out, (std::vector<int64_t>{5, 5}));
+  EXPECT_EQ(geom->pad_l, (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(geom->y_shape, (Shape{1, 6, 5, 5}));
+  // Weights for another channel count, a group that does not divide the input, pads of the wrong size.
+  auto wrong_c = conv_geometry("Conv 'c'", *a, Shape{1, 6, 9, 5}, Shape{6, 2, 3, 1});
+  ASSERT_FALSE(wrong_c.ok());
+  EXPECT_NE(wrong_c.status().message().find("Conv 'c': weight [6,2,3,1] expects 4 input channels, input has 6"),
+            std::string::npos)
+      << wrong_c.status().to_string();
+  ConvAttrs three = *a;
+  three.group = 3;
+  EXPECT_FALSE(conv_geometry("Conv 'c'", three, Shape{1, 4, 9, 5}, Shape{6, 2, 3, 1}).ok());
+  ConvAttrs short_pads = *a;
+  short_pads.pads = {1, 1};
+  auto bad_pads = conv_geometry("Conv 'c'", short_pads, Shape{1, 4, 9, 5}, Shape{6, 2, 3, 1});
+  ASSERT_FALSE(bad_pads.ok());
+  EXPECT_NE(bad_pads.status().message().find("pads has 2 values, expected 4"), std::string::npos)
+      << bad_pads.status().to_string();
+  g.node(n).attrs["strides"] = testing::ints({0, 1});
+  EXPECT_EQ(read_conv_attrs(g.node(n), false).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include "ops/cpu/onednn_common.h"
 #include "ops/cpu/quant_onednn.h"
 #include "ops/cpu/task_runner.h"
+#include "ops/op_params.h"
 
 namespace streamline::ops::cpu {
 namespace {
@@ -197,23 +198,14 @@ class QConvKernel final : public Kernel {
     if (kind_ != QOpKind::kInteger && !present(s_.x_scale)) return false;
     if (present(s_.z) && !present(s_.z_scale)) return false;
 
-    group_ = node.attr_int("group", 1);
-    auto_pad_ = node.attr_string("auto_pad", "NOTSET");
-    kernel_shape_ = node.attr_ints("kernel_shape");
-    pads_ = node.attr_ints("pads");
-    strides_ = node.attr_ints("strides");
-    dilations_ = node.attr_ints("dilations");
-    if (group_ < 1) return invalid_argument(who_ + ": group must be >= 1");
-    if (auto_pad_ != "NOTSET" && auto_pad_ != "VALID" && auto_pad_ != "SAME_UPPER" && auto_pad_ != "SAME_LOWER")
-      return invalid_argument(who_ + ": unknown auto_pad '" + auto_pad_ + "'");
+    SL_ASSIGN_OR_RETURN(attrs_, read_conv_attrs(node, /*transposed=*/false));
     if (kind_ == QOpKind::kFused) {
       SL_ASSIGN_OR_RETURN(act_, read_activation(node, /*allow_gelu=*/true));
     }
     const Shape& ws = w->shape();
     m_ = ws[0];
-    if (m_ % group_ != 0) return false;  // the plain kernel reports it
-    if (!kernel_shape_.empty() && (kernel_shape_.size() != 2 || kernel_shape_[0] != ws[2] || kernel_shape_[1] != ws[3]))
-      return false;
+    if (m_ % attrs_.group != 0) return false;  // the plain kernel reports it
+    if (!attrs_.kernel_shape.empty() && attrs_.kernel_shape != std::vector<int64_t>{ws[2], ws[3]}) return false;
 
     // Weights without zero points, as int8.
     const Tensor* w_zp = constant(s_.w_zp);
@@ -268,45 +260,27 @@ class QConvKernel final : public Kernel {
     return true;
   }
 
+  // The shared Conv shape function's geometry, in the 2-D form the int8 kernels take.
   Result<Geom2d> geometry(const Shape& x) const {
+    SL_ASSIGN_OR_RETURN(ConvGeom cg, conv_geometry(who_, attrs_, x, w8_.shape()));
     Geom2d g;
-    g.n = x[0];
-    g.c = x[1];
-    g.h = x[2];
-    g.w = x[3];
-    g.m = m_;
-    g.kh = w8_.shape()[2];
-    g.kw = w8_.shape()[3];
-    if (w8_.shape()[1] * group_ != g.c)
-      return invalid_argument(who_ + ": weights " + w8_.shape().to_string() + " expect " +
-                              std::to_string(w8_.shape()[1] * group_) + " input channels, input has " +
-                              std::to_string(g.c));
-    auto at = [](const std::vector<int64_t>& v, size_t i, int64_t def) { return v.size() > i ? v[i] : def; };
-    g.sh = at(strides_, 0, 1);
-    g.sw = at(strides_, 1, 1);
-    g.dh = at(dilations_, 0, 1);
-    g.dw = at(dilations_, 1, 1);
-    if (g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1) return invalid_argument(who_ + ": bad strides or dilations");
-    auto axis = [&](int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1, int64_t* pb, int64_t* pe,
-                    int64_t* out) -> Status {
-      const int64_t ek = (k - 1) * d + 1;
-      if (auto_pad_ == "VALID") {
-        p0 = p1 = 0;
-      } else if (auto_pad_ != "NOTSET") {
-        const int64_t o = (in + s - 1) / s;
-        const int64_t total = std::max<int64_t>(0, (o - 1) * s + ek - in);
-        p0 = auto_pad_ == "SAME_UPPER" ? total / 2 : total - total / 2;
-        p1 = total - p0;
-      }
-      if (p0 < 0 || p1 < 0) return invalid_argument(who_ + ": pads must be >= 0");
-      if (in + p0 + p1 < ek) return invalid_argument(who_ + ": kernel larger than the padded input");
-      *pb = p0;
-      *pe = p1;
-      *out = (in + p0 + p1 - ek) / s + 1;
-      return ok_status();
-    };
-    SL_RETURN_IF_ERROR(axis(g.h, g.kh, g.sh, g.dh, at(pads_, 0, 0), at(pads_, 2, 0), &g.pt, &g.pb, &g.oh));
-    SL_RETURN_IF_ERROR(axis(g.w, g.kw, g.sw, g.dw, at(pads_, 1, 0), at(pads_, 3, 0), &g.pl, &g.pr, &g.ow));
+    g.n = cg.n;
+    g.c = cg.c;
+    g.m = cg.m;
+    g.h = cg.in[0];
+    g.w = cg.in[1];
+    g.kh = cg.k[0];
+    g.kw = cg.k[1];
+    g.sh = cg.strides[0];
+    g.sw = cg.strides[1];
+    g.dh = cg.dil[0];
+    g.dw = cg.dil[1];
+    g.pt = cg.pad_l[0];
+    g.pl = cg.pad_l[1];
+    g.pb = cg.pad_r[0];
+    g.pr = cg.pad_r[1];
+    g.oh = cg.out[0];
+    g.ow = cg.out[1];
     return g;
   }
 
@@ -320,11 +294,11 @@ class QConvKernel final : public Kernel {
   }
 
   // One group per channel, as many outputs as inputs.
-  bool depthwise(const Geom2d& g) const { return group_ > 1 && group_ == g.c && group_ == g.m; }
+  bool depthwise(const Geom2d& g) const { return attrs_.group > 1 && attrs_.group == g.c && attrs_.group == g.m; }
 
   // How many bands `nthr` threads would cut this convolution into (below 2: none).
   int64_t band_tasks(const Geom2d& g, int nthr) const {
-    const double macs = static_cast<double>(g.n * g.m * (g.c / group_) * g.kh * g.kw) *
+    const double macs = static_cast<double>(g.n * g.m * (g.c / attrs_.group) * g.kh * g.kw) *
                         static_cast<double>(g.oh * g.ow) * (depthwise(g) ? kDepthwiseMacCost : 1.0);
     return std::min<int64_t>({4 * static_cast<int64_t>(nthr), static_cast<int64_t>(macs / kMacsPerTask), g.n * g.oh});
   }
@@ -420,8 +394,8 @@ class QConvKernel final : public Kernel {
     else if (x_zp_ != 0)
       attr.set_zero_points(DNNL_ARG_SRC, 0, {x_zp_});
     attr.set_post_ops(po);
-    memory::dims wd =
-        group_ > 1 ? memory::dims{group_, g.m / group_, g.c / group_, g.kh, g.kw} : memory::dims{g.m, g.c, g.kh, g.kw};
+    memory::dims wd = attrs_.group > 1 ? memory::dims{attrs_.group, g.m / attrs_.group, g.c / attrs_.group, g.kh, g.kw}
+                                       : memory::dims{g.m, g.c, g.kh, g.kw};
     const memory::desc any_w(wd, memory::data_type::s8, memory::format_tag::any);
     const bool one_per_channel = depthwise(g);
     auto make_pd = [&](const dnnl::primitive_attr& at) {
@@ -443,7 +417,7 @@ class QConvKernel final : public Kernel {
     };
     SL_ASSIGN_OR_RETURN(std::unique_ptr<BuiltPrimitive> p, build_primitive(nthr, budget, attr, make_pd, who_));
     const memory::desc user_w(wd, memory::data_type::s8,
-                              group_ > 1 ? memory::format_tag::goihw : memory::format_tag::oihw);
+                              attrs_.group > 1 ? memory::format_tag::goihw : memory::format_tag::oihw);
     OmpThreadsGuard guard(nthr);
     SL_ASSIGN_OR_RETURN(p->packed_weights, packs_.get(p->weights_md, user_w, w8_.raw()));
     p->weights_source = WeightsSource::kBuiltPacked;
@@ -456,9 +430,8 @@ class QConvKernel final : public Kernel {
   DType x_dtype_ = DType::kUInt8;
   int32_t x_zp_ = 0;
   bool runtime_zp_ = false;  // x_zp_ is read from the input every run (see zp_arg)
-  int64_t m_ = 0, group_ = 1;
-  std::string auto_pad_;
-  std::vector<int64_t> kernel_shape_, pads_, strides_, dilations_;
+  int64_t m_ = 0;
+  ConvAttrs attrs_;
   ActivationAttrs act_;
   Tensor w8_;          // int8 weights without zero points, ONNX layout
   WeightPacks packs_;  // w8_ in the layouts the primitives want
