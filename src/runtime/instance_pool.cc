@@ -67,15 +67,15 @@ class StepCollector final : public exec::ExecObserver {
 
 InstancePool::InstancePool(std::shared_ptr<const Model> model, InstancePoolOptions options)
     : model_(std::move(model)), options_(options) {
-  options_.instances = std::max(1, options_.instances);
+  options_.serving.instances = std::max(1, options_.serving.instances);
   options_.threads_per_instance = std::max(1, options_.threads_per_instance);
   const int streams = std::max(1, model_->options().num_streams);
   streams_ = streams;
   threads_.store(options_.threads_per_instance, std::memory_order_relaxed);
   const int per_stream = std::max(1, options_.threads_per_instance / streams);
-  for (int i = 0; i < options_.instances; ++i) {
+  for (int i = 0; i < options_.serving.instances; ++i) {
     exec::ContextOptions co;
-    if (options_.pin) {
+    if (options_.serving.pin) {
       // Stream s of instance i takes its share of the instance's cores.
       const std::vector<int> cores = cores_of(i);
       for (int s = 0; s < streams; ++s) {
@@ -98,7 +98,7 @@ InstancePool::InstancePool(std::shared_ptr<const Model> model, InstancePoolOptio
 }
 
 std::vector<int> InstancePool::cores_of(int instance) const {
-  if (!options_.pin) return {};
+  if (!options_.serving.pin) return {};
   const int t = options_.threads_per_instance;
   return core::core_block(instance * t, t);
 }
@@ -106,7 +106,7 @@ std::vector<int> InstancePool::cores_of(int instance) const {
 Status InstancePool::start_instance(int instance, const std::vector<Shape>* warm_shapes) {
   if (instance < 0 || instance >= size()) return internal_error("no instance " + std::to_string(instance));
   Instance& in = *instances_[static_cast<size_t>(instance)];
-  if (options_.pin && !core::pin_current_thread(cores_of(instance))) {
+  if (options_.serving.pin && !core::pin_current_thread(cores_of(instance))) {
     SL_LOG(kWarning) << "could not pin instance " << instance << "; it runs unpinned";
   }
   if (!warm_shapes) return ok_status();

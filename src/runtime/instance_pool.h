@@ -26,11 +26,12 @@ namespace streamline::runtime {
 inline constexpr int kMaxInstances = 1024;
 
 struct InstancePoolOptions {
-  int instances = 1;
-  // Intra-op threads per instance (split evenly over the model's streams).
+  // The serving options the pool reads: instances, and pin (instance i's threads on cores
+  // [i*T, (i+1)*T) mod cores).
+  ServingOptions serving;
+  // Intra-op threads per instance (split evenly over the model's streams): serving's
+  // threads_per_instance resolved against the machine (core::share_threads).
   int threads_per_instance = 1;
-  // Pin instance i's threads to cores [i*T, (i+1)*T) mod cores.
-  bool pin = false;
 };
 
 class InstancePool {

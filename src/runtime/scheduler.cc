@@ -22,15 +22,15 @@ constexpr int64_t kMaxWaitUs = 1'000'000;
 Scheduler::Scheduler(SchedulerOptions options, BatchExecutor executor)
     : options_(std::move(options)),
       executor_(std::move(executor)),
-      clock_(options_.clock ? options_.clock : &SteadyClock::instance()),
-      stats_(options_.stats_window, options_.latency_buckets_us) {
-  options_.instances = std::max(1, options_.instances);
-  for (int i = 0; i < options_.instances; ++i) stats_.on_busy(i, 0);  // every instance reported, idle ones too
-  live_policy_ = options_.policy;
-  drain_policy_ = options_.policy;
+      clock_(options_.serving.clock ? options_.serving.clock : &SteadyClock::instance()),
+      stats_(static_cast<size_t>(std::max(1, options_.serving.stats_window)), options_.serving.latency_buckets_us) {
+  options_.serving.instances = std::max(1, options_.serving.instances);
+  for (int i = 0; i < options_.serving.instances; ++i) stats_.on_busy(i, 0);  // every instance reported, idle ones too
+  live_policy_ = options_.serving.batching;
+  drain_policy_ = options_.serving.batching;
   drain_policy_.max_queue_delay_us = 0;
-  active_ =
-      options_.active_instances > 0 ? std::min(options_.active_instances, options_.instances) : options_.instances;
+  active_ = options_.active_instances > 0 ? std::min(options_.active_instances, options_.serving.instances)
+                                          : options_.serving.instances;
   control_.time_us = depth_since_us_ = clock_->now_us();
 }
 
@@ -47,12 +47,12 @@ Status Scheduler::start() {
   }
   {
     std::lock_guard<std::mutex> lock(shutdown_mu_);
-    for (int i = 0; i < options_.instances; ++i) threads_.emplace_back(&Scheduler::worker_main, this, i);
+    for (int i = 0; i < options_.serving.instances; ++i) threads_.emplace_back(&Scheduler::worker_main, this, i);
   }
   Status error;
   {
     std::unique_lock<std::mutex> lock(start_mu_);
-    start_cv_.wait(lock, [&] { return started_count_ == options_.instances; });
+    start_cv_.wait(lock, [&] { return started_count_ == options_.serving.instances; });
     error = start_error_;
   }
   if (!error.ok()) shutdown(ShutdownMode::kCancel);
@@ -60,7 +60,7 @@ Status Scheduler::start() {
 }
 
 void Scheduler::enqueue(InferRequest request, int rows, uint32_t shape_key, InferCallback done) {
-  const BatchPolicy& p = options_.policy;
+  const BatchPolicy& p = options_.serving.batching;
   auto pending = std::make_unique<Pending>();
   QueuedItem& it = pending->item;
   it.enqueue_us = clock_->now_us();
@@ -108,7 +108,7 @@ void Scheduler::note_depth_locked() {
 }
 
 void Scheduler::notify_locked() {
-  if (active_ < options_.instances)
+  if (active_ < options_.serving.instances)
     cv_.notify_all();  // an inactive worker woken alone would take nothing and wake no one
   else
     cv_.notify_one();
@@ -128,7 +128,7 @@ void Scheduler::set_control(const ControlSettings& c) {
     }
     drain_policy_ = live_policy_;
     drain_policy_.max_queue_delay_us = 0;
-    active_ = std::clamp(c.active_instances, 1, options_.instances);
+    active_ = std::clamp(c.active_instances, 1, options_.serving.instances);
   }
   cv_.notify_all();
 }
@@ -165,10 +165,10 @@ Status Scheduler::admission_locked(const QueuedItem& item, int64_t timeout_us) c
   }
   v.instances = active_;
   v.busy_instances = busy_;
-  v.max_batch = options_.policy.max_batch_size;
+  v.max_batch = options_.serving.batching.max_batch_size;
   v.rows = item.rows;
   v.queue_budget_us = timeout_us;
-  v.latency_budget_us = options_.policy.queue.latency_objective_us;
+  v.latency_budget_us = options_.serving.batching.queue.latency_objective_us;
   if (busy_ == 0 && queue_.empty() && last_run_end_us_ > 0)
     v.idle_us = std::max<int64_t>(1, sub_saturating_us(clock_->now_us(), last_run_end_us_));
   const AdmissionEstimate e = estimate_admission(v, run_times_);
@@ -348,7 +348,7 @@ void Scheduler::answer_all(PendingList& list, const Status& status) {
 
 void Scheduler::finish(std::unique_ptr<Pending> p, InferResponse r) {
   stats_.on_response(r.status, /*accepted=*/true, r);
-  if (!options_.policy.preserve_ordering) {
+  if (!options_.serving.batching.preserve_ordering) {
     invoke(p->done, std::move(r));
     return;
   }

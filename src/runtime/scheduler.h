@@ -2,7 +2,7 @@
 // The scheduler: one queue per model, one worker thread per instance, the batcher's decide()
 // between them.
 //
-//   SchedulerOptions so;  so.instances = 2;  so.policy.max_batch_size = 8;  so.clock = &fake;
+//   SchedulerOptions so;  so.serving.instances = 2;  so.serving.batching.max_batch_size = 8;  so.serving.clock = &fake;
 //   Scheduler s(so, [](int instance, std::span<const InferRequest* const> reqs,
 //                      std::span<InferResponse> out) { /* run the batch, fill out[i] */ });
 //   SL_RETURN_IF_ERROR(s.start());
@@ -48,16 +48,11 @@ using BatchExecutor = std::function<void(int instance, std::span<const InferRequ
                                          std::span<InferResponse> responses)>;
 
 struct SchedulerOptions {
-  // Worker threads, one per instance.
-  int instances = 1;
-  // Copied at construction.
-  BatchPolicy policy;
-  // Not owned; must outlive the scheduler.
-  const Clock* clock = &SteadyClock::instance();
-  // Samples in each latency window of stats().
-  size_t stats_window = 4096;
-  // Bounds of the latency histograms of stats() (empty = kDefaultLatencyBucketsUs).
-  std::vector<double> latency_buckets_us;
+  // The serving options the scheduler reads: instances (worker threads, one per instance),
+  // batching (copied at construction), clock (not owned; must outlive the scheduler), stats_window
+  // (samples in each latency window of stats()) and latency_buckets_us (bounds of its histograms,
+  // empty = kDefaultLatencyBucketsUs). The rest belongs to the instances and the controller.
+  ServingOptions serving;
   // Runs first on each instance thread (pinning, warm-up); an error makes start() fail.
   std::function<Status(int instance)> on_instance_start;
   // Instances that take batches from the start (the first ones); 0 = all. The others start (and
@@ -94,7 +89,7 @@ class Scheduler {
 
   ServingStats stats() const { return stats_.snapshot(); }
   // The policy as configured (set_control() changes the one decisions use, not this one).
-  const BatchPolicy& policy() const { return options_.policy; }
+  const BatchPolicy& policy() const { return options_.serving.batching; }
 
   // Applies the controller's settings from the next decision on: queue delay, preferred batch
   // (clamped to max_batch_size; 0 = none; the configured list of sizes stays while its largest is

@@ -119,16 +119,11 @@ Result<std::unique_ptr<ServingModel>> ServingModel::create(std::shared_ptr<const
 
   // Pass 4: instances and their threads; each pins itself and sizes its arena before serving.
   runtime::InstancePoolOptions po;
-  po.instances = options.instances;
+  po.serving = options;
   po.threads_per_instance = m->threads_per_instance_;
-  po.pin = options.pin;
   m->pool_ = std::make_unique<runtime::InstancePool>(m->model_, po);
   runtime::SchedulerOptions so;
-  so.instances = options.instances;
-  so.policy = bp;
-  so.clock = options.clock;
-  so.stats_window = static_cast<size_t>(options.stats_window);
-  so.latency_buckets_us = options.latency_buckets_us;
+  so.serving = options;
   so.active_instances = controlled(options) ? 1 : 0;  // the controller adds instances as the load needs
   runtime::InstancePool* pool = m->pool_.get();
   const bool do_warm = options.warmup && !warm.empty();

@@ -85,10 +85,10 @@ struct Fixture {
   std::unique_ptr<Scheduler> sched;
   Fixture(BatchPolicy p, int instances, int active, int64_t compute_us = 0) : exec(&clock, compute_us) {
     SchedulerOptions so;
-    so.instances = instances;
+    so.serving.instances = instances;
     so.active_instances = active;
-    so.policy = p;
-    so.clock = &clock;
+    so.serving.batching = p;
+    so.serving.clock = &clock;
     sched = std::make_unique<Scheduler>(so, exec.fn());
     EXPECT_TRUE(sched->start().ok());
   }

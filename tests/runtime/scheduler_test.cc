@@ -131,9 +131,9 @@ struct Fixture {
   std::unique_ptr<Scheduler> sched;
   Fixture(BatchPolicy p, int instances = 1, int64_t compute_us = 0) : exec(&clock, compute_us) {
     SchedulerOptions so;
-    so.instances = instances;
-    so.policy = p;
-    so.clock = &clock;
+    so.serving.instances = instances;
+    so.serving.batching = p;
+    so.serving.clock = &clock;
     sched = std::make_unique<Scheduler>(so, exec.fn());
     EXPECT_TRUE(sched->start().ok());
   }
@@ -355,7 +355,7 @@ TEST(Scheduler, NeverStartedSchedulerCancelsOnShutdown) {
   FakeClock clock;
   FakeExecutor exec;
   SchedulerOptions so;
-  so.clock = &clock;
+  so.serving.clock = &clock;
   Scheduler s(so, exec.fn());
   auto f = submit(s, req(0));
   s.shutdown(ShutdownMode::kDrain);
@@ -366,8 +366,8 @@ TEST(Scheduler, FailedInstanceStartFailsStart) {
   FakeClock clock;
   FakeExecutor exec;
   SchedulerOptions so;
-  so.instances = 2;
-  so.clock = &clock;
+  so.serving.instances = 2;
+  so.serving.clock = &clock;
   so.on_instance_start = [](int i) { return i == 1 ? unavailable("no device") : ok_status(); };
   Scheduler s(so, exec.fn());
   const Status st = s.start();
@@ -505,8 +505,8 @@ TEST(Scheduler, ConcurrentSubmittersEachGetOneResponse) {
   p.queue.max_queue_size = 64;
   p.queue.default_timeout_us = 50'000;
   SchedulerOptions so;
-  so.instances = 2;
-  so.policy = p;  // real clock
+  so.serving.instances = 2;
+  so.serving.batching = p;  // real clock
   FakeExecutor exec;
   Scheduler sched(so, exec.fn());
   ASSERT_TRUE(sched.start().ok());
