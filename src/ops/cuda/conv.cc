@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <utility>
 
 #include "core/cuda/cuda_status.h"
 #include "ops/cuda/cuda_common.h"
@@ -62,8 +63,8 @@ Result<TensorDesc> tensor_desc(cudnnDataType_t type, int64_t n, int64_t c, int64
 class ConvKernel final : public Kernel {
  public:
   // `tf32` applies to float32 only.
-  ConvKernel(const graph::Node& node, bool fused, Activation act, DType dtype, bool tf32)
-      : node_(node), fused_(fused), act_(act), dtype_(dtype), tf32_(tf32), who_(node.describe()) {}
+  ConvKernel(const graph::Node& node, ConvAttrs attrs, bool fused, Activation act, DType dtype, bool tf32)
+      : attrs_(std::move(attrs)), fused_(fused), act_(act), dtype_(dtype), tf32_(tf32), who_(node.describe()) {}
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     const size_t max_inputs = fused_ ? 4 : 3;
@@ -153,43 +154,27 @@ class ConvKernel final : public Kernel {
   }
 
  private:
+  // The shared Conv shape function's geometry (ops/op_params.h), in the 2-D, symmetric-padding
+  // form cuDNN takes.
   Result<ConvGeometry> geometry(const Shape& x, const Shape& w) const {
     if (x.rank() != 4) return unsupported(who_ + ": the CUDA Conv is 2-D only (input " + x.to_string() + ")");
-    if (w.rank() != 4) return invalid_argument(who_ + ": weight " + w.to_string() + " must be rank 4");
-    ConvGeometry g;
-    g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
-    g.m = w[0], g.kh = w[2], g.kw = w[3];
-    g.group = node_.attr_int("group", 1);
-    if (g.group < 1 || g.c % g.group != 0 || w[1] * g.group != g.c || g.m % g.group != 0)
-      return invalid_argument(who_ + ": weight " + w.to_string() + " does not match input " + x.to_string() +
-                              " with group " + std::to_string(g.group));
-    const std::vector<int64_t> ks = node_.attr_ints("kernel_shape");
-    if (!ks.empty() && (ks.size() != 2 || ks[0] != g.kh || ks[1] != g.kw))
-      return invalid_argument(who_ + ": kernel_shape does not match the weight " + w.to_string());
-    const std::vector<int64_t> strides = node_.attr_ints("strides", {1, 1});
-    const std::vector<int64_t> dil = node_.attr_ints("dilations", {1, 1});
-    const std::vector<int64_t> pads = node_.attr_ints("pads", {0, 0, 0, 0});
-    if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4)
-      return invalid_argument(who_ + ": strides, dilations and pads must have 2, 2 and 4 values");
-    g.stride_h = strides[0], g.stride_w = strides[1], g.dil_h = dil[0], g.dil_w = dil[1];
-    if (g.stride_h < 1 || g.stride_w < 1 || g.dil_h < 1 || g.dil_w < 1)
-      return invalid_argument(who_ + ": strides and dilations must be positive");
-    if (pads[0] < 0 || pads[1] < 0 || pads[2] < 0 || pads[3] < 0) return invalid_argument(who_ + ": negative pads");
-    // Pads and output sizes are the CPU kernel's (ops/op_params.h).
-    SL_ASSIGN_OR_RETURN(AutoPad auto_pad, parse_auto_pad(node_.attr_string("auto_pad", "NOTSET"), who_));
-    SL_ASSIGN_OR_RETURN(ConvAxis ah, conv_axis(g.h, g.kh, g.stride_h, g.dil_h, pads[0], pads[2], auto_pad, who_));
-    SL_ASSIGN_OR_RETURN(ConvAxis aw, conv_axis(g.w, g.kw, g.stride_w, g.dil_w, pads[1], pads[3], auto_pad, who_));
-    if (ah.pad_begin != ah.pad_end || aw.pad_begin != aw.pad_end)
+    SL_ASSIGN_OR_RETURN(ConvGeom cg, conv_geometry(who_, attrs_, x, w));
+    if (cg.pad_l[0] != cg.pad_r[0] || cg.pad_l[1] != cg.pad_r[1])
       return unsupported(who_ + ": the CUDA Conv needs symmetric padding (cuDNN); got begin " +
-                         std::to_string(ah.pad_begin) + "," + std::to_string(aw.pad_begin) + " end " +
-                         std::to_string(ah.pad_end) + "," + std::to_string(aw.pad_end));
-    g.pad_h = ah.pad_begin, g.pad_w = aw.pad_begin;
-    g.oh = ah.out;
-    g.ow = aw.out;
+                         std::to_string(cg.pad_l[0]) + "," + std::to_string(cg.pad_l[1]) + " end " +
+                         std::to_string(cg.pad_r[0]) + "," + std::to_string(cg.pad_r[1]));
+    ConvGeometry g;
+    g.n = cg.n, g.c = cg.c, g.h = cg.in[0], g.w = cg.in[1];
+    g.m = cg.m, g.kh = cg.k[0], g.kw = cg.k[1];
+    g.group = cg.group;
+    g.stride_h = cg.strides[0], g.stride_w = cg.strides[1], g.dil_h = cg.dil[0], g.dil_w = cg.dil[1];
+    g.pad_h = cg.pad_l[0], g.pad_w = cg.pad_l[1];
+    g.oh = cg.out[0];
+    g.ow = cg.out[1];
     return g;
   }
 
-  graph::Node node_;
+  ConvAttrs attrs_;
   bool fused_;
   Activation act_;
   DType dtype_;
@@ -203,8 +188,9 @@ KernelFactory conv_factory(DType dtype, bool fused) {
     if (fused) {
       SL_ASSIGN_OR_RETURN(act, parse_activation(args.node, /*allow_gelu=*/false));
     }
+    SL_ASSIGN_OR_RETURN(ConvAttrs attrs, read_conv_attrs(args.node, /*transposed=*/false));
     const bool tf32 = dtype == DType::kFloat32 && args.options.precision == Precision::kTf32;
-    return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(args.node, fused, act, dtype, tf32));
+    return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(args.node, std::move(attrs), fused, act, dtype, tf32));
   };
 }
 
