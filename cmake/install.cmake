@@ -14,7 +14,7 @@ include(CMakePackageConfigHelpers)
 # Public headers include only each other and these core headers, which include only the C++
 # library and each other by sibling name ("allocator.h"), so they resolve the same in src/core/
 # and in PREFIX/include/streamline/core/. scripts/check_layers.py checks both rules.
-set(SL_PUBLIC_CORE_HEADERS allocator.h clock.h dtype.h shape.h status.h tensor.h value.h)
+set(SL_PUBLIC_CORE_HEADERS allocator.h clock.h dtype.h plan_choices.h shape.h status.h tensor.h value.h)
 # The observer hooks (exec/observer.h) are public too, installed as include/streamline/exec/.
 set(SL_PUBLIC_EXEC_HEADERS observer.h)
 

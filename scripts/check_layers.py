@@ -33,7 +33,7 @@ ONLY = {"python": {"streamline"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+["<]([a-z_]+)/')
 SUFFIXES = {".h", ".cc", ".cu", ".cuh"}
 # Keep in step with SL_PUBLIC_CORE_HEADERS and SL_PUBLIC_EXEC_HEADERS in cmake/install.cmake.
-PUBLIC_CORE = {"allocator.h", "clock.h", "dtype.h", "shape.h", "status.h", "tensor.h", "value.h"}
+PUBLIC_CORE = {"allocator.h", "clock.h", "dtype.h", "plan_choices.h", "shape.h", "status.h", "tensor.h", "value.h"}
 PUBLIC_EXEC = {"observer.h"}
 ANY_QUOTED = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

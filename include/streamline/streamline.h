@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/plan_choices.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/value.h"
@@ -56,18 +57,11 @@ class InstancePool;
 
 namespace streamline {
 
-struct ModelOptions {
+// The plan choices (layouts, streams: channels_last, blocked_layout, blocked_channels,
+// num_streams, pinned_streams) are PlanChoices' (core/plan_choices.h), which the planner takes whole.
+struct ModelOptions : PlanChoices {
   // Graph rewrite passes (folding, fusion, elimination); off only for debugging. Takes effect at load.
   bool optimize = true;
-  // Keep convolution activations channels-last between layers. Takes effect at load.
-  bool channels_last = true;
-  // With channels_last: keep activations in oneDNN's blocked layout between convolutions whose
-  // channel counts are multiples of the block: nChw16c on CPUs with AVX-512, nChw8c otherwise
-  // (see blocked_channels). Takes effect at load.
-  bool blocked_layout = true;
-  // Channels per block of the blocked layout: 8 (nChw8c) or 16 (nChw16c); 0 = 16 where oneDNN
-  // runs AVX-512 code, else 8. Takes effect at load.
-  int blocked_channels = 0;
   // With blocked_layout: 3x3 stride-1 convolutions with enough channels and pixels (a fixed rule,
   // never a timing, so results do not depend on the machine's load) run Winograd F(2x2, 3x3),
   // which rounds like the direct convolution and needs 2.25x fewer multiply-adds. Off: every
@@ -75,9 +69,6 @@ struct ModelOptions {
   bool winograd = true;
   // Total threads per run; 0 = all hardware threads. Sessions may override per run.
   int num_threads = 0;
-  // Streams per run: independent branches of the graph run concurrently on CPU stream threads.
-  // Takes effect when plans are made.
-  int num_streams = 1;
   // Intra-op threads per stream; 0 = max(1, num_threads / num_streams).
   int threads_per_stream = 0;
   // With several streams: instead of a fixed threads_per_stream, each step runs on
@@ -90,8 +81,6 @@ struct ModelOptions {
   // filters, which the planner can put on different streams; N = the stream count is the usual
   // choice. 0: off. Takes effect at load (graph::PassOptions::split_conv_parts).
   int split_convs = 0;
-  // Node name -> stream, overriding the planner's choice.
-  std::map<std::string, int> pinned_streams;
   // Pin each stream's thread(s) to its own cores (stream s gets cores [s*T, (s+1)*T)).
   bool pin_threads = false;
   // Safe mode: canaries after every buffer checked after each step, dead buffers poisoned.

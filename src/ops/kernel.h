@@ -38,7 +38,7 @@ const char* precision_name(Precision p);  // "fp32", "tf32", "fp16"
 // What reshape knows about one input. `value` is non-null when the input is a constant (an
 // initializer or a folded value), so shape-like inputs (Reshape's shape, Slice's starts) can be read.
 struct TensorInfo {
-  DType dtype = DType::kUndefined;   // kUndefined marks an omitted optional input
+  DType dtype = DType::kUndefined;  // kUndefined marks an omitted optional input
   Shape shape;
   Layout layout = Layout::kPlain;
   const Tensor* value = nullptr;
@@ -66,11 +66,11 @@ struct ReshapeResult {
 };
 
 struct RunContext {
-  std::span<const Tensor> inputs;   // an omitted optional input is an undefined Tensor
-  std::span<Tensor> outputs;        // preallocated with the shapes/layouts reshape returned
+  std::span<const Tensor> inputs;  // an omitted optional input is an undefined Tensor
+  std::span<Tensor> outputs;       // preallocated with the shapes/layouts reshape returned
   void* workspace = nullptr;
-  const void* state = nullptr;      // ReshapeResult::state
-  int num_threads = 1;              // intra-op threads this run may use
+  const void* state = nullptr;  // ReshapeResult::state
+  int num_threads = 1;          // intra-op threads this run may use
   // Device::kCuda kernels only: the cudaStream_t to enqueue on (nullptr = the legacy default
   // stream). Their inputs, outputs and workspace are device pointers; run() returns once the work
   // is enqueued, not when it finished. CPU kernels ignore it.
@@ -111,7 +111,7 @@ struct KernelOptions {
   // Lets them use a blocked layout where channel counts allow (with allow_channels_last).
   bool allow_blocked = true;
   // Channels per block of that layout: 8 (nChw8c, AVX2) or 16 (nChw16c, AVX-512). The model sets
-  // it from the CPU (ops::cpu::native_block()); the planner's PlannerOptions::block must agree.
+  // it from the CPU (ops::cpu::native_block()); the planner's PlannerOptions::blocked_channels must agree.
   int block = 8;
   // Lets 3x3 stride-1 convolutions on nChw8c activations run Winograd F(2x2, 3x3) where it pays
   // (see ops/cpu/conv_winograd.h).

@@ -64,7 +64,7 @@ class Planner {
     plan_->device = opts_.device;
     if (opts_.device != ops::Device::kCpu) {
       opts_.channels_last = false;
-      opts_.blocked = false;
+      opts_.blocked_layout = false;
     }
     value_slot_.assign(g_.num_values(), -1);
     SL_RETURN_IF_ERROR(bind_inputs(inputs));
@@ -393,7 +393,8 @@ class Planner {
         if (opts_.channels_last) {
           std::vector<ops::TensorInfo> infos;
           for (int s : in_slots) infos.push_back(info_of(s));
-          target = kernel->preferred_layout(infos, opts_.blocked ? opts_.block : 0);
+          target = kernel->preferred_layout(
+              infos, opts_.blocked_layout ? (opts_.blocked_channels ? opts_.blocked_channels : 8) : 0);
         }
         break;
       case ops::LayoutSupport::kAny: {

@@ -21,29 +21,30 @@
 #include <utility>
 #include <vector>
 
+#include "core/plan_choices.h"
 #include "plan/execution_plan.h"
 #include "plan/kernel_set.h"
 
 namespace streamline::plan {
 
-struct PlannerOptions {
-  bool channels_last = true;  // let conv-like kernels keep activations NHWC between layers
-  bool blocked = true;        // with channels_last: a blocked layout where a kernel prefers it
-  int block = 8;              // its channels per block: 8 (nChw8c) or 16 (nChw16c)
-  bool inplace = true;        // let kernels write outputs over inputs that die at them
-  bool reuse_memory = true;   // false gives every buffer its own arena range (debugging)
-  int num_streams = 1;        // at most this many streams; 1 = single-stream plan
-  int num_threads = 1;        // intra-op threads per stream at run time (kernels size work splits for it)
+// The user's choices come whole from PlanChoices (core/plan_choices.h): channels_last (conv-like
+// kernels keep activations NHWC between layers), blocked_layout (with it, a blocked layout where a
+// kernel prefers one), blocked_channels (its channels per block, 8 or 16; 0 here means 8),
+// num_streams (at most this many streams; 1 = a single-stream plan) and pinned_streams (node name
+// -> stream).
+struct PlannerOptions : PlanChoices {
+  bool inplace = true;       // let kernels write outputs over inputs that die at them
+  bool reuse_memory = true;  // false gives every buffer its own arena range (debugging)
+  int num_threads = 1;       // intra-op threads per stream at run time (kernels size work splits for it)
   // Steps that move fewer bytes (inputs, weights and outputs) than serial_bytes and cost less than
   // serial_cost run on one thread (Step::threads = 1) when num_threads > 1: splitting them saves
   // less than the fork and join cost, and on shared cores a join waits for a descheduled worker.
   // serial_bytes = 0 turns this off.
   size_t serial_bytes = size_t{256} << 10;
   double serial_cost = 4e6;
-  std::map<std::string, int> pinned_streams;  // node name -> stream
-  double event_cost = 1e5;                    // cost units charged per cross-stream dependency
-  size_t guard_bytes = 0;                     // safe mode: canary bytes after every buffer (checked at run time)
-  bool verify = true;                         // run the race verifier on every plan (fails planning on a race)
+  double event_cost = 1e5;  // cost units charged per cross-stream dependency
+  size_t guard_bytes = 0;   // safe mode: canary bytes after every buffer (checked at run time)
+  bool verify = true;       // run the race verifier on every plan (fails planning on a race)
   // Registry used for planner-inserted kernels (layout changes) and for the CPU kernels that fold
   // device nodes whose inputs are all known; null = ops::default_cpu_registry().
   const ops::KernelRegistry* registry = nullptr;

@@ -325,12 +325,9 @@ Result<Model::Prepared> Model::plan_shapes(const std::vector<Shape>& shapes, con
   plan::InputShapes in;
   for (size_t i = 0; i < shapes.size(); ++i) in.emplace_back(inputs_[i].name, shapes[i]);
   plan::PlannerOptions po;
-  po.channels_last = options_.channels_last;
-  po.blocked = options_.blocked_layout;
-  po.block = options_.blocked_channels;
+  static_cast<PlanChoices&>(po) = options_;  // layouts and streams, whole
   po.num_streams = std::max(1, options_.num_streams);
   po.num_threads = elastic_threads() > 0 ? elastic_threads() : threads_per_stream();
-  po.pinned_streams = options_.pinned_streams;
   po.guard_bytes = options_.safe ? 64 : 0;
   po.device = impl_->device_.kind;
   po.registry = impl_->registry_;
