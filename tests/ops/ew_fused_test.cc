@@ -364,7 +364,8 @@ TEST(EwFused, ConvEpiloguesMatchReference) {
 }
 
 // FusedMatMul with a GELU written out (eltwise post-op) and a SwiGLU gate (our loop, reading a
-// second tensor), unsplit and in column blocks (2 threads, N >= 64).
+// second tensor), unsplit and in column blocks (2 threads, N >= 64), and at two rows, where the
+// matrix-vector loops run the product and our loop every epilogue.
 TEST(EwFused, MatMulEpiloguesMatchReference) {
   std::mt19937 rng(41);
   EwProgram gelu;
@@ -394,17 +395,21 @@ TEST(EwFused, MatMulEpiloguesMatchReference) {
     const int t = softcap.add(EwOp::kTanh, {d});
     softcap.add(EwOp::kMul, {t, kImm}, 0.f, 0.f, 2.5f);
   }
-  for (int64_t n : {24, 96}) {
-    for (const EwProgram* p : {&gelu, &swiglu, &softcap}) {
-      for (int threads : {1, 2}) {
-        std::vector<Tensor> in{random_tensor({3, 5, 16}, rng), random_tensor({16, n}, rng), random_tensor({n}, rng)};
-        if (p->num_inputs == 2) in.push_back(random_tensor({3, 5, n}, rng));
-        RunOpts o;
-        o.threads = threads;
-        o.constant_mask.assign(in.size(), false);
-        o.constant_mask[1] = o.constant_mask[2] = true;
-        SCOPED_TRACE(p->to_string() + " n " + std::to_string(n) + " threads " + std::to_string(threads));
-        compare("FusedMatMul", "streamline", in, program_attrs(*p), o);
+  for (const auto& [batch, rows] : std::vector<std::pair<int64_t, int64_t>>{{3, 5}, {1, 2}}) {
+    for (int64_t n : {24, 96}) {
+      for (const EwProgram* p : {&gelu, &swiglu, &softcap}) {
+        for (int threads : {1, 2}) {
+          std::vector<Tensor> in{random_tensor({batch, rows, 16}, rng), random_tensor({16, n}, rng),
+                                 random_tensor({n}, rng)};
+          if (p->num_inputs == 2) in.push_back(random_tensor({batch, rows, n}, rng));
+          RunOpts o;
+          o.threads = threads;
+          o.constant_mask.assign(in.size(), false);
+          o.constant_mask[1] = o.constant_mask[2] = true;
+          SCOPED_TRACE(p->to_string() + " rows " + std::to_string(batch * rows) + " n " + std::to_string(n) +
+                       " threads " + std::to_string(threads));
+          compare("FusedMatMul", "streamline", in, program_attrs(*p), o);
+        }
       }
     }
   }

@@ -1,6 +1,8 @@
 // Gemm, FusedGemm, MatMul and FusedMatMul: the oneDNN kernels against the reference kernels on
 // random shapes (fixed seed), plus shape rules and error paths.
 
+#include <cmath>
+
 #include "ops/op_test_util.h"
 
 namespace streamline::ops {
@@ -125,6 +127,66 @@ TEST(MatMulOp, PrepackedWeightsWithSymbolicBatch) {
   compare("MatMul", "", {a, b}, {}, o);
   Tensor ga = random_tensor({4, 64}, rng);
   compare("Gemm", "", {ga, random_tensor({48, 64}, rng), random_tensor({48}, rng)}, {{"transB", one_int(1)}}, o);
+}
+
+// At most four rows against constant weights run on the matrix-vector loops: weights read as
+// Gemm's transB gives them, or from a transposed copy; K and N with every tail (K not a multiple
+// of 16, N not of 4, 16 or 64); activations; one thread and columns shared by two.
+TEST(MatMulOp, MatrixVectorPathMatchesReference) {
+  std::mt19937 rng(43);
+  const std::vector<std::pair<std::string, std::vector<float>>> acts{{"", {}},
+                                                                     {"Relu", {}},
+                                                                     {"LeakyRelu", {0.1f}},
+                                                                     {"Clip", {-0.5f, 0.5f}},
+                                                                     {"Sigmoid", {}},
+                                                                     {"HardSigmoid", {0.2f, 0.5f}},
+                                                                     {"Tanh", {}},
+                                                                     {"Gelu", {}}};
+  int iter = 0;
+  for (int64_t rows : {1, 2, 3, 4}) {
+    for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{37, 21}, {300, 517}, {64, 1000}}) {
+      const auto& [act, params] = acts[static_cast<size_t>(iter++) % acts.size()];
+      RunOpts o;
+      o.threads = 1 + iter % 2;
+      SCOPED_TRACE("rows " + std::to_string(rows) + " k " + std::to_string(k) + " n " + std::to_string(n) + " " + act +
+                   " threads " + std::to_string(o.threads));
+      std::map<std::string, graph::Attribute> attrs{{"activation", str(act)}};
+      if (!params.empty()) attrs["activation_params"] = floats(params);
+      if (act == "Gelu") {
+        // The reference kernels have no Gelu activation: the product, then erf's GELU in double.
+        const std::vector<Tensor> in{random_tensor({rows, k}, rng), random_tensor({k, n}, rng),
+                                     random_tensor({n}, rng)};
+        auto gelu = make_node("FusedMatMul", "streamline", in, attrs);
+        EvalOptions eo;
+        eo.num_threads = o.threads;
+        eo.constant_mask = {false, true, true};
+        auto got = evaluate_node(cpu_reg(), gelu->g, gelu->node(), in, eo);
+        ASSERT_TRUE(got.ok()) << got.status().to_string();
+        auto plain = make_node("FusedMatMul", "streamline", in, {});
+        auto want = evaluate_node(ref_reg(), plain->g, plain->node(), in);
+        ASSERT_TRUE(want.ok()) << want.status().to_string();
+        float* w = (*want)[0].data<float>();
+        for (int64_t i = 0; i < (*want)[0].numel(); ++i) {
+          const double v = w[i];
+          w[i] = static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))));
+        }
+        expect_close((*got)[0], (*want)[0]);
+      } else {
+        attrs["transB"] = one_int(1);
+        attrs["alpha"] = one_float(0.75f);
+        compare("FusedGemm", "streamline",
+                {random_tensor({rows, k}, rng), random_tensor({n, k}, rng), random_tensor({n}, rng)}, attrs, o);
+        attrs["transB"] = one_int(0);
+        compare("FusedGemm", "streamline",
+                {random_tensor({rows, k}, rng), random_tensor({k, n}, rng), random_tensor({1, n}, rng)}, attrs, o);
+      }
+      compare("MatMul", "", {random_tensor({1, rows, k}, rng), random_tensor({k, n}, rng)}, {}, o);
+      // A transposed single row is dense too.
+      if (rows == 1)
+        compare("Gemm", "", {random_tensor({k, 1}, rng), random_tensor({n, k}, rng)},
+                {{"transA", one_int(1)}, {"transB", one_int(1)}}, o);
+    }
+  }
 }
 
 TEST(MatMulOp, BadShapesAreErrors) {

@@ -14,6 +14,12 @@
 // threading of one primitive synchronises its threads between panels, which costs little on idle
 // cores but a great deal when another process holds one of them. Other products (batched B,
 // Gemm's summed C, blocked weights) use one primitive with the run's thread count.
+//
+// A product of at most kGemvMaxRows rows with constant weights (a classifier head at batch 1, a
+// decoder step) runs on our matrix-vector loops (gemv.h) instead: it is bound by reading the
+// weights, which oneDNN's GEMM blocking does at a fraction of the memory bandwidth. Weights stay
+// as Gemm's transB gives them, or are kept transposed to [N, K] when the declared shapes say the
+// product will have few rows; the activation and the epilogue then run as our loops over Y.
 
 #include <algorithm>
 #include <climits>
@@ -22,6 +28,8 @@
 
 #include "ops/cpu/ew_lower.h"
 #include "ops/cpu/families.h"
+#include "ops/cpu/gemv.h"
+#include "ops/cpu/math_vec.h"
 #include "ops/cpu/onednn_common.h"
 #include "ops/op_params.h"
 
@@ -53,7 +61,44 @@ struct MatmulState {
   int64_t b_ld = 0;  // row stride of the weights the blocks read
   PrimitiveCache blocks;
   EwEpilogue::ShapePlan epi;  // the elementwise epilogue: post-ops, or our loop over Y after the product
+  // The matrix-vector path (see the file comment): Y = A W for st.m rows of A, k wide.
+  bool gemv = false;
+  bool gemv_from_input = false;  // the weights are input 1 as given, else the kernel's copy
+  GemvWeights gemv_w;            // .w unset when gemv_from_input
+  int64_t k = 0;
 };
+
+// Weights a thread's share of a matrix-vector product should at least read (floats): below
+// this, waking a second thread costs more than it saves.
+constexpr int64_t kGemvMinPerThread = 64 * 1024;
+
+// Applies `act` (and the erf GELU when `gelu`) to y[0, n), in place.
+void activate(const Activation& act, bool gelu, float* y, int64_t n) {
+  switch (act.kind) {
+    case ActKind::kNone:
+      break;
+    case ActKind::kRelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.f ? y[i] : 0.f;
+      break;
+    case ActKind::kLeakyRelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.f ? y[i] : act.alpha * y[i];
+      break;
+    case ActKind::kClip:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::min(act.beta, std::max(act.alpha, y[i]));
+      break;
+    case ActKind::kSigmoid:
+      for (int64_t i = 0; i < n; ++i) y[i] = vec::sigmoid(y[i]);
+      break;
+    case ActKind::kHardSigmoid:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::min(1.f, std::max(0.f, act.alpha * y[i] + act.beta));
+      break;
+    case ActKind::kTanh:
+      for (int64_t i = 0; i < n; ++i) y[i] = vec::tanh(y[i]);
+      break;
+  }
+  if (gelu)
+    for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * y[i] * (1.f + vec::erf(y[i] * 0.70710678118654752f));
+}
 
 // Columns of a block below which splitting stops paying.
 constexpr int64_t kMinBlockCols = 32;
@@ -118,11 +163,17 @@ class MatmulKernel final : public Kernel {
     ReshapeResult r;
     r.outputs.push_back(OutputInfo{DType::kFloat32, st->y_shape, Layout::kPlain});
     if (st->y_shape.numel() == 0) return r;
+    choose_gemv(*st);
     if (!epi_.empty()) {
       // Post-ops only when they are all eltwise: the column blocks run on views of Y.
-      auto epi = epi_.plan(st->y_shape, Layout::kPlain, st->y_md, inputs, true, /*allow_binary=*/false);
+      auto epi = epi_.plan(st->y_shape, Layout::kPlain, st->y_md, inputs, !st->gemv, /*allow_binary=*/false);
       if (!epi.ok()) return epi.status().with_context(who_);
       st->epi = std::move(epi).value();
+    }
+    if (st->gemv) {
+      SL_RETURN_IF_ERROR(plan_bias(*st, c, 0, r.workspace_bytes));
+      r.state = std::move(st);
+      return r;
     }
 
     const int nthr = current_omp_threads();
@@ -130,18 +181,8 @@ class MatmulKernel final : public Kernel {
     SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p,
                         st->cache.get(nthr, [&] { return build(*st, nthr, SIZE_MAX, plain_b); }));
     st->scratch_budget = p->scratchpad_bytes;
-    size_t end = st->scratch_budget;
-    if (st->has_bias && !st->bias_from_input) {
-      if (c->value) {
-        auto buf = AlignedBuffer::allocate(static_cast<size_t>(st->n) * sizeof(float));
-        if (!buf) return resource_exhausted(who_ + ": out of memory for the bias");
-        broadcast_c(c->value->data<float>(), c->shape, 1, st->n, st->bias_scale, buf->as<float>());
-        st->const_bias = std::move(buf);
-      } else {
-        st->bias_offset = align_up(end);
-        end = st->bias_offset + static_cast<size_t>(st->n) * sizeof(float);
-      }
-    }
+    size_t end = 0;
+    SL_RETURN_IF_ERROR(plan_bias(*st, c, st->scratch_budget, end));
     if (!b_const_) {
       st->w_offset = align_up(end);
       st->w_bytes = std::max(p->weights_md.get_size(), st->b_user_md.get_size());
@@ -164,6 +205,11 @@ class MatmulKernel final : public Kernel {
     const Tensor& a = ctx.inputs[0];
     const Tensor& b = ctx.inputs[1];
     auto* ws = static_cast<uint8_t*>(ctx.workspace);
+    if (st->gemv) {
+      run_gemv(*st, a.data<float>(), b.data<float>(), run_bias(*st, ctx, ws), y.data<float>(), nthr);
+      if (!epi_.empty()) epi_.run(st->epi, y.data<float>(), ctx.inputs, nthr);
+      return ok_status();
+    }
     int64_t cols = block_cols(*st, nthr);
     std::pair<const BuiltPrimitive*, const BuiltPrimitive*> blocks{nullptr, nullptr};
     if (cols > 0) {
@@ -178,18 +224,7 @@ class MatmulKernel final : public Kernel {
     } else {
       bptr = packed_.buf ? packed_.buf->data() : b.raw();
     }
-    const void* bias = nullptr;
-    if (st->has_bias) {
-      if (st->bias_from_input) {
-        bias = ctx.inputs[2].raw();
-      } else if (st->const_bias) {
-        bias = st->const_bias->data();
-      } else {
-        auto* bb = reinterpret_cast<float*>(ws + st->bias_offset);
-        broadcast_c(ctx.inputs[2].data<float>(), st->c_shape, 1, st->n, st->bias_scale, bb);
-        bias = bb;
-      }
-    }
+    const void* bias = run_bias(*st, ctx, ws);
     if (cols > 0) {
       SL_RETURN_IF_ERROR(run_blocks(*st, cols, *blocks.first, *blocks.second, a.raw(), bptr, bias, y.raw()));
       if (!epi_.empty() && !st->epi.post_ops) epi_.run(st->epi, y.data<float>(), ctx.inputs, nthr);
@@ -212,6 +247,81 @@ class MatmulKernel final : public Kernel {
   }
 
  private:
+  // Gemm's bias from a row-vector C: computed now from a constant C, else room after `start` in
+  // the workspace for the run to compute it in; `end` is where the workspace then ends.
+  Status plan_bias(MatmulState& st, const TensorInfo* c, size_t start, size_t& end) const {
+    end = start;
+    if (!st.has_bias || st.bias_from_input) return ok_status();
+    if (c->value) {
+      auto buf = AlignedBuffer::allocate(static_cast<size_t>(st.n) * sizeof(float));
+      if (!buf) return resource_exhausted(who_ + ": out of memory for the bias");
+      broadcast_c(c->value->data<float>(), c->shape, 1, st.n, st.bias_scale, buf->as<float>());
+      st.const_bias = std::move(buf);
+    } else {
+      st.bias_offset = align_up(end);
+      end = st.bias_offset + static_cast<size_t>(st.n) * sizeof(float);
+    }
+    return ok_status();
+  }
+
+  // The bias this run adds (null for none).
+  static const float* run_bias(const MatmulState& st, const RunContext& ctx, uint8_t* ws) {
+    if (!st.has_bias) return nullptr;
+    if (st.bias_from_input) return ctx.inputs[2].data<float>();
+    if (st.const_bias) return st.const_bias->as<float>();
+    auto* bb = reinterpret_cast<float*>(ws + st.bias_offset);
+    broadcast_c(ctx.inputs[2].data<float>(), st.c_shape, 1, st.n, st.bias_scale, bb);
+    return bb;
+  }
+
+  // Whether this shape runs on the matrix-vector loops, and on which copy of the weights.
+  void choose_gemv(MatmulState& st) const {
+    const memory::dims yd = st.y_md.dims();
+    if (!b_const_ || st.c_mode == CMode::kSum || yd.size() != 2 || yd[0] > kGemvMaxRows) return;
+    const int64_t rows = yd[0], k = st.a_md.dims()[1];
+    if (st.a_md != plain_md({rows, k}) && !(rows == 1 && trans_a_)) return;  // rows of A must be dense
+    st.k = k;
+    if (gemv_nk_) {
+      st.gemv_w = GemvWeights{gemv_nk_->as<float>(), k, true};
+    } else if (st.b_user_md == permuted_md({k, st.n}, {1, 0})) {
+      st.gemv_from_input = true;  // Gemm's transB: [N, K] as given
+      st.gemv_w = GemvWeights{nullptr, k, true};
+    } else if (packed_.buf && (packed_.md == plain_md({k, st.n}) || (padded_ && packed_.md == padded_md(k, st.n)))) {
+      st.gemv_w = GemvWeights{packed_.buf->as<float>(), padded_ ? st.n + kRowPad : st.n, false};
+    } else if (!packed_.buf && st.b_user_md == plain_md({k, st.n})) {
+      st.gemv_from_input = true;
+      st.gemv_w = GemvWeights{nullptr, st.n, false};
+    } else {
+      return;
+    }
+    st.gemv = true;
+  }
+
+  // Y = act(A W + bias) on the matrix-vector loops, columns shared among up to `nthr` threads.
+  void run_gemv(const MatmulState& st, const float* a, const float* b, const float* bias, float* y, int nthr) const {
+    GemvWeights w = st.gemv_w;
+    if (st.gemv_from_input) w.w = b;
+    const int64_t rows = st.m, n = st.n;
+    const float alpha = gemm_ ? alpha_ : 1.f;
+    const int64_t by_size = std::max<int64_t>(1, n * st.k / kGemvMinPerThread);
+    const int parts = static_cast<int>(std::min<int64_t>({nthr, by_size, (n + 15) / 16}));
+    const int64_t per = ((n + parts - 1) / parts + 15) / 16 * 16;
+    auto part = [&](int64_t j0) {
+      const int64_t j1 = std::min(n, j0 + per);
+      gemv(a, st.k, rows, st.k, w, bias, alpha, y, n, j0, j1);
+      if (act_.kind != ActKind::kNone || gelu_)
+        for (int64_t r = 0; r < rows; ++r) activate(act_, gelu_, y + r * n + j0, j1 - j0);
+    };
+    if (parts <= 1) {
+      part(0);
+      return;
+    }
+#pragma omp parallel for num_threads(parts) schedule(static, 1)
+    for (int i = 0; i < parts; ++i) {
+      if (i * per < n) part(i * per);
+    }
+  }
+
   // Gemm descriptors: A [M,K] (or [K,M] with transA), B [K,N] (or [N,K]), C broadcast to [M,N].
   Status describe_gemm(const Shape& as, const Shape& bs, const TensorInfo* c, MatmulState& st) const {
     SL_ASSIGN_OR_RETURN(GemmShapes gs, gemm_shapes(as, bs, trans_a_, trans_b_, who_));
@@ -414,6 +524,21 @@ class MatmulKernel final : public Kernel {
       const graph::Dim& d = (*av.dims)[gemm_ && trans_a_ ? 1 : av.dims->size() - 2];
       if (d.fixed() && d.value > 0) m = d.value;
     }
+    if (few_rows(av)) {
+      // The matrix-vector loops will run it: they read Gemm's transB weights as given, and
+      // everything else as a transposed [N, K] copy.
+      if (gemm_ && trans_b_) return ok_status();
+      const int64_t kk = gemm_ ? bs[0] : (bs.rank() >= 2 ? bs[bs.rank() - 2] : bs[0]);
+      const int64_t nn = gemm_ ? bs[1] : (bs.rank() >= 2 ? bs[bs.rank() - 1] : 1);
+      auto buf = AlignedBuffer::allocate(static_cast<size_t>(std::max<int64_t>(1, kk * nn)) * sizeof(float));
+      if (!buf) return resource_exhausted(who_ + ": out of memory for the weights");
+      const float* src = b.data<float>();
+      float* dst = buf->as<float>();
+      for (int64_t i = 0; i < kk; ++i)
+        for (int64_t j = 0; j < nn; ++j) dst[j * kk + i] = src[i * nn + j];
+      gemv_nk_ = std::move(buf);
+      return ok_status();
+    }
     MatmulState st;
     std::optional<TensorInfo> bias;
     if (!gemm_ && args.node.inputs.size() > 2 && args.node.inputs[2] != graph::kNoValue) {
@@ -448,6 +573,24 @@ class MatmulKernel final : public Kernel {
     return ok_status();
   }
 
+  // Whether A's declared shape says the product has at most kGemvMaxRows rows: fixed dims, or a
+  // 2-D A whose row count is not known (a batch dimension, served at batch 1 as often as not).
+  bool few_rows(const graph::Value& av) const {
+    if (!av.dims || av.dims->empty()) return false;
+    const graph::DimList& d = *av.dims;
+    if (gemm_) {
+      if (d.size() != 2) return false;
+      const graph::Dim& m = d[trans_a_ ? 1 : 0];
+      return m.fixed() ? m.value <= kGemvMaxRows : true;
+    }
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < d.size(); ++i) {
+      if (!d[i].fixed()) return d.size() == 2;
+      rows *= d[i].value;
+    }
+    return rows <= kGemvMaxRows;
+  }
+
   // Weights descriptor the primitives are made with for a constant B: the padded layout when
   // prepack chose it, else whatever oneDNN prefers.
   memory::desc const_weights_md(const memory::dims& dims) const {
@@ -469,6 +612,7 @@ class MatmulKernel final : public Kernel {
   EwEpilogue epi_;     // the fused ops' elementwise epilogue (ew_* attributes), inputs 3..
   bool b_const_ = false;
   PackedWeights packed_;
+  std::shared_ptr<AlignedBuffer> gemv_nk_;  // constant B transposed to [N, K] for the matrix-vector loops
 };
 
 KernelDef matmul_def(std::string op, std::string domain, int since, bool gemm) {
