@@ -518,26 +518,21 @@ class MatmulKernel final : public Kernel {
     if (gemm_ ? bs.rank() != 2
               : (bs.rank() > 2 && Shape(std::span<const int64_t>(bs.data(), bs.rank() - 2)).numel() != 1))
       return ok_status();
-    int64_t m = 1;
     const graph::Value& av = args.graph.value(args.node.inputs[0]);
-    if (av.dims && av.dims->size() >= 2) {
-      const graph::Dim& d = (*av.dims)[gemm_ && trans_a_ ? 1 : av.dims->size() - 2];
-      if (d.fixed() && d.value > 0) m = d.value;
-    }
     if (few_rows(av)) {
       // The matrix-vector loops will run it: they read Gemm's transB weights as given, and
       // everything else as a transposed [N, K] copy.
       if (gemm_ && trans_b_) return ok_status();
       const int64_t kk = gemm_ ? bs[0] : (bs.rank() >= 2 ? bs[bs.rank() - 2] : bs[0]);
       const int64_t nn = gemm_ ? bs[1] : (bs.rank() >= 2 ? bs[bs.rank() - 1] : 1);
-      auto buf = AlignedBuffer::allocate(static_cast<size_t>(std::max<int64_t>(1, kk * nn)) * sizeof(float));
-      if (!buf) return resource_exhausted(who_ + ": out of memory for the weights");
-      const float* src = b.data<float>();
-      float* dst = buf->as<float>();
-      for (int64_t i = 0; i < kk; ++i)
-        for (int64_t j = 0; j < nn; ++j) dst[j * kk + i] = src[i * nn + j];
-      gemv_nk_ = std::move(buf);
+      if (kk * nn == 0) return ok_status();
+      SL_ASSIGN_OR_RETURN(gemv_nk_, reorder_to_buffer(plain_md({kk, nn}), b.raw(), permuted_md({kk, nn}, {1, 0})));
       return ok_status();
+    }
+    int64_t m = 1;
+    if (av.dims && av.dims->size() >= 2) {
+      const graph::Dim& d = (*av.dims)[gemm_ && trans_a_ ? 1 : av.dims->size() - 2];
+      if (d.fixed() && d.value > 0) m = d.value;
     }
     MatmulState st;
     std::optional<TensorInfo> bias;
