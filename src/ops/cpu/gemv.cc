@@ -5,81 +5,117 @@
 namespace streamline::ops::cpu {
 namespace {
 
-// 16 floats: one AVX-512 register, two AVX2 ones; the compiler splits it for narrower targets.
-typedef float V16 __attribute__((vector_size(64)));
+// One vector register of floats: 16 with AVX-512, 8 with AVX2 (and SSE, where the compiler splits
+// it in two). The type must match the target's registers: a wider one is split by the compiler
+// into halves it keeps on the stack, which runs several times slower than the plain loop.
+#if defined(__AVX512F__)
+constexpr int kLanes = 16;
+#else
+constexpr int kLanes = 8;
+#endif
+typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
 
-inline V16 load(const float* p) {
-  V16 v;
+inline Vec load(const float* p) {
+  Vec v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-inline void store(float* p, V16 v) {
+inline void store(float* p, Vec v) {
   std::memcpy(p, &v, sizeof v);
 }
-inline V16 splat(float f) {
-  return V16{} + f;
+inline Vec splat(float f) {
+  return Vec{} + f;
 }
-inline float hsum(V16 v) {
+inline float hsum(Vec v) {
   float s = 0.f;
-  for (int i = 0; i < 16; ++i) s += v[i];
+  for (int i = 0; i < kLanes; ++i) s += v[i];
   return s;
 }
 
-// NK: four weight rows (four outputs) at a time, each read once for all R rows of A.
+// Accumulators kept in registers at once: 16 vector registers on AVX2 (32 on AVX-512), some of
+// which hold the loaded operands.
+constexpr int kMaxAccumulators = kLanes == 16 ? 24 : 12;
+
+// NK: J weight rows (J outputs) at a time, each read once for all R rows of A, U vectors of k per
+// step (U independent accumulator chains per output, which hides the latency of the FMA).
 template <int R>
-void gemv_nk(const float* a, int64_t lda, int64_t k, const float* w, int64_t ld, const float* bias, float alpha,
-             float* y, int64_t ldy, int64_t n0, int64_t n1) {
-  const int64_t kv = k / 16 * 16;
-  int64_t n = n0;
-  for (; n + 4 <= n1; n += 4) {
-    V16 acc[R][4] = {};
-    const float* wr[4] = {w + n * ld, w + (n + 1) * ld, w + (n + 2) * ld, w + (n + 3) * ld};
-    for (int64_t i = 0; i < kv; i += 16) {
-      V16 x[R];
-      for (int r = 0; r < R; ++r) x[r] = load(a + r * lda + i);
-      for (int j = 0; j < 4; ++j) {
-        const V16 wv = load(wr[j] + i);
-        for (int r = 0; r < R; ++r) acc[r][j] += x[r] * wv;
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < 4; ++j) {
-        float s = hsum(acc[r][j]);
-        for (int64_t i = kv; i < k; ++i) s += a[r * lda + i] * wr[j][i];
-        y[r * ldy + n + j] = alpha * (s + (bias ? bias[n + j] : 0.f));
+constexpr int nk_rows() {
+  return R * 4 * 2 <= kMaxAccumulators ? 4 : R * 4 <= kMaxAccumulators ? 4 : 2;
+}
+template <int R>
+constexpr int nk_unroll() {
+  return R * nk_rows<R>() * 2 <= kMaxAccumulators ? 2 : 1;
+}
+
+template <int R, int J, int U>
+void gemv_nk_block(const float* a, int64_t lda, int64_t k, const float* w, int64_t ld, const float* bias, float alpha,
+                   float* y, int64_t ldy, int64_t n) {
+  constexpr int64_t kStep = int64_t{kLanes} * U;
+  const int64_t kv = k / kStep * kStep;
+  const float* wn = w + n * ld;
+  Vec acc[R][J][U] = {};
+  for (int64_t i = 0; i < kv; i += kStep) {
+    for (int u = 0; u < U; ++u) {
+      Vec x[R];
+      for (int r = 0; r < R; ++r) x[r] = load(a + r * lda + i + u * kLanes);
+      for (int j = 0; j < J; ++j) {
+        const Vec wv = load(wn + j * ld + i + u * kLanes);
+        for (int r = 0; r < R; ++r) acc[r][j][u] += x[r] * wv;
       }
     }
   }
-  for (; n < n1; ++n) {
-    for (int r = 0; r < R; ++r) {
-      V16 acc{};
-      for (int64_t i = 0; i < kv; i += 16) acc += load(a + r * lda + i) * load(w + n * ld + i);
-      float s = hsum(acc);
-      for (int64_t i = kv; i < k; ++i) s += a[r * lda + i] * w[n * ld + i];
-      y[r * ldy + n] = alpha * (s + (bias ? bias[n] : 0.f));
+  // What is left of k in whole vectors, then in scalars.
+  int64_t i = kv;
+  for (; i + kLanes <= k; i += kLanes) {
+    for (int j = 0; j < J; ++j) {
+      const Vec wv = load(wn + j * ld + i);
+      for (int r = 0; r < R; ++r) acc[r][j][0] += load(a + r * lda + i) * wv;
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < J; ++j) {
+      Vec v = acc[r][j][0];
+      for (int u = 1; u < U; ++u) v += acc[r][j][u];
+      float s = hsum(v);
+      for (int64_t t = i; t < k; ++t) s += a[r * lda + t] * wn[j * ld + t];
+      y[r * ldy + n + j] = alpha * (s + (bias ? bias[n + j] : 0.f));
     }
   }
 }
 
-// KN: C columns (C / 16 vectors) at a time, walking down k.
+template <int R>
+void gemv_nk(const float* a, int64_t lda, int64_t k, const float* w, int64_t ld, const float* bias, float alpha,
+             float* y, int64_t ldy, int64_t n0, int64_t n1) {
+  constexpr int J = nk_rows<R>();
+  constexpr int U = nk_unroll<R>();
+  int64_t n = n0;
+  for (; n + J <= n1; n += J) gemv_nk_block<R, J, U>(a, lda, k, w, ld, bias, alpha, y, ldy, n);
+  for (; n < n1; ++n) gemv_nk_block<R, 1, 1>(a, lda, k, w, ld, bias, alpha, y, ldy, n);
+}
+
+// KN: C vectors of columns at a time, walking down k; R * C accumulators.
+template <int R>
+constexpr int kn_vectors() {
+  return R * 4 <= kMaxAccumulators ? 4 : 2;
+}
+
 template <int R, int C>
 void gemv_kn_block(const float* a, int64_t lda, int64_t k, const float* w, int64_t ld, const float* bias, float alpha,
                    float* y, int64_t ldy, int64_t n) {
-  constexpr int kVecs = C / 16;
-  V16 acc[R][kVecs] = {};
+  Vec acc[R][C] = {};
   for (int64_t i = 0; i < k; ++i) {
     const float* row = w + i * ld + n;
-    V16 wv[kVecs];
-    for (int j = 0; j < kVecs; ++j) wv[j] = load(row + 16 * j);
+    Vec wv[C];
+    for (int j = 0; j < C; ++j) wv[j] = load(row + kLanes * j);
     for (int r = 0; r < R; ++r) {
-      const V16 x = splat(a[r * lda + i]);
-      for (int j = 0; j < kVecs; ++j) acc[r][j] += x * wv[j];
+      const Vec x = splat(a[r * lda + i]);
+      for (int j = 0; j < C; ++j) acc[r][j] += x * wv[j];
     }
   }
   for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < kVecs; ++j) {
-      const V16 b = bias ? load(bias + n + 16 * j) : V16{};
-      store(y + r * ldy + n + 16 * j, splat(alpha) * (acc[r][j] + b));
+    for (int j = 0; j < C; ++j) {
+      const Vec b = bias ? load(bias + n + kLanes * j) : Vec{};
+      store(y + r * ldy + n + kLanes * j, splat(alpha) * (acc[r][j] + b));
     }
   }
 }
@@ -87,9 +123,10 @@ void gemv_kn_block(const float* a, int64_t lda, int64_t k, const float* w, int64
 template <int R>
 void gemv_kn(const float* a, int64_t lda, int64_t k, const float* w, int64_t ld, const float* bias, float alpha,
              float* y, int64_t ldy, int64_t n0, int64_t n1) {
+  constexpr int C = kn_vectors<R>();
   int64_t n = n0;
-  for (; n + 64 <= n1; n += 64) gemv_kn_block<R, 64>(a, lda, k, w, ld, bias, alpha, y, ldy, n);
-  for (; n + 16 <= n1; n += 16) gemv_kn_block<R, 16>(a, lda, k, w, ld, bias, alpha, y, ldy, n);
+  for (; n + C * kLanes <= n1; n += C * kLanes) gemv_kn_block<R, C>(a, lda, k, w, ld, bias, alpha, y, ldy, n);
+  for (; n + kLanes <= n1; n += kLanes) gemv_kn_block<R, 1>(a, lda, k, w, ld, bias, alpha, y, ldy, n);
   for (; n < n1; ++n) {
     for (int r = 0; r < R; ++r) {
       float s = 0.f;
