@@ -227,6 +227,16 @@ TEST(Elementwise, LargeTensorsSplitAcrossThreads) {
     opt.input_layout = Layout::kChannelsLast;
     EXPECT_TRUE(match_reference({"Add"}, {a, b}, {}, opt));
     EXPECT_TRUE(match_reference({"Erf"}, {a}, {}, opt));
+    // Blocked activations against per-channel tensors run block row by block row; the threads'
+    // chunks then start and end inside a channel block's pixels.
+    Tensor per_image = random_tensor(DType::kFloat32, Shape{2, 64, 1, 1}, rng);
+    for (Layout layout : {Layout::kBlocked8, Layout::kBlocked16}) {
+      opt.input_layout = layout;
+      for (const Tensor* other : {&b, &per_image}) {
+        EXPECT_TRUE(match_reference({"Mul"}, {a, *other}, {}, opt)) << layout_name(layout);
+        EXPECT_TRUE(match_reference({"Sub"}, {*other, a}, {}, opt)) << layout_name(layout);
+      }
+    }
   }
 }
 

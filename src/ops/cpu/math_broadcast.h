@@ -16,10 +16,12 @@
 //   StridedPlan p = make_strided_plan(out_shape, Layout::kPlain, operands);
 //   apply_binary(p, a, b, out, [](float x, float y) { return x + y; }, threads, kCheapGrain);
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -66,12 +68,11 @@ StridedPlan make_strided_plan(const Shape& out_shape, Layout out_layout, std::sp
 // for a plain or channels-last output, when they are the output's shape and layout).
 bool strided_plan_supports(const Shape& out_shape, Layout out_layout, std::span<const Operand> inputs);
 
-// Walks output elements [begin, end) in memory order and calls f(out_offset, in_offsets, len) for
-// each run that stays within the innermost dimension; within a run input k advances by
-// inner_stride(k) per element.
+// Walks the first `r` dims of p (the outer ones, as if the inner ones were one element) over
+// positions [begin, end) of that walk in memory order, calling f(position, in_offsets, len) for
+// each run that stays within dim r - 1; within a run input k advances by p.strides[k][r - 1].
 template <typename F>
-inline void for_each_run(const StridedPlan& p, int64_t begin, int64_t end, F&& f) {
-  const int r = static_cast<int>(p.dims.size());
+inline void for_each_run_outer(const StridedPlan& p, int r, int64_t begin, int64_t end, F&& f) {
   const int n = p.num_inputs;
   int64_t idx[kMaxBroadcastRank];
   int64_t off[StridedPlan::kMaxOperands] = {0, 0, 0};
@@ -97,6 +98,51 @@ inline void for_each_run(const StridedPlan& p, int64_t begin, int64_t end, F&& f
   }
 }
 
+// Walks output elements [begin, end) in memory order and calls f(out_offset, in_offsets, len) for
+// each run that stays within the innermost dimension; within a run input k advances by
+// inner_stride(k) per element.
+template <typename F>
+inline void for_each_run(const StridedPlan& p, int64_t begin, int64_t end, F&& f) {
+  for_each_run_outer(p, static_cast<int>(p.dims.size()), begin, end, std::forward<F>(f));
+}
+
+// A two-input plan whose innermost dim is one channel block (kBlock elements, 8 or 16) that both
+// inputs read contiguously, and whose next dim walks the pixels, along which each input either
+// moves by a block or stays: a per-channel [1, C, 1, 1] tensor against a blocked activation, walked
+// as [N, C/b, H*W, b] with strides [.., b, 0, 1]. Walked element by element that is a run of b per
+// call; walked row by row the block is a compile-time length and the loop one vector operation.
+// Returns the block (8 or 16), or 0 when the plan is not of that form.
+inline int64_t block_rows(const StridedPlan& p) {
+  const size_t r = p.dims.size();
+  if (p.num_inputs != 2 || r < 2 || (p.dims[r - 1] != 8 && p.dims[r - 1] != 16)) return 0;
+  const int64_t blk = p.dims[r - 1];
+  for (int k = 0; k < 2; ++k)
+    if (p.strides[k][r - 1] != 1 || (p.strides[k][r - 2] != blk && p.strides[k][r - 2] != 0)) return 0;
+  return blk;
+}
+
+// apply_binary for a plan block_rows() accepts, with kBlock its answer.
+template <int64_t kBlock, typename TA, typename TB, typename TO, typename Op>
+inline void apply_binary_rows(const StridedPlan& p, const TA* a, const TB* b, TO* out, Op op, int threads,
+                              int64_t grain) {
+  const int r = static_cast<int>(p.dims.size()) - 1;
+  const bool a_moves = p.strides[0][r - 1] != 0;
+  const bool b_moves = p.strides[1][r - 1] != 0;
+  parallel_chunks(p.numel / kBlock, std::max<int64_t>(1, grain / kBlock), threads, [&](int64_t begin, int64_t end) {
+    for_each_run_outer(p, r, begin, end, [&](int64_t row, const int64_t* off, int64_t rows) {
+      const TA* pa = a + off[0];
+      const TB* pb = b + off[1];
+      TO* po = out + row * kBlock;
+      for (int64_t j = 0; j < rows; ++j) {
+        const TA* ra = a_moves ? pa + j * kBlock : pa;
+        const TB* rb = b_moves ? pb + j * kBlock : pb;
+        TO* ro = po + j * kBlock;
+        for (int64_t i = 0; i < kBlock; ++i) ro[i] = op(ra[i], rb[i]);
+      }
+    });
+  });
+}
+
 // Calls f with the inner strides of a two-operand plan as compile-time constants for the common
 // patterns (1,1), (1,0), (0,1) and as runtime values otherwise.
 template <typename F>
@@ -117,6 +163,14 @@ inline void with_inner_strides(int64_t sa, int64_t sb, F&& f) {
 // layout (each element is read before the same element is written).
 template <typename TA, typename TB, typename TO, typename Op>
 inline void apply_binary(const StridedPlan& p, const TA* a, const TB* b, TO* out, Op op, int threads, int64_t grain) {
+  switch (block_rows(p)) {
+    case 8:
+      return apply_binary_rows<8>(p, a, b, out, op, threads, grain);
+    case 16:
+      return apply_binary_rows<16>(p, a, b, out, op, threads, grain);
+    default:
+      break;
+  }
   with_inner_strides(p.inner_stride(0), p.inner_stride(1), [&](auto sa_c, auto sb_c) {
     parallel_chunks(p.numel, grain, threads, [&](int64_t begin, int64_t end) {
       for_each_run(p, begin, end, [&](int64_t o, const int64_t* off, int64_t len) {
