@@ -133,11 +133,18 @@ inline void apply_binary_rows(const StridedPlan& p, const TA* a, const TB* b, TO
       const TA* pa = a + off[0];
       const TB* pb = b + off[1];
       TO* po = out + row * kBlock;
+      // Each row is read into locals before the output row is written: the output may be the
+      // moving input's buffer, and the compiler vectorises the block only when it can see that
+      // the loads come first.
       for (int64_t j = 0; j < rows; ++j) {
         const TA* ra = a_moves ? pa + j * kBlock : pa;
         const TB* rb = b_moves ? pb + j * kBlock : pb;
+        TA va[kBlock];
+        TB vb[kBlock];
+        for (int64_t i = 0; i < kBlock; ++i) va[i] = ra[i];
+        for (int64_t i = 0; i < kBlock; ++i) vb[i] = rb[i];
         TO* ro = po + j * kBlock;
-        for (int64_t i = 0; i < kBlock; ++i) ro[i] = op(ra[i], rb[i]);
+        for (int64_t i = 0; i < kBlock; ++i) ro[i] = op(va[i], vb[i]);
       }
     });
   });
