@@ -275,6 +275,8 @@ class QMatMulKernel final : public Kernel {
       if (v < -128 || v > 127) return false;
       b8_.data<int8_t>()[i] = static_cast<int8_t>(v);
     }
+    // Without VNNI, weights that could saturate oneDNN's 16-bit pair sums take the exact loops.
+    if (!int8_products_exact() && int8_pairs_may_saturate(b8_.data<int8_t>(), k_, n_)) return false;
 
     // Output stage.
     std::vector<double> acc_scales;

@@ -14,6 +14,7 @@
 // works in the output's quantised units; with any other activation the output scale is
 // x_scale * w_scale, the activation sees real values, and a final linear post-op divides by y_scale.
 
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -26,6 +27,35 @@
 #include "ops/cpu/quant_common.h"
 
 namespace streamline::ops::cpu {
+
+// Whether oneDNN's int8 kernels on this CPU sum u8 x s8 products in 32 bits (VNNI). Without it
+// (plain AVX2 or AVX-512) they add each pair of neighbouring products in 16 bits first, which
+// saturates once 255 * (|b0| + |b1|) exceeds 32767: the result is then silently wrong.
+inline bool int8_products_exact() {
+  static const bool exact = [] {
+    switch (dnnl::get_effective_cpu_isa()) {
+      case dnnl::cpu_isa::avx2_vnni:
+      case dnnl::cpu_isa::avx512_core_vnni:
+      case dnnl::cpu_isa::avx512_core_bf16:
+      case dnnl::cpu_isa::avx512_core_amx:
+        return true;
+      default:
+        return false;
+    }
+  }();
+  return exact;
+}
+
+// Whether int8 weights [K, N] (row-major) have two neighbouring rows 2i, 2i + 1 whose magnitudes in
+// some column add to more than 128, so that a 16-bit pair sum of u8 x s8 products could saturate.
+inline bool int8_pairs_may_saturate(const int8_t* b, int64_t k, int64_t n) {
+  for (int64_t i = 0; i + 1 < k; i += 2)
+    for (int64_t j = 0; j < n; ++j) {
+      const int s = std::abs(static_cast<int>(b[i * n + j])) + std::abs(static_cast<int>(b[(i + 1) * n + j]));
+      if (s > 128) return true;
+    }
+  return false;
+}
 
 inline dnnl::memory::data_type dnnl_dtype(DType t) {
   switch (t) {
