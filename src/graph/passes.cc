@@ -53,6 +53,7 @@ std::string PassReport::to_string() const {
          (elementwise_fused ? " elementwise_fused=" + std::to_string(elementwise_fused) : "") +
          (pads_fused ? " pads_fused=" + std::to_string(pads_fused) : "") +
          (convs_split ? " convs_split=" + std::to_string(convs_split) : "") +
+         (groups_widened ? " groups_widened=" + std::to_string(groups_widened) : "") +
          (quant_fused ? " quant_fused=" + std::to_string(quant_fused) : "");
 }
 
@@ -120,7 +121,8 @@ int eliminate_dead_code(Graph& g) {
 // Gemm/MatMul fusion so that the attention MatMuls are still plain and a MatMul's bias Add is not
 // taken for part of a pattern; (6) a GELU into the product before it; (7) the remaining
 // elementwise groups into their producers' epilogues or Elementwise nodes, after every fusion
-// that names particular patterns; (8) dead-code elimination; then compact.
+// that names particular patterns; (8) narrow convolution groups widened (on the fused nodes, so
+// after fusion); (9) dead-code elimination; then compact.
 Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evaluator, PassReport* report) {
   PassReport local;
   PassReport& r = report ? *report : local;
@@ -169,6 +171,7 @@ Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evalu
   if (options.fuse_elementwise) r.elementwise_fused += fuse_elementwise(g);
   if (options.split_conv_parts >= 2)
     r.convs_split += split_heavy_convolutions(g, options.split_conv_parts, options.split_conv_min_share);
+  if (options.widen_groups_to > 1) r.groups_widened += widen_narrow_groups(g, options.widen_groups_to);
   if (options.dead_code) r.dead_removed += eliminate_dead_code(g);
   if (r.conv_fused + r.gemm_fused + r.layer_norm_fused + r.gelu_fused + r.attention_fused + r.elementwise_fused +
           r.quant_fused >

@@ -59,6 +59,11 @@ struct PassOptions {
   // on slices of its filters, joined by a channel Concat, for multi-stream plans. 0: off.
   int split_conv_parts = 0;
   double split_conv_min_share = 0.02;
+  // > 1: grouped float convolutions whose groups are not whole multiples of this many channels
+  // each way get neighbouring groups merged (zero weights between them) until they are, at most
+  // 4 groups into one (widen_narrow_groups). Set for CPU devices, where oneDNN's direct kernels
+  // need such widths; 0: off.
+  int widen_groups_to = 0;
 };
 
 struct PassReport {
@@ -74,6 +79,7 @@ struct PassReport {
   int elementwise_fused = 0;  // groups made into an epilogue or an Elementwise node
   int dead_removed = 0;
   int convs_split = 0;
+  int groups_widened = 0;
   int quant_fused = 0;  // int8 rewrites (pass_quant.cc), zero points switched to uint8 included
   std::string to_string() const;
 };
@@ -121,6 +127,12 @@ int fuse_quantized_lookups(Graph& g, ConstantEvaluator& evaluator);
 int normalize_int8_activations(Graph& g);
 // Heavy convolutions -> `parts` slices along output channels (pass_split.cc); see PassOptions.
 int split_heavy_convolutions(Graph& g, int parts, double min_share);
+// Grouped Conv/FusedConv nodes with constant float weights whose groups are narrower than `width`
+// channels (or not a multiple of it) each way: f neighbouring groups (f = 2 or 4, the smallest
+// that makes whole multiples of `width`) become one, the weights [M, C/g, k...] widened to
+// [M, f*C/g, k...] with zeros between the original groups and `group` divided by f. Depthwise
+// convolutions are left alone. Returns the number of convolutions rewritten.
+int widen_narrow_groups(Graph& g, int64_t width);
 
 // Half precision for device backends (pass_precision.cc): every float32 value and constant of the
 // graph becomes float16, except host-read parameters (Resize/Upsample scales and roi, Clip bounds);

@@ -175,6 +175,9 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
   graph::PassOptions po;
   po.enabled = options.optimize;
   po.split_conv_parts = options.split_convs;
+  // oneDNN's direct convolutions take groups of whole multiples of 8 channels (AVX2's vector);
+  // narrower ones fall back to a GEMM per group. cuDNN has no such limit.
+  if (!on_cuda) po.widen_groups_to = 8;
   ops::KernelEvaluator evaluator(ops::default_cpu_registry());
   SL_RETURN_IF_ERROR(graph::run_passes(m->impl_->graph_, po, &evaluator, &m->impl_->report_));
   if (on_cuda && options.precision == ops::Precision::kFp16) {
