@@ -102,7 +102,9 @@ TEST(ConvOp, PreferredLayouts) {
   EXPECT_EQ(layout_for(16, 32, 1, 8), Layout::kBlocked8);
   EXPECT_EQ(layout_for(16, 16, 16, 8), Layout::kBlocked8);     // depthwise
   EXPECT_EQ(layout_for(3, 64, 1, 8), Layout::kPlain);          // first layer
-  EXPECT_EQ(layout_for(16, 16, 2, 8), Layout::kChannelsLast);  // grouped
+  EXPECT_EQ(layout_for(16, 16, 2, 8), Layout::kBlocked8);      // groups of one block
+  EXPECT_EQ(layout_for(32, 32, 2, 8), Layout::kChannelsLast);  // groups of two blocks
+  EXPECT_EQ(layout_for(16, 16, 4, 8), Layout::kChannelsLast);  // groups of half a block
   EXPECT_EQ(layout_for(12, 16, 1, 8), Layout::kChannelsLast);  // partial block
   EXPECT_EQ(layout_for(16, 32, 1, 0), Layout::kChannelsLast);
   EXPECT_EQ(layout_for(16, 32, 1, 16), Layout::kBlocked16);

@@ -14,6 +14,12 @@
 // loses its core then delays only the band it holds, where oneDNN's own threading (static split,
 // barrier at the end) would wait for its whole share.
 //
+// CPUs without VNNI: oneDNN adds neighbouring u8 x s8 products in 16 bits, which saturates, and
+// for a signed source it halves the weights, which rounds. Weights with any value above 64 in
+// magnitude are split in two halves side by side along each group's input channels, read against
+// the input copied twice the same way (twice the multiply-adds, exact sums), and an int8 input is
+// copied as uint8 (x + 128, the zero point shifted alike). Depthwise weights stay as they are.
+//
 // Depthwise convolutions: oneDNN 2.6 picks its brdgmm kernel for an unsigned source without a
 // zero point, which measured 3-4x slower here than its jit_int8 depthwise kernel, so the latter
 // is taken when it is offered.
@@ -64,6 +70,7 @@ struct QConvState {
   bool has_bias = false, has_z = false;
   bool channels_last = false;
   size_t scratch = 0;                // workspace bytes: the bands' scratchpads or the whole primitive's
+  size_t x2_offset = 0;              // workspace offset of the doubled input (QConvKernel::doubled_)
   PrimitiveCache cache;              // whole-tensor primitives per thread count
   ThreadCountCache<BandPlan> bands;  // null entries: the count runs the whole primitive
 };
@@ -98,7 +105,10 @@ class QConvKernel final : public Kernel {
     if (x.shape.rank() != 4) return invalid_argument(who_ + ": input must be rank 4, got " + x.shape.to_string());
     if (x.layout == Layout::kBlocked8) return invalid_argument(who_ + ": nChw8c input");
     auto st = std::make_shared<QConvState>();
-    SL_ASSIGN_OR_RETURN(st->g, geometry(x.shape));
+    // With split weights the primitives read the input doubled along channels (see prepare).
+    Shape xs = x.shape;
+    if (doubled_) xs[1] *= 2;
+    SL_ASSIGN_OR_RETURN(st->g, geometry(xs));
     const Geom2d& g = st->g;
     st->has_bias = slot_present(in, s_.bias);
     if (st->has_bias) {
@@ -118,7 +128,7 @@ class QConvKernel final : public Kernel {
     auto md = [&](int64_t ch, int64_t h, int64_t w, DType t) {
       return memory::desc({g.n, ch, h, w}, dnnl_dtype(t), cl ? memory::format_tag::nhwc : memory::format_tag::nchw);
     };
-    st->src_md = md(g.c, g.h, g.w, x_dtype_);
+    st->src_md = md(g.c, g.h, g.w, shift_src_ ? DType::kUInt8 : x_dtype_);
     st->dst_md = md(g.m, g.oh, g.ow, out_.out);
     if (st->has_bias) st->bias_md = memory::desc({g.m}, memory::data_type::s32, memory::format_tag::a);
     st->channels_last = cl;
@@ -134,8 +144,11 @@ class QConvKernel final : public Kernel {
     ReshapeResult r;
     r.outputs.push_back(OutputInfo{out_.out, g.y_shape(), x.layout});
     if (st->has_z) r.inplace = {s_.z};
-    // A run-time zero point lives after the scratchpads, as int32.
-    r.workspace_bytes = align_up(st->scratch) + (runtime_zp_ ? sizeof(int32_t) : 0);
+    // A run-time zero point lives after the scratchpads, as int32; the doubled input after it.
+    st->x2_offset = align_up(align_up(st->scratch) + (runtime_zp_ ? sizeof(int32_t) : 0));
+    r.workspace_bytes = doubled_ || shift_src_
+                            ? st->x2_offset + static_cast<size_t>(g.n * g.c * g.h * g.w) * dtype_size(x_dtype_)
+                            : align_up(st->scratch) + (runtime_zp_ ? sizeof(int32_t) : 0);
     r.state = std::move(st);
     return r;
   }
@@ -148,17 +161,19 @@ class QConvKernel final : public Kernel {
     const void* z = st->has_z ? ctx.inputs[static_cast<size_t>(s_.z)].raw() : nullptr;
     if (runtime_zp_)
       *reinterpret_cast<int32_t*>(static_cast<uint8_t*>(ctx.workspace) + align_up(st->scratch)) =
-          static_cast<int32_t>(param_value(ctx.inputs[static_cast<size_t>(s_.x_zp)], 0));
+          static_cast<int32_t>(param_value(ctx.inputs[static_cast<size_t>(s_.x_zp)], 0)) + (shift_src_ ? 128 : 0);
     SL_ASSIGN_OR_RETURN(const BandPlan* plan,
                         st->bands.get(nthr, [&] { return plan_bands(*st, nthr, st->scratch / nthr); }));
-    if (plan) return run_bands(*st, *plan, ctx, z, nthr);
+    const void* x = ctx.inputs[static_cast<size_t>(s_.x)].raw();
+    if (doubled_ || shift_src_) x = copy_input(*st, x, static_cast<uint8_t*>(ctx.workspace) + st->x2_offset);
+    if (plan) return run_bands(*st, *plan, ctx, x, z, nthr);
     const int wt = whole_threads(*st, nthr);
     ensure_omp_threads(wt);
     if (z && z != y.raw()) std::memcpy(y.raw(), z, y.nbytes());
     SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p, st->cache.get(wt, [&] { return build(*st, wt, st->scratch); }));
     std::unordered_map<int, memory> args;
     try {
-      args.emplace(DNNL_ARG_SRC, wrap(st->src_md, ctx.inputs[static_cast<size_t>(s_.x)].raw()));
+      args.emplace(DNNL_ARG_SRC, wrap(st->src_md, x));
       args.emplace(DNNL_ARG_WEIGHTS, wrap(p->weights_md, p->packed_weights->data()));
       if (st->has_bias) args.emplace(DNNL_ARG_BIAS, wrap(st->bias_md, ctx.inputs[static_cast<size_t>(s_.bias)].raw()));
       args.emplace(DNNL_ARG_DST, wrap(st->dst_md, y.raw()));
@@ -220,6 +235,33 @@ class QConvKernel final : public Kernel {
         if (v < -128 || v > 127) return false;
         w8_.data<int8_t>()[i] = static_cast<int8_t>(v);
       }
+    }
+    // Without VNNI, weights that could saturate oneDNN's 16-bit pair sums are split in halves of
+    // at most 64 in magnitude, side by side along each group's input channels, and every run
+    // reads the input twice the same way (see QConvKernel::doubled_). Depthwise kernels
+    // accumulate in 32 bits and keep their weights.
+    const int64_t cg = ws[1];
+    if (!int8_products_exact() && cg > 1 && int8_may_saturate(w8_.data<int8_t>(), w8_.numel())) {
+      const int64_t taps = ws[2] * ws[3];
+      Tensor split = Tensor::empty(DType::kInt8, Shape{m_, 2 * cg, ws[2], ws[3]});
+      const int8_t* src = w8_.data<int8_t>();
+      int8_t* dst = split.data<int8_t>();
+      for (int64_t o = 0; o < m_; ++o)
+        for (int64_t j = 0; j < cg; ++j)
+          for (int64_t t = 0; t < taps; ++t) {
+            const int8_t v = src[(o * cg + j) * taps + t];
+            const auto hi = static_cast<int8_t>(v / 2);  // rounds toward zero: |hi| <= 64
+            dst[(o * 2 * cg + j) * taps + t] = hi;
+            dst[(o * 2 * cg + cg + j) * taps + t] = static_cast<int8_t>(v - hi);  // |v - hi| <= 64
+          }
+      w8_ = std::move(split);
+      doubled_ = true;
+    }
+    // Without VNNI an int8 input is copied as uint8 (x + 128, zero point + 128): for a signed
+    // source oneDNN halves the weights instead, which rounds odd ones.
+    if (!int8_products_exact() && x_dtype_ == DType::kInt8) {
+      shift_src_ = true;
+      x_zp_ += 128;
     }
 
     // Output stage.
@@ -353,9 +395,54 @@ class QConvKernel final : public Kernel {
     return plan;
   }
 
-  Status run_bands(const QConvState& st, const BandPlan& plan, const RunContext& ctx, const void* z, int nthr) const {
+  // The input as the primitives read it: each group's channels twice in a row for split weights
+  // (see prepare; `g.c` is already the doubled count), shifted to uint8 with shift_src_.
+  // Returns `out`.
+  const void* copy_input(const QConvState& st, const void* in, uint8_t* out) const {
     const Geom2d& g = st.g;
-    const auto* x = static_cast<const uint8_t*>(ctx.inputs[static_cast<size_t>(s_.x)].raw());
+    const size_t e = dtype_size(x_dtype_);
+    const auto* src = static_cast<const uint8_t*>(in);
+    const int64_t f = doubled_ ? 2 : 1;
+    const int64_t groups = attrs_.group, cg = g.c / f / groups, c = g.c / f;
+    if (f == 1) {
+      copy_run(out, src, static_cast<size_t>(g.n * g.c * g.h * g.w) * e);
+      return out;
+    }
+    if (st.channels_last) {
+      // Per pixel: [group 0, group 0, group 1, group 1, ...] (doubled), or as it is.
+      const size_t run = static_cast<size_t>(cg) * e;
+      for (int64_t p = 0; p < g.n * g.h * g.w; ++p)
+        for (int64_t k = 0; k < groups; ++k) {
+          const uint8_t* from = src + static_cast<size_t>(p * c + k * cg) * e;
+          uint8_t* to = out + static_cast<size_t>(p * g.c + f * k * cg) * e;
+          for (int64_t r = 0; r < f; ++r) copy_run(to + static_cast<size_t>(r) * run, from, run);
+        }
+    } else {
+      // Per image: the planes of each group twice (doubled), or once.
+      const size_t run = static_cast<size_t>(cg * g.h * g.w) * e;
+      for (int64_t n = 0; n < g.n; ++n)
+        for (int64_t k = 0; k < groups; ++k) {
+          const uint8_t* from = src + static_cast<size_t>(n * groups + k) * run;
+          uint8_t* to = out + static_cast<size_t>(n * groups + k) * static_cast<size_t>(f) * run;
+          for (int64_t r = 0; r < f; ++r) copy_run(to + static_cast<size_t>(r) * run, from, run);
+        }
+    }
+    return out;
+  }
+
+  // n bytes of the input, shifted from int8 to uint8 (flipping the sign bit adds 128) with shift_src_.
+  void copy_run(uint8_t* to, const uint8_t* from, size_t n) const {
+    if (!shift_src_) {
+      std::memcpy(to, from, n);
+      return;
+    }
+    for (size_t i = 0; i < n; ++i) to[i] = static_cast<uint8_t>(from[i] ^ 0x80u);
+  }
+
+  Status run_bands(const QConvState& st, const BandPlan& plan, const RunContext& ctx, const void* xin, const void* z,
+                   int nthr) const {
+    const Geom2d& g = st.g;
+    const auto* x = static_cast<const uint8_t*>(xin);
     auto* y = static_cast<uint8_t*>(ctx.outputs[0].raw());
     const void* bias = st.has_bias ? ctx.inputs[static_cast<size_t>(s_.bias)].raw() : nullptr;
     const size_t x_row = static_cast<size_t>(g.w * g.c), y_row = static_cast<size_t>(g.ow * g.m) * dtype_size(out_.out);
@@ -433,8 +520,10 @@ class QConvKernel final : public Kernel {
   int64_t m_ = 0;
   ConvAttrs attrs_;
   ActivationAttrs act_;
-  Tensor w8_;          // int8 weights without zero points, ONNX layout
-  WeightPacks packs_;  // w8_ in the layouts the primitives want
+  Tensor w8_;               // int8 weights without zero points, ONNX layout ([M, 2C/g, kh, kw] when split)
+  bool doubled_ = false;    // weights split in halves along each group's input channels (see prepare)
+  bool shift_src_ = false;  // an int8 input copied as uint8 without VNNI (x_zp_ includes the shift)
+  WeightPacks packs_;       // w8_ in the layouts the primitives want
   QOutputStage out_;
   std::optional<QResidual> residual_;
 };

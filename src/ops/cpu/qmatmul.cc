@@ -10,6 +10,11 @@
 // only B's scale and a binary post-op multiplies by A's scale (a run-time [1, 1] tensor); its
 // float bias follows as a binary add. Everything else runs the plain loops of quant_linear.cc.
 //
+// CPUs without VNNI: oneDNN adds neighbouring u8 x s8 products in 16 bits, which saturates for
+// weights whose neighbours' magnitudes add past 128. A B with any weight above 64 in magnitude is split into two halves
+// of at most 64 in magnitude stacked along K, and A is read twice side by side ([A, A] x [B1; B2] = A x B): twice the
+// multiply-adds, exact sums.
+//
 // Threads: a small product runs on one thread. When B is the larger operand (a transformer's
 // projections at batch 1: 128 rows of A against a 768 x 3072 B) one primitive runs on all threads
 // and oneDNN splits it, reading B once; row bands would each read all of B. Otherwise, with enough
@@ -18,6 +23,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 
 #include "ops/cpu/extra_common.h"
 #include "ops/cpu/families.h"
@@ -45,6 +51,7 @@ struct QMatMulState {
   bool has_bias = false;
   size_t scratch = 0;    // scratchpad bytes (the bands' for all slots, or the whole primitive's)
   size_t zp_offset = 0;  // workspace offset of the run-time A zero point (int32)
+  size_t a2_offset = 0;  // workspace offset of [A, A] when B is split (QMatMulKernel::doubled_)
   PrimitiveCache cache;
   ThreadCountCache<RowBands> bands;  // null entries: the count runs one primitive
 };
@@ -91,7 +98,7 @@ class QMatMulKernel final : public Kernel {
         return invalid_argument(who_ + ": bias must be " + dtype_name(bias_dtype()) + " [" + std::to_string(n_) + "]");
       st->bias_md = memory::desc({1, n_}, dnnl_dtype(bias_dtype()), memory::format_tag::ab);
     }
-    st->a_md = memory::desc({st->rows, k_}, dnnl_dtype(a_dtype_), memory::format_tag::ab);
+    st->a_md = memory::desc({st->rows, pk()}, dnnl_dtype(a_dtype_), memory::format_tag::ab);
     st->y_md = memory::desc({st->rows, n_}, dnnl_dtype(out_.out), memory::format_tag::ab);
     st->scale_md = memory::desc({1, 1}, memory::data_type::f32, memory::format_tag::ab);
     ReshapeResult r;
@@ -107,7 +114,9 @@ class QMatMulKernel final : public Kernel {
       st->scratch = p->scratchpad_bytes;
     }
     st->zp_offset = align_up(st->scratch);
-    r.workspace_bytes = st->zp_offset + (runtime_zp_ ? sizeof(int32_t) : 0);
+    st->a2_offset = align_up(st->zp_offset + (runtime_zp_ ? sizeof(int32_t) : 0));
+    r.workspace_bytes =
+        st->a2_offset + (doubled_ ? static_cast<size_t>(st->rows * pk()) * dtype_size(a_dtype_) : size_t{0});
     r.state = std::move(st);
     return r;
   }
@@ -123,10 +132,20 @@ class QMatMulKernel final : public Kernel {
     SL_ASSIGN_OR_RETURN(const RowBands* bands,
                         st->bands.get(nthr, [&] { return plan_bands(*st, nthr, st->scratch / nthr); }));
     const auto* a = static_cast<const uint8_t*>(ctx.inputs[static_cast<size_t>(s_.x)].raw());
+    if (doubled_) {
+      // [A, A]: each row of A twice, for the split weights (see prepare).
+      const size_t row = static_cast<size_t>(k_) * dtype_size(a_dtype_);
+      uint8_t* a2 = ws + st->a2_offset;
+      for (int64_t r = 0; r < st->rows; ++r) {
+        std::memcpy(a2 + 2 * row * static_cast<size_t>(r), a + row * static_cast<size_t>(r), row);
+        std::memcpy(a2 + 2 * row * static_cast<size_t>(r) + row, a + row * static_cast<size_t>(r), row);
+      }
+      a = a2;
+    }
     auto* y = static_cast<uint8_t*>(ctx.outputs[0].raw());
     if (bands) {
       const int64_t tasks = (st->rows + bands->rows - 1) / bands->rows;
-      const size_t a_row = static_cast<size_t>(k_) * dtype_size(a_dtype_);
+      const size_t a_row = static_cast<size_t>(pk()) * dtype_size(a_dtype_);
       const size_t y_row = static_cast<size_t>(n_) * dtype_size(out_.out);
       std::vector<Status> status(static_cast<size_t>(tasks));
       run_tasks(tasks, nthr, [&](int64_t t, int slot) {
@@ -178,7 +197,7 @@ class QMatMulKernel final : public Kernel {
       band.has_bias = st.has_bias;
       band.bias_md = st.bias_md;
       band.scale_md = st.scale_md;
-      band.a_md = *a_md = memory::desc({rows, k_}, st.a_md.data_type(), memory::format_tag::ab);
+      band.a_md = *a_md = memory::desc({rows, pk()}, st.a_md.data_type(), memory::format_tag::ab);
       band.y_md = *y_md = memory::desc({rows, n_}, st.y_md.data_type(), memory::format_tag::ab);
       return build(band, 1, slot_budget);
     };
@@ -275,8 +294,21 @@ class QMatMulKernel final : public Kernel {
       if (v < -128 || v > 127) return false;
       b8_.data<int8_t>()[i] = static_cast<int8_t>(v);
     }
-    // Without VNNI, weights that could saturate oneDNN's 16-bit pair sums take the exact loops.
-    if (!int8_products_exact() && int8_pairs_may_saturate(b8_.data<int8_t>(), k_, n_)) return false;
+    // Without VNNI, weights that could saturate oneDNN's 16-bit pair sums are split in halves of
+    // at most 64 in magnitude, stacked along K: [A, A] x [B1; B2] = A x B with B = B1 + B2, and
+    // no pair of products can exceed 255 * 128. A is copied twice side by side every run.
+    if (!int8_products_exact() && int8_may_saturate(b8_.data<int8_t>(), b8_.numel())) {
+      Tensor split = Tensor::empty(DType::kInt8, Shape{2 * k_, n_});
+      const int8_t* src = b8_.data<int8_t>();
+      int8_t* hi = split.data<int8_t>();
+      int8_t* lo = hi + k_ * n_;
+      for (int64_t i = 0; i < k_ * n_; ++i) {
+        hi[i] = static_cast<int8_t>(src[i] / 2);      // rounds toward zero: |hi| <= 64
+        lo[i] = static_cast<int8_t>(src[i] - hi[i]);  // |lo| <= 64
+      }
+      b8_ = std::move(split);
+      doubled_ = true;
+    }
 
     // Output stage.
     std::vector<double> acc_scales;
@@ -330,7 +362,7 @@ class QMatMulKernel final : public Kernel {
     else if (a_zp_ != 0)
       attr.set_zero_points(DNNL_ARG_SRC, 0, {a_zp_});
     attr.set_post_ops(po);
-    const memory::desc any_b({k_, n_}, memory::data_type::s8, memory::format_tag::any);
+    const memory::desc any_b({pk(), n_}, memory::data_type::s8, memory::format_tag::any);
     const bool bias_arg = st.has_bias && !float_bias();
     auto make_pd = [&](const dnnl::primitive_attr& at) {
       const dnnl::matmul::desc d = bias_arg ? dnnl::matmul::desc(st.a_md, any_b, st.bias_md, st.y_md)
@@ -339,7 +371,7 @@ class QMatMulKernel final : public Kernel {
     };
     SL_ASSIGN_OR_RETURN(std::unique_ptr<BuiltPrimitive> p, build_primitive(nthr, budget, attr, make_pd, who_));
     OmpThreadsGuard guard(nthr);
-    const memory::desc user_b({k_, n_}, memory::data_type::s8, memory::format_tag::ab);
+    const memory::desc user_b({pk(), n_}, memory::data_type::s8, memory::format_tag::ab);
     SL_ASSIGN_OR_RETURN(p->packed_weights, packs_.get(p->weights_md, user_b, b8_.raw()));
     p->weights_source = WeightsSource::kBuiltPacked;
     return p;
@@ -353,8 +385,10 @@ class QMatMulKernel final : public Kernel {
   bool runtime_zp_ = false;
   bool runtime_scale_ = false;
   int64_t k_ = 0, n_ = 0;
+  bool doubled_ = false;  // B split in halves stacked along K, A read twice (see prepare)
+  int64_t pk() const { return doubled_ ? 2 * k_ : k_; }  // the primitives' K
   ActivationAttrs act_;
-  Tensor b8_;          // int8 B [K, N] without zero points
+  Tensor b8_;          // int8 B [K, N] without zero points ([2K, N] split, see prepare)
   WeightPacks packs_;  // b8_ in the layouts the primitives want
   QOutputStage out_;
 };

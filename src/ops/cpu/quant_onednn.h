@@ -46,14 +46,11 @@ inline bool int8_products_exact() {
   return exact;
 }
 
-// Whether int8 weights [K, N] (row-major) have two neighbouring rows 2i, 2i + 1 whose magnitudes in
-// some column add to more than 128, so that a 16-bit pair sum of u8 x s8 products could saturate.
-inline bool int8_pairs_may_saturate(const int8_t* b, int64_t k, int64_t n) {
-  for (int64_t i = 0; i + 1 < k; i += 2)
-    for (int64_t j = 0; j < n; ++j) {
-      const int s = std::abs(static_cast<int>(b[i * n + j])) + std::abs(static_cast<int>(b[(i + 1) * n + j]));
-      if (s > 128) return true;
-    }
+// Whether any of n int8 weights exceeds 64 in magnitude, so that two of them (however oneDNN
+// pairs them) could add past 128 and a 16-bit pair sum of u8 x s8 products could saturate.
+inline bool int8_may_saturate(const int8_t* w, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (w[i] > 64 || w[i] < -64) return true;
   return false;
 }
 
