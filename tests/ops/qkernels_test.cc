@@ -4,6 +4,7 @@
 // differ from the reference by one step where float and double rounding part (a value within a
 // few ulps of .5); anything more, or more than 1% of the elements, fails.
 
+#include "ops/cpu/quant_onednn.h"
 #include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
@@ -89,7 +90,20 @@ void expect_matches(const NodeCase& c, const std::vector<Tensor>& inputs, const 
 
 const char* kActs[] = {"", "Relu", "Clip", "Sigmoid"};
 
-TEST(QKernels, QLinearConvMatchesReference) {
+// The convolution and matmul kernels on this CPU's int8 path, and on the path of CPUs without
+// VNNI (weights split in halves, inputs read twice, int8 inputs copied as uint8) whatever this
+// CPU has: both must match the reference exactly or within its rounding.
+class QKernelPaths : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (GetParam()) cpu::int8_exactness_override().store(0);
+  }
+  void TearDown() override { cpu::int8_exactness_override().store(-1); }
+};
+INSTANTIATE_TEST_SUITE_P(QKernels, QKernelPaths, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "SplitWeights" : "ThisCpu"; });
+
+TEST_P(QKernelPaths, QLinearConvMatchesReference) {
   std::mt19937 rng(701);
   for (int iter = 0; iter < 24; ++iter) {
     const bool depthwise = iter % 6 == 5;
@@ -121,7 +135,7 @@ TEST(QKernels, QLinearConvMatchesReference) {
   }
 }
 
-TEST(QKernels, ConvIntegerMatchesReferenceExactly) {
+TEST_P(QKernelPaths, ConvIntegerMatchesReferenceExactly) {
   std::mt19937 rng(702);
   for (int iter = 0; iter < 8; ++iter) {
     const int64_t c = 1 + rng() % 16, m = 1 + rng() % 16;
@@ -137,7 +151,7 @@ TEST(QKernels, ConvIntegerMatchesReferenceExactly) {
   }
 }
 
-TEST(QKernels, FusedQConvWithResidualAndActivation) {
+TEST_P(QKernelPaths, FusedQConvWithResidualAndActivation) {
   std::mt19937 rng(703);
   for (int iter = 0; iter < 16; ++iter) {
     const int64_t c = 8 * (1 + rng() % 4), m = 8 * (1 + rng() % 4), h = 4 + rng() % 9, w = 4 + rng() % 9;
@@ -214,7 +228,7 @@ TEST(QKernels, QConvKeepsChannelsLastOnTheOneDnnPath) {
   EXPECT_EQ((*plain)->layout_support(), LayoutSupport::kAny);
 }
 
-TEST(QKernels, QuantizedMatMulsMatchReference) {
+TEST_P(QKernelPaths, QuantizedMatMulsMatchReference) {
   std::mt19937 rng(705);
   for (int iter = 0; iter < 16; ++iter) {
     const int64_t m = 1 + rng() % 40, k = 1 + rng() % 70, n = 1 + rng() % 50;
@@ -263,7 +277,7 @@ TEST(QKernels, QuantizedMatMulsMatchReference) {
 
 // Large enough that 2 and 3 threads cut the work into row bands (qconv.cc, qmatmul.cc): top,
 // middle and bottom bands with their own padding, strides, a residual, a run-time zero point.
-TEST(QKernels, BandedRunsMatchReference) {
+TEST_P(QKernelPaths, BandedRunsMatchReference) {
   std::mt19937 rng(709);
   for (int64_t stride : {1, 2}) {
     // About 18M and 9M multiply-adds: four and two bands on two threads.

@@ -14,6 +14,7 @@
 // works in the output's quantised units; with any other activation the output scale is
 // x_scale * w_scale, the activation sees real values, and a final linear post-op divides by y_scale.
 
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -28,10 +29,18 @@
 
 namespace streamline::ops::cpu {
 
+// Tests make kernels created after they set it take one path whatever the CPU: 1 as with VNNI,
+// 0 as without (the split weights below), -1 (the default) as this CPU has it.
+inline std::atomic<int>& int8_exactness_override() {
+  static std::atomic<int> v{-1};
+  return v;
+}
+
 // Whether oneDNN's int8 kernels on this CPU sum u8 x s8 products in 32 bits (VNNI). Without it
 // (plain AVX2 or AVX-512) they add each pair of neighbouring products in 16 bits first, which
 // saturates once 255 * (|b0| + |b1|) exceeds 32767: the result is then silently wrong.
 inline bool int8_products_exact() {
+  if (const int o = int8_exactness_override().load(std::memory_order_relaxed); o >= 0) return o == 1;
   static const bool exact = [] {
     switch (dnnl::get_effective_cpu_isa()) {
       case dnnl::cpu_isa::avx2_vnni:
