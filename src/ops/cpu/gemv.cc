@@ -40,7 +40,7 @@ constexpr int kMaxAccumulators = kLanes == 16 ? 24 : 12;
 // step (U independent accumulator chains per output, which hides the latency of the FMA).
 template <int R>
 constexpr int nk_rows() {
-  return R * 4 * 2 <= kMaxAccumulators ? 4 : R * 4 <= kMaxAccumulators ? 4 : 2;
+  return R * 4 <= kMaxAccumulators ? 4 : 2;
 }
 template <int R>
 constexpr int nk_unroll() {

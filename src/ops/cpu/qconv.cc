@@ -146,9 +146,9 @@ class QConvKernel final : public Kernel {
     if (st->has_z) r.inplace = {s_.z};
     // A run-time zero point lives after the scratchpads, as int32; the doubled input after it.
     st->x2_offset = align_up(align_up(st->scratch) + (runtime_zp_ ? sizeof(int32_t) : 0));
-    r.workspace_bytes = doubled_ || shift_src_
-                            ? st->x2_offset + static_cast<size_t>(g.n * g.c * g.h * g.w) * dtype_size(x_dtype_)
-                            : align_up(st->scratch) + (runtime_zp_ ? sizeof(int32_t) : 0);
+    r.workspace_bytes =
+        st->x2_offset +
+        (doubled_ || shift_src_ ? static_cast<size_t>(g.n * g.c * g.h * g.w) * dtype_size(x_dtype_) : 0);
     r.state = std::move(st);
     return r;
   }
@@ -242,18 +242,9 @@ class QConvKernel final : public Kernel {
     // accumulate in 32 bits and keep their weights.
     const int64_t cg = ws[1];
     if (!int8_products_exact() && cg > 1 && int8_may_saturate(w8_.data<int8_t>(), w8_.numel())) {
-      const int64_t taps = ws[2] * ws[3];
+      // Each filter [C/g, kh, kw] becomes [hi; lo] along its input channels.
       Tensor split = Tensor::empty(DType::kInt8, Shape{m_, 2 * cg, ws[2], ws[3]});
-      const int8_t* src = w8_.data<int8_t>();
-      int8_t* dst = split.data<int8_t>();
-      for (int64_t o = 0; o < m_; ++o)
-        for (int64_t j = 0; j < cg; ++j)
-          for (int64_t t = 0; t < taps; ++t) {
-            const int8_t v = src[(o * cg + j) * taps + t];
-            const auto hi = static_cast<int8_t>(v / 2);  // rounds toward zero: |hi| <= 64
-            dst[(o * 2 * cg + j) * taps + t] = hi;
-            dst[(o * 2 * cg + cg + j) * taps + t] = static_cast<int8_t>(v - hi);  // |v - hi| <= 64
-          }
+      split_int8_halves(w8_.data<int8_t>(), m_, cg * ws[2] * ws[3], split.data<int8_t>());
       w8_ = std::move(split);
       doubled_ = true;
     }
@@ -402,30 +393,20 @@ class QConvKernel final : public Kernel {
     const Geom2d& g = st.g;
     const size_t e = dtype_size(x_dtype_);
     const auto* src = static_cast<const uint8_t*>(in);
-    const int64_t f = doubled_ ? 2 : 1;
-    const int64_t groups = attrs_.group, cg = g.c / f / groups, c = g.c / f;
-    if (f == 1) {
+    if (!doubled_) {
       copy_run(out, src, static_cast<size_t>(g.n * g.c * g.h * g.w) * e);
       return out;
     }
-    if (st.channels_last) {
-      // Per pixel: [group 0, group 0, group 1, group 1, ...] (doubled), or as it is.
-      const size_t run = static_cast<size_t>(cg) * e;
-      for (int64_t p = 0; p < g.n * g.h * g.w; ++p)
-        for (int64_t k = 0; k < groups; ++k) {
-          const uint8_t* from = src + static_cast<size_t>(p * c + k * cg) * e;
-          uint8_t* to = out + static_cast<size_t>(p * g.c + f * k * cg) * e;
-          for (int64_t r = 0; r < f; ++r) copy_run(to + static_cast<size_t>(r) * run, from, run);
-        }
-    } else {
-      // Per image: the planes of each group twice (doubled), or once.
-      const size_t run = static_cast<size_t>(cg * g.h * g.w) * e;
-      for (int64_t n = 0; n < g.n; ++n)
-        for (int64_t k = 0; k < groups; ++k) {
-          const uint8_t* from = src + static_cast<size_t>(n * groups + k) * run;
-          uint8_t* to = out + static_cast<size_t>(n * groups + k) * static_cast<size_t>(f) * run;
-          for (int64_t r = 0; r < f; ++r) copy_run(to + static_cast<size_t>(r) * run, from, run);
-        }
+    // Runs of one group's channels (channels-last: per pixel) or planes (plain: per image), each
+    // written twice: [group 0, group 0, group 1, group 1, ...].
+    const int64_t cg = g.c / 2 / attrs_.group;
+    const size_t run = static_cast<size_t>(st.channels_last ? cg : cg * g.h * g.w) * e;
+    const int64_t runs = (st.channels_last ? g.n * g.h * g.w : g.n) * attrs_.group;
+    for (int64_t i = 0; i < runs; ++i) {
+      const uint8_t* from = src + static_cast<size_t>(i) * run;
+      uint8_t* to = out + static_cast<size_t>(i) * 2 * run;
+      copy_run(to, from, run);
+      copy_run(to + run, from, run);
     }
     return out;
   }

@@ -11,9 +11,9 @@
 // float bias follows as a binary add. Everything else runs the plain loops of quant_linear.cc.
 //
 // CPUs without VNNI: oneDNN adds neighbouring u8 x s8 products in 16 bits, which saturates for
-// weights whose neighbours' magnitudes add past 128. A B with any weight above 64 in magnitude is split into two halves
-// of at most 64 in magnitude stacked along K, and A is read twice side by side ([A, A] x [B1; B2] = A x B): twice the
-// multiply-adds, exact sums.
+// weights whose neighbours' magnitudes add past 128. A B with any weight above 64 in magnitude is
+// split into two halves of at most 64 stacked along K, and A is read twice side by side
+// ([A, A] x [B1; B2] = A x B): twice the multiply-adds, exact sums.
 //
 // Threads: a small product runs on one thread. When B is the larger operand (a transformer's
 // projections at batch 1: 128 rows of A against a 768 x 3072 B) one primitive runs on all threads
@@ -299,13 +299,7 @@ class QMatMulKernel final : public Kernel {
     // no pair of products can exceed 255 * 128. A is copied twice side by side every run.
     if (!int8_products_exact() && int8_may_saturate(b8_.data<int8_t>(), b8_.numel())) {
       Tensor split = Tensor::empty(DType::kInt8, Shape{2 * k_, n_});
-      const int8_t* src = b8_.data<int8_t>();
-      int8_t* hi = split.data<int8_t>();
-      int8_t* lo = hi + k_ * n_;
-      for (int64_t i = 0; i < k_ * n_; ++i) {
-        hi[i] = static_cast<int8_t>(src[i] / 2);      // rounds toward zero: |hi| <= 64
-        lo[i] = static_cast<int8_t>(src[i] - hi[i]);  // |lo| <= 64
-      }
+      split_int8_halves(b8_.data<int8_t>(), 1, k_ * n_, split.data<int8_t>());
       b8_ = std::move(split);
       doubled_ = true;
     }

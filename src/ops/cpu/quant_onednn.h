@@ -15,7 +15,6 @@
 // x_scale * w_scale, the activation sees real values, and a final linear post-op divides by y_scale.
 
 #include <atomic>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -61,6 +60,20 @@ inline bool int8_may_saturate(const int8_t* w, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     if (w[i] > 64 || w[i] < -64) return true;
   return false;
+}
+
+// Splits `rows` rows of `len` int8 weights into halves of at most 64 in magnitude, w = hi + lo:
+// dst holds [hi(row 0), lo(row 0), hi(row 1), lo(row 1), ...], 2 * rows * len values.
+inline void split_int8_halves(const int8_t* src, int64_t rows, int64_t len, int8_t* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int8_t* s = src + r * len;
+    int8_t* hi = dst + 2 * r * len;
+    int8_t* lo = hi + len;
+    for (int64_t i = 0; i < len; ++i) {
+      hi[i] = static_cast<int8_t>(s[i] / 2);      // rounds toward zero: |hi| <= 64
+      lo[i] = static_cast<int8_t>(s[i] - hi[i]);  // |lo| <= 64
+    }
+  }
 }
 
 inline dnnl::memory::data_type dnnl_dtype(DType t) {
