@@ -57,16 +57,12 @@ class InstancePool;
 
 namespace streamline {
 
-// The plan choices (layouts, streams: channels_last, blocked_layout, blocked_channels,
-// num_streams, pinned_streams) are PlanChoices' (core/plan_choices.h), which the planner takes whole.
+// The kernel choices (channels_last, blocked_layout, blocked_channels, winograd, precision) are
+// KernelChoices', which the kernels take whole; the plan choices (num_streams, pinned_streams)
+// are PlanChoices', which the planner takes whole with the kernel choices (core/plan_choices.h).
 struct ModelOptions : PlanChoices {
   // Graph rewrite passes (folding, fusion, elimination); off only for debugging. Takes effect at load.
   bool optimize = true;
-  // With blocked_layout: 3x3 stride-1 convolutions with enough channels and pixels (a fixed rule,
-  // never a timing, so results do not depend on the machine's load) run Winograd F(2x2, 3x3),
-  // which rounds like the direct convolution and needs 2.25x fewer multiply-adds. Off: every
-  // convolution runs oneDNN's direct algorithm. Takes effect at load.
-  bool winograd = true;
   // Total threads per run; 0 = all hardware threads. Sessions may override per run.
   int num_threads = 0;
   // Intra-op threads per stream; 0 = max(1, num_threads / num_streams).
@@ -91,10 +87,6 @@ struct ModelOptions : PlanChoices {
   // needs the backend compiled in; a GPU is needed only to run (plans for CUDA can be made and
   // inspected anywhere). Takes effect at load.
   std::string device = "cpu";
-  // Device arithmetic (ops::Precision): kFp32, kTf32 (TF32 tensor cores for matrix products and
-  // convolutions), kFp16 (weights converted to float16 at load; inputs and outputs stay float32).
-  // CPU models run fp32 only. Takes effect at load.
-  Precision precision = Precision::kFp32;
   // CUDA: capture each plan into a CUDA graph after a warm-up run and replay it. Per context.
   bool cuda_graphs = true;
   // Called once for each new input-shape set, just before it is planned, on the thread that first

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/plan_choices.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "graph/ir.h"
@@ -105,24 +106,21 @@ enum class ConvAlgorithm {
   kLongAxis,  // a Kx1 convolution over a width-1 tensor always runs as 1xK over a height-1 one
 };
 
-struct KernelOptions {
-  // Lets conv-like kernels keep activations channels-last between layers.
-  bool allow_channels_last = true;
-  // Lets them use a blocked layout where channel counts allow (with allow_channels_last).
-  bool allow_blocked = true;
-  // Channels per block of that layout: 8 (nChw8c, AVX2) or 16 (nChw16c, AVX-512). The model sets
-  // it from the CPU (ops::cpu::native_block()); the planner's PlannerOptions::blocked_channels must agree.
-  int block = 8;
-  // Lets 3x3 stride-1 convolutions on nChw8c activations run Winograd F(2x2, 3x3) where it pays
-  // (see ops/cpu/conv_winograd.h).
-  bool allow_winograd = true;
+// The model's KernelChoices (core/plan_choices.h: channels_last, blocked_layout, blocked_channels,
+// winograd, precision), assigned whole, plus what only kernels are told. For kernels,
+// blocked_channels is the channels per block they may choose (8: nChw8c, 16: nChw16c); the model
+// resolves 0 from the CPU (ops::native_block()) and the planner's PlannerOptions::blocked_channels
+// agrees; block() reads 0 as 8 for callers that build options by hand.
+struct KernelOptions : KernelChoices {
   // How convolutions choose between their algorithms where there is a choice. With kMeasure two
   // processes may pick differently (Winograd or direct), and their results then differ in float
-  // rounding (up to about 1e-5 of the scale); ModelOptions::winograd = false leaves no such choice.
+  // rounding (up to about 1e-5 of the scale); winograd = false leaves no such choice.
   ConvAlgorithm conv_algorithm = ConvAlgorithm::kMeasure;
-  // Device kernels: the math mode (see Precision). kFp16 models arrive with float16 dtypes, so the
-  // dtype picks the def and this field only tells fp32 defs whether TF32 is allowed.
-  Precision precision = Precision::kFp32;
+
+  // The blocked layout's channels per block: blocked_channels, or 8 where it is unresolved.
+  int block() const { return blocked_channels > 0 ? blocked_channels : 8; }
+  // Whether conv-like kernels may keep activations in the blocked layout.
+  bool blocked() const { return channels_last && blocked_layout; }
 };
 
 struct KernelCreateArgs {

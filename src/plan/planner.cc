@@ -346,7 +346,7 @@ class Planner {
     auto def = reg_.find(node.op_type, node.domain, node.opset, ops::Device::kCpu, ops::selector_dtype(dtypes, 0));
     if (!def.ok()) return def.status().with_context("folding " + node.describe() + " on the host");
     ops::KernelOptions ko;
-    ko.allow_channels_last = false;
+    ko.channels_last = false;
     ops::KernelCreateArgs args{g_, node, constants, dtypes, ko};
     SL_ASSIGN_OR_RETURN(std::unique_ptr<ops::Kernel> k, (*def)->create(args));
     const ops::Kernel* raw = k.get();

@@ -188,11 +188,7 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
   }
   // Pass 2: one kernel per node; every unsupported op is reported at once.
   ops::KernelOptions ko;
-  ko.allow_channels_last = m->options_.channels_last;
-  ko.allow_blocked = m->options_.blocked_layout;
-  ko.block = m->options_.blocked_channels;
-  ko.allow_winograd = m->options_.winograd;
-  ko.precision = options.precision;
+  static_cast<KernelChoices&>(ko) = m->options_;
   SL_ASSIGN_OR_RETURN(m->impl_->kernels_,
                       plan::create_kernels(m->impl_->graph_, *m->impl_->registry_, ko, m->impl_->device_.kind));
   for (graph::ValueId v : m->impl_->graph_.inputs()) m->inputs_.push_back(describe(m->impl_->graph_, v));

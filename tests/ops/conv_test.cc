@@ -420,7 +420,7 @@ TEST(ConvOp, WidthOneConvolutionsAlongTheLongAxis) {
         EvalOptions eo;
         eo.num_threads = o.threads;
         eo.input_layout = lay == 1 ? Layout::kBlocked16 : lay == 2 ? Layout::kChannelsLast : Layout::kPlain;
-        eo.kernel_options.block = 16;
+        eo.kernel_options.blocked_channels = 16;
         eo.kernel_options.conv_algorithm = algo;
         eo.constant_mask.assign(in.size(), false);
         eo.constant_mask[1] = eo.constant_mask[2] = true;

@@ -322,7 +322,7 @@ void compare(const std::string& op, const std::string& domain, const std::vector
   EvalOptions eo;
   eo.num_threads = o.threads;
   eo.input_layout = o.blocked ? blocked_layout(o.block) : o.channels_last ? Layout::kChannelsLast : Layout::kPlain;
-  eo.kernel_options.block = o.block;
+  eo.kernel_options.blocked_channels = o.block;
   eo.constant_mask.assign(inputs.size(), false);
   if (inputs.size() > 1) eo.constant_mask[1] = o.const_weights;
   if (inputs.size() > 2) eo.constant_mask[2] = true;

@@ -207,7 +207,7 @@ TEST(Winograd, ConvKernelMatchesReference) {
 // Which algorithm a 3x3 convolution runs is a fixed rule, the same in every process: with the
 // default kernel options a 64-channel 56x56 one on nChw16c runs Winograd F(2x2, 3x3) (its
 // workspace is exactly Winograd's), F(4x4, 3x3) only when a fixed algorithm is asked for
-// (ConvAlgorithm::kDirect), the direct primitive without allow_winograd.
+// (ConvAlgorithm::kDirect), the direct primitive without winograd.
 TEST(Winograd, DefaultOptionsRunTwoByTwoTiles) {
   std::mt19937 rng(91);
   const int64_t c = 64, m = 64, h = 56, w = 56;
@@ -234,11 +234,11 @@ TEST(Winograd, DefaultOptionsRunTwoByTwoTiles) {
     return g.workspace_bytes();
   };
   KernelOptions ko;
-  ko.block = 16;
+  ko.blocked_channels = 16;
   EXPECT_EQ(workspace(ko), wino_bytes(2));
   ko.conv_algorithm = ConvAlgorithm::kDirect;
   EXPECT_EQ(workspace(ko), wino_bytes(4));
-  ko.allow_winograd = false;
+  ko.winograd = false;
   const size_t direct = workspace(ko);
   EXPECT_NE(direct, wino_bytes(2));
   EXPECT_NE(direct, wino_bytes(4));
@@ -265,7 +265,7 @@ TEST(Winograd, EpiloguesWithPostOpsRunDirect) {
     EXPECT_TRUE(def.ok()) << def.status().to_string();
     if (!def.ok()) return 0;
     KernelOptions ko;
-    ko.block = 16;
+    ko.blocked_channels = 16;
     KernelCreateArgs args{n->g,
                           n->node(),
                           {nullptr, &in[1], &in[2], nullptr},

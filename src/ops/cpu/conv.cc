@@ -114,7 +114,7 @@ class ConvKernel final : public Kernel {
     auto k = std::make_unique<ConvKernel>();
     k->who_ = args.node.describe();
     k->fused_ = args.node.domain == "streamline";
-    k->block_ = !transposed && args.options.allow_channels_last && args.options.allow_blocked ? args.options.block : 0;
+    k->block_ = !transposed && args.options.blocked() ? args.options.block() : 0;
     k->algo_ = args.options.conv_algorithm;
     SL_ASSIGN_OR_RETURN(k->attrs_, read_conv_attrs(args.node, transposed));
     if (k->fused_) {
@@ -483,11 +483,11 @@ class ConvKernel final : public Kernel {
   // slower than without Winograd.
   void prepare_winograd(const KernelCreateArgs& args) {
     const Tensor& w = *args.constants[1];
-    if (!args.options.allow_winograd || !args.options.allow_blocked || !args.options.allow_channels_last) return;
+    if (!args.options.winograd || !args.options.blocked()) return;
     if (w.dtype() != DType::kFloat32 || !winograd_shape(w.shape())) return;
     if (epi_.has_post_ops()) return;
     const int64_t m = w.shape()[0], c = w.shape()[1];
-    const int block = args.options.block;
+    const int block = args.options.block();
     if (conv_layout(c, m, 1, block) != blocked_layout(block)) return;
     const graph::Value& xv = args.graph.value(args.node.inputs[0]);
     if (!xv.dims || xv.dims->size() != 4 || !(*xv.dims)[2].fixed() || !(*xv.dims)[3].fixed()) return;
@@ -528,15 +528,15 @@ class ConvKernel final : public Kernel {
     st.prim = *geom;
     // Pack for the layout the planner will give this convolution (see preferred_layout).
     Layout layout = Layout::kPlain;
-    const int block = args.options.allow_blocked ? args.options.block : 0;
-    if (xs.rank() == 4 && !attrs_.transposed && args.options.allow_channels_last)
+    const int block = args.options.blocked_layout ? args.options.block() : 0;
+    if (xs.rank() == 4 && !attrs_.transposed && args.options.channels_last)
       layout = conv_layout(st.geom.c, st.geom.m, attrs_.group, block);
     st.has_bias = args.node.inputs.size() > 2 && args.node.inputs[2] != graph::kNoValue;
     st.has_z = args.node.inputs.size() > 3 && args.node.inputs[3] != graph::kNoValue;
     st.src_md = activation_md(st.geom, layout, true);
     st.dst_md = activation_md(
         st.geom,
-        layout == Layout::kPlain && xs.rank() == 4 && !attrs_.transposed && args.options.allow_channels_last
+        layout == Layout::kPlain && xs.rank() == 4 && !attrs_.transposed && args.options.channels_last
             ? conv_out_layout(layout, st.geom, block)
             : layout,
         false);
