@@ -11,16 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "graph/graph_run_util.h"
 #include "graph/onnx_import.h"
 #include "graph/onnx_test_models.h"
-#include "ops/evaluator.h"
-#include "ops/registry.h"
 
 namespace streamline::graph {
 namespace {
 
 using onnx::TensorProto;
 using testing::OnnxModel;
+using testing::run_graph;
 
 ::testing::AssertionResult has_error(const Status& s, StatusCode code, const std::vector<std::string>& parts) {
   if (s.ok()) return ::testing::AssertionFailure() << "succeeded";
@@ -35,34 +35,6 @@ std::vector<float> iota_floats(int64_t n, float start, float step) {
   std::vector<float> v(static_cast<size_t>(n));
   for (size_t i = 0; i < v.size(); ++i) v[i] = start + step * static_cast<float>(i);
   return v;
-}
-
-// Runs the graph's live nodes in topological order with the CPU kernels; returns its outputs.
-Result<std::vector<Tensor>> run_graph(const Graph& g, const std::map<std::string, Tensor>& feeds) {
-  const ops::KernelRegistry& reg = ops::default_cpu_registry();
-  std::vector<Tensor> vals(g.num_values());
-  for (size_t v = 0; v < g.num_values(); ++v) {
-    const Value& val = g.value(static_cast<ValueId>(v));
-    if (val.constant) vals[v] = *val.constant;
-    auto it = feeds.find(val.name);
-    if (it != feeds.end()) vals[v] = it->second;
-  }
-  SL_ASSIGN_OR_RETURN(std::vector<NodeId> order, g.topological_order());
-  for (NodeId id : order) {
-    const Node& n = g.node(id);
-    std::vector<Tensor> in;
-    for (ValueId v : n.inputs) in.push_back(v == kNoValue ? Tensor() : vals[static_cast<size_t>(v)]);
-    ops::EvalOptions opts;
-    opts.constant_mask.resize(in.size());
-    for (size_t i = 0; i < in.size(); ++i)
-      opts.constant_mask[i] = n.inputs[i] != kNoValue && g.value(n.inputs[i]).constant.has_value();
-    SL_ASSIGN_OR_RETURN(std::vector<Tensor> out, ops::evaluate_node(reg, g, n, in, opts));
-    for (size_t k = 0; k < n.outputs.size() && k < out.size(); ++k)
-      if (n.outputs[k] != kNoValue) vals[static_cast<size_t>(n.outputs[k])] = out[k];
-  }
-  std::vector<Tensor> outs;
-  for (ValueId v : g.outputs()) outs.push_back(vals[static_cast<size_t>(v)]);
-  return outs;
 }
 
 void expect_all_opset7(const Graph& g) {
@@ -210,8 +182,8 @@ TEST(LegacyOpset, Opset1Forms) {
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   expect_all_opset7(*g);
   const std::vector<float> av = {1, 2, 3, 4, 5, 6}, bv = {7, 8};
-  Result<std::vector<Tensor>> out = run_graph(*g, {{"a", Tensor::from_vector<float>(Shape{2, 3}, av)},
-                                                   {"b", Tensor::from_vector<float>(Shape{2, 1}, bv)}});
+  Result<std::vector<Tensor>> out = run_graph(
+      *g, {{"a", Tensor::from_vector<float>(Shape{2, 3}, av)}, {"b", Tensor::from_vector<float>(Shape{2, 1}, bv)}});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   const Tensor& y = (*out)[0];
   ASSERT_EQ(y.dtype(), DType::kInt32);

@@ -189,16 +189,19 @@ TEST_P(QOperatorHead, BecomesStreamlineInt8OpsAndMatchesItsQdqForm) {
   EXPECT_EQ(ops.at("QGlobalAveragePool"), 1);
   EXPECT_EQ(ops.at("QMatMul"), 1);
 
-  const std::vector<Tensor> want = run_graph(qdq, ref_registry(), inputs);
-  const std::vector<Tensor> got = run_graph(qop, ops::default_cpu_registry(), inputs);
-  ASSERT_EQ(want.size(), 1u);
-  ASSERT_EQ(got.size(), 1u);
-  ASSERT_EQ(got[0].shape(), want[0].shape());
-  ASSERT_EQ(got[0].dtype(), DType::kFloat32);
+  const auto want = testing::run_graph(qdq, inputs, ops::testing::ref_reg());
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  const auto got = testing::run_graph(qop, inputs);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  ASSERT_EQ(want->size(), 1u);
+  ASSERT_EQ(got->size(), 1u);
+  const Tensor &y = (*got)[0], &y_want = (*want)[0];
+  ASSERT_EQ(y.shape(), y_want.shape());
+  ASSERT_EQ(y.dtype(), DType::kFloat32);
   // The fused residual skips the conv's rounding, so a sum code may differ by one; after pooling,
   // one pooled code off moves an output by at most 0.02 * 127 * 0.008 (about 0.02).
-  for (int64_t i = 0; i < want[0].numel(); ++i)
-    EXPECT_NEAR(got[0].data<float>()[i], want[0].data<float>()[i], 0.03) << "element " << i;
+  for (int64_t i = 0; i < y_want.numel(); ++i)
+    EXPECT_NEAR(y.data<float>()[i], y_want.data<float>()[i], 0.03) << "element " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, QOperatorHead,

@@ -1,7 +1,8 @@
 #pragma once
 // Test helpers for the int8 rewrites (quant_passes_test.cc, quant_qop_test.cc): a graph builder
-// for QDQ graphs, a node-by-node runner, and rewrite_and_compare, which runs the passes on a copy
-// and checks its outputs against the original's on the reference kernels.
+// for QDQ graphs and rewrite_and_compare, which runs the passes on a copy and checks its outputs
+// against the original's on the reference kernels (graph_run_util.h runs both graphs, with the
+// reference registry of ops/op_test_util.h for the original).
 //
 //   Builder b;
 //   const ValueId x = b.input("x", {1, 8, 6, 6});
@@ -16,8 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "graph/graph_run_util.h"
 #include "graph/passes.h"
 #include "ops/evaluator.h"
+#include "ops/op_test_util.h"
 #include "ops/registry.h"
 
 namespace streamline::graph::quant_test {
@@ -100,41 +103,6 @@ inline const Node* find(const Graph& g, const std::string& op) {
   return nullptr;
 }
 
-// Runs `g` node by node on `reg` (ops it lacks on the CPU kernels); returns the graph outputs.
-inline std::vector<Tensor> run_graph(const Graph& g, const ops::KernelRegistry& reg,
-                                     const std::vector<Tensor>& inputs) {
-  std::vector<Tensor> vals(g.num_values());
-  for (size_t v = 0; v < g.num_values(); ++v)
-    if (g.value(static_cast<ValueId>(v)).constant) vals[v] = *g.value(static_cast<ValueId>(v)).constant;
-  for (size_t i = 0; i < inputs.size(); ++i) vals[static_cast<size_t>(g.inputs()[i])] = inputs[i];
-  auto order = g.topological_order();
-  EXPECT_TRUE(order.ok());
-  for (NodeId id : *order) {
-    const Node& n = g.node(id);
-    std::vector<Tensor> in;
-    for (ValueId v : n.inputs) in.push_back(v == kNoValue ? Tensor() : vals[static_cast<size_t>(v)]);
-    // The reference registry has the compute ops; the CPU one moves data (Flatten, ...).
-    const bool here = reg.has_op(n.op_type, n.domain, n.opset, ops::Device::kCpu);
-    auto out = ops::evaluate_node(here ? reg : ops::default_cpu_registry(), g, n, in);
-    EXPECT_TRUE(out.ok()) << n.describe() << ": " << out.status().to_string();
-    if (!out.ok()) return {};
-    for (size_t k = 0; k < n.outputs.size(); ++k)
-      if (n.outputs[k] != kNoValue) vals[static_cast<size_t>(n.outputs[k])] = (*out)[k];
-  }
-  std::vector<Tensor> outs;
-  for (ValueId v : g.outputs()) outs.push_back(vals[static_cast<size_t>(v)]);
-  return outs;
-}
-
-inline const ops::KernelRegistry& ref_registry() {
-  static const ops::KernelRegistry* r = [] {
-    auto* reg = new ops::KernelRegistry();
-    EXPECT_TRUE(ops::register_reference_kernels(*reg).ok());
-    return reg;
-  }();
-  return *r;
-}
-
 // Runs the passes on a copy of `g` and checks the rewritten graph's outputs against the
 // original's within `tol` (absolute); returns the rewritten graph.
 inline Graph rewrite_and_compare(const Graph& g, const std::vector<Tensor>& inputs, double tol) {
@@ -143,14 +111,18 @@ inline Graph rewrite_and_compare(const Graph& g, const std::vector<Tensor>& inpu
   PassReport report;
   EXPECT_TRUE(run_passes(after, PassOptions{}, &ev, &report).ok());
   EXPECT_GT(report.quant_fused, 0) << report.to_string();
-  const std::vector<Tensor> want = run_graph(g, ref_registry(), inputs);
-  const std::vector<Tensor> got = run_graph(after, ops::default_cpu_registry(), inputs);
-  EXPECT_EQ(got.size(), want.size());
-  for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
-    EXPECT_EQ(got[k].shape(), want[k].shape());
+  const Result<std::vector<Tensor>> want = testing::run_graph(g, inputs, ops::testing::ref_reg());
+  const Result<std::vector<Tensor>> got = testing::run_graph(after, inputs);
+  EXPECT_TRUE(want.ok()) << "the original graph: " << want.status().to_string();
+  EXPECT_TRUE(got.ok()) << "the rewritten graph: " << got.status().to_string();
+  if (!want.ok() || !got.ok()) return after;
+  EXPECT_EQ(got->size(), want->size());
+  for (size_t k = 0; k < got->size() && k < want->size(); ++k) {
+    const Tensor &a = (*got)[k], &b = (*want)[k];
+    EXPECT_EQ(a.shape(), b.shape());
     double worst = 0;
-    for (int64_t i = 0; i < want[k].numel(); ++i)
-      worst = std::max(worst, std::fabs(element_as_double(got[k], i) - element_as_double(want[k], i)));
+    for (int64_t i = 0; i < b.numel(); ++i)
+      worst = std::max(worst, std::fabs(element_as_double(a, i) - element_as_double(b, i)));
     EXPECT_LE(worst, tol) << "output " << k;
   }
   return after;

@@ -1,8 +1,9 @@
 #pragma once
-// The kernel tests' one helper (tests/ops, and the eager and CUDA tests that reuse it): the CPU and
-// reference registries, attributes, random tensors, one-node graphs, ways to run them (evaluator,
-// eager interpreter) and the comparisons the tests assert with. Everything is in
-// streamline::ops::testing; the registries are built once per test binary.
+// The kernel tests' one helper (tests/ops, and the graph, runtime and CUDA tests that reuse it): the
+// CPU and reference registries (a test that needs them takes these rather than building its own),
+// attributes, random tensors, one-node graphs, ways to run them (evaluator, eager interpreter) and
+// the comparisons the tests assert with. Everything is in streamline::ops::testing; the registries
+// are built once per test binary.
 //
 //   using namespace streamline::ops::testing;
 //   std::mt19937 rng(1);

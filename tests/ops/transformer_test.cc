@@ -12,38 +12,12 @@
 namespace streamline::ops {
 namespace {
 
+using testing::expect_same_values;
 using testing::ints;
 using testing::make_node;
+using testing::one_float;
 using testing::random_tensor;
-
-const KernelRegistry& ref_reg() {
-  static const KernelRegistry* r = [] {
-    auto* reg = new KernelRegistry();
-    EXPECT_TRUE(register_reference_kernels(*reg).ok());
-    return reg;
-  }();
-  return *r;
-}
-
-graph::Attribute one_float(float f) {
-  graph::Attribute a;
-  a.kind = graph::Attribute::Kind::kFloat;
-  a.f = f;
-  return a;
-}
-
-// max |got - want| <= rel * max(max |want|, floor), with the figures in the message.
-void expect_rel_close(const Tensor& got, const Tensor& want, double rel, const std::string& what, double floor = 1e-3) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  double max_ref = 0.0, max_diff = 0.0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double w = want.data<float>()[i], g = got.data<float>()[i];
-    ASSERT_TRUE(std::isfinite(g)) << what << ": non-finite output at " << i;
-    max_ref = std::max(max_ref, std::fabs(w));
-    max_diff = std::max(max_diff, std::fabs(g - w));
-  }
-  EXPECT_LE(max_diff, rel * std::max(max_ref, floor)) << what << ": max ref " << max_ref;
-}
+using testing::ref_reg;
 
 // Runs the node through the optimised and the reference registry; compares output 0.
 void compare(const std::string& op, const std::vector<Tensor>& inputs, std::map<std::string, graph::Attribute> attrs,
@@ -56,7 +30,7 @@ void compare(const std::string& op, const std::vector<Tensor>& inputs, std::map<
   ASSERT_TRUE(got.ok()) << what << ": " << got.status().to_string();
   auto want = evaluate_node(ref_reg(), n->g, n->node(), inputs);
   ASSERT_TRUE(want.ok()) << what << ": " << want.status().to_string();
-  expect_rel_close((*got)[0], (*want)[0], rel, what, floor);
+  expect_same_values((*got)[0], (*want)[0], rel, what, floor);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -205,7 +179,7 @@ TEST(Attention, FullyMaskedKeysGetNoWeight) {
   for (int64_t j = 0; j < 2; ++j) in[2].data<float>()[2 * 2 + j] += 100.f;
   auto again = evaluate_node(default_cpu_registry(), n->g, n->node(), in);
   ASSERT_TRUE(again.ok());
-  expect_rel_close((*again)[0], (*got)[0], 0.0, "masked keys");
+  expect_same_values((*again)[0], (*got)[0], 0.0, "masked keys");
 }
 
 TEST(Attention, CausalSoftcapAndBoolMaskMatchReference) {
@@ -296,7 +270,7 @@ TEST(FusedMatMulGelu, MatchesMatMulThenGelu) {
       auto gelu = make_node("Gelu", "streamline", {(*mm)[0]}, {});
       auto want = evaluate_node(ref_reg(), gelu->g, gelu->node(), std::vector<Tensor>{(*mm)[0]});
       ASSERT_TRUE(want.ok()) << want.status().to_string();
-      expect_rel_close((*got)[0], (*want)[0], 1e-5, "FusedMatMul+Gelu " + c.a.to_string() + " x " + c.b.to_string());
+      expect_same_values((*got)[0], (*want)[0], 1e-5, "FusedMatMul+Gelu " + c.a.to_string() + " x " + c.b.to_string());
     }
   }
 }
@@ -315,7 +289,7 @@ TEST(FusedMatMulGelu, GemmTakesGeluToo) {
   auto gelu = make_node("Gelu", "streamline", {(*mm)[0]}, {});
   auto want = evaluate_node(ref_reg(), gelu->g, gelu->node(), std::vector<Tensor>{(*mm)[0]});
   ASSERT_TRUE(want.ok());
-  expect_rel_close((*got)[0], (*want)[0], 1e-5, "FusedGemm+Gelu");
+  expect_same_values((*got)[0], (*want)[0], 1e-5, "FusedGemm+Gelu");
 }
 
 // With several threads a 2-D product runs as one column block per thread (matmul.cc); blocks of
@@ -370,9 +344,9 @@ TEST(MatMulColumnBlocks, MatchReferenceForEveryThreadCount) {
         eo.constant_mask[1] = const_b;
         auto got = evaluate_node(default_cpu_registry(), node->g, node->node(), in, eo);
         ASSERT_TRUE(got.ok()) << got.status().to_string();
-        expect_rel_close((*got)[0], (*want)[0], 1e-5,
-                         c.op + " " + c.a.to_string() + " x " + c.b.to_string() + " threads " +
-                             std::to_string(threads) + (const_b ? " constant B" : " run-time B"));
+        expect_same_values((*got)[0], (*want)[0], 1e-5,
+                           c.op + " " + c.a.to_string() + " x " + c.b.to_string() + " threads " +
+                               std::to_string(threads) + (const_b ? " constant B" : " run-time B"));
       }
   }
 }
