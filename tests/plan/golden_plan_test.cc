@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/op_test_util.h"
 #include "ops/registry.h"
 #include "plan/golden_util.h"
 #include "plan/stream_test_graphs.h"
@@ -96,8 +97,7 @@ TEST(GoldenPlans, ResidualBlockOnReferenceKernels) {
   const graph::ValueId y = unary("Add", "add2", {unary("Relu", "relu2", {sum}), side});
   g.add_output(y);
 
-  ops::KernelRegistry reg;
-  ASSERT_TRUE(ops::register_reference_kernels(reg).ok());
+  const ops::KernelRegistry& reg = ops::testing::ref_reg();
   for (int streams : {1, 2}) {
     auto ks = plan::create_kernels(g, reg, {});
     ASSERT_TRUE(ks.ok()) << ks.status().to_string();
