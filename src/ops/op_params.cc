@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cfloat>
 
-#include "ops/cpu/data_common.h"
-
 namespace streamline::ops {
 namespace {
 
@@ -17,6 +15,29 @@ bool same_pads(const std::string& auto_pad) {
 }
 
 }  // namespace
+
+bool normalize_axis(int64_t axis, int64_t rank, int64_t* out) {
+  if (axis < -rank || axis >= rank) return false;
+  *out = axis < 0 ? axis + rank : axis;
+  return true;
+}
+
+Result<int64_t> normalize_axis(int64_t axis, int64_t rank, const std::string& who) {
+  int64_t out = 0;
+  if (!normalize_axis(axis, rank, &out))
+    return invalid_for(who, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return out;
+}
+
+Result<std::vector<int64_t>> constant_ints(const TensorInfo& info, std::string_view what, const std::string& who) {
+  if (!info.value) return unsupported(who + " needs a constant shape input '" + std::string(what) + "'");
+  const DType t = info.value->dtype();
+  if (t != DType::kInt64 && t != DType::kInt32)
+    return invalid_for(who, "input '" + std::string(what) + "' must be int32 or int64, got " + dtype_name(t));
+  std::vector<int64_t> v(static_cast<size_t>(info.value->numel()));
+  for (int64_t i = 0; i < info.value->numel(); ++i) v[static_cast<size_t>(i)] = element_as_int64(*info.value, i);
+  return v;
+}
 
 SliceAttrs read_slice_attrs(const graph::Node& node) {
   SliceAttrs a;
@@ -38,14 +59,14 @@ Result<SliceGeometry> slice_geometry(const SliceAttrs& attrs, int opset, std::sp
   if (opset >= 10) {
     if (in.size() < 3 || !in[1].present() || !in[2].present())
       return invalid_for(who, "missing input 'starts' or 'ends'");
-    SL_ASSIGN_OR_RETURN(starts, cpu::constant_ints(in[1], "starts", who));
-    SL_ASSIGN_OR_RETURN(ends, cpu::constant_ints(in[2], "ends", who));
+    SL_ASSIGN_OR_RETURN(starts, constant_ints(in[1], "starts", who));
+    SL_ASSIGN_OR_RETURN(ends, constant_ints(in[2], "ends", who));
     if (in.size() > 3 && in[3].present()) {
-      SL_ASSIGN_OR_RETURN(axes, cpu::constant_ints(in[3], "axes", who));
+      SL_ASSIGN_OR_RETURN(axes, constant_ints(in[3], "axes", who));
       has_axes = true;
     }
     if (in.size() > 4 && in[4].present()) {
-      SL_ASSIGN_OR_RETURN(steps, cpu::constant_ints(in[4], "steps", who));
+      SL_ASSIGN_OR_RETURN(steps, constant_ints(in[4], "steps", who));
     }
   }
   if (starts.size() != ends.size()) return invalid_for(who, "'starts' and 'ends' differ in length");
@@ -64,9 +85,7 @@ Result<SliceGeometry> slice_geometry(const SliceAttrs& attrs, int opset, std::sp
   g.step.assign(s.rank(), 1);
   std::vector<bool> seen(s.rank(), false);
   for (size_t i = 0; i < starts.size(); ++i) {
-    int64_t ax = 0;
-    if (!cpu::normalize_axis(axes[i], rank, &ax))
-      return invalid_for(who, "axis " + std::to_string(axes[i]) + " is out of range for rank " + std::to_string(rank));
+    SL_ASSIGN_OR_RETURN(const int64_t ax, normalize_axis(axes[i], rank, who));
     const size_t a = static_cast<size_t>(ax);
     if (seen[a]) return invalid_for(who, "axis " + std::to_string(axes[i]) + " is repeated");
     seen[a] = true;
@@ -217,6 +236,34 @@ Shape reduced_shape(const Shape& s, const std::vector<bool>& reduced, bool keepd
       out.push_back(1);
   }
   return out;
+}
+
+ReduceAttrs read_reduce_attrs(const graph::Node& node) {
+  ReduceAttrs a;
+  a.axes_from_input = node.opset >= 18 || (node.op_type == "ReduceSum" && node.opset >= 13);
+  if (!a.axes_from_input) a.axes = node.attr_ints("axes");
+  a.keepdims = node.attr_int("keepdims", 1) != 0;
+  a.noop_with_empty_axes = node.attr_int("noop_with_empty_axes", 0) != 0;
+  return a;
+}
+
+Result<ReduceAxes> reduce_axes(const ReduceAttrs& attrs, std::span<const TensorInfo> in, const std::string& who) {
+  if (in.empty() || !in[0].present()) return invalid_for(who, "missing input 'data'");
+  const Shape& s = in[0].shape;
+  const int64_t rank = static_cast<int64_t>(s.rank());
+  std::vector<int64_t> axes = attrs.axes;
+  if (attrs.axes_from_input && in.size() > 1 && in[1].present()) {
+    SL_ASSIGN_OR_RETURN(axes, constant_ints(in[1], "axes", who));
+  }
+  ReduceAxes r;
+  r.identity = axes.empty() && attrs.noop_with_empty_axes;
+  r.reduced.assign(s.rank(), axes.empty() && !attrs.noop_with_empty_axes);
+  for (int64_t a : axes) {
+    SL_ASSIGN_OR_RETURN(const int64_t ax, normalize_axis(a, rank, who));
+    r.reduced[static_cast<size_t>(ax)] = true;
+  }
+  r.y = reduced_shape(s, r.reduced, attrs.keepdims);
+  return r;
 }
 
 Result<AutoPad> parse_auto_pad(const std::string& text, const std::string& who) {

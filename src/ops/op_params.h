@@ -1,9 +1,9 @@
 #pragma once
-// Host-side parameter logic that the CPU and the CUDA kernels share: attribute readers and the
-// shape arithmetic of Slice, the pools, convolutions, the fused activations, the reductions,
-// broadcasting, MatMul and Attention. Each
-// function gives the same answer and the same error message on both devices, so a graph that one
-// device accepts the other accepts too.
+// Host-side parameter logic that the CPU and the CUDA kernels share: axis and constant-input
+// readers, and the attribute readers and shape arithmetic of Slice, the pools, convolutions, the
+// fused activations, the reductions, broadcasting, MatMul and Attention (the data-movement ops are
+// in ops/data_shapes.h). Each function gives the same answer and the same error message on both
+// devices, so a graph that one device accepts the other accepts too.
 //
 //   // Slice::reshape(), either device:
 //   SL_ASSIGN_OR_RETURN(SliceGeometry g, slice_geometry(attrs_, opset_, in, who_));
@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -27,6 +28,20 @@
 #include "ops/kernel.h"
 
 namespace streamline::ops {
+
+// ---- Axes and constant inputs -------------------------------------------------------------------
+
+// `axis` in [-rank, rank) mapped to [0, rank); false when out of range. For callers that test an
+// axis without reporting it (accepts(), run() after reshape() checked it); the others use the form
+// below.
+bool normalize_axis(int64_t axis, int64_t rank, int64_t* out);
+// The same, with InvalidArgument "<who>: axis A is out of range for rank R" when out of range.
+Result<int64_t> normalize_axis(int64_t axis, int64_t rank, const std::string& who);
+
+// The integer values of a shape-like input (starts, axes, shape ...; int32 or int64, any rank).
+// Unsupported naming `what` when the value is not a constant known at reshape; InvalidArgument for
+// another dtype.
+Result<std::vector<int64_t>> constant_ints(const TensorInfo& info, std::string_view what, const std::string& who);
 
 // ---- Slice --------------------------------------------------------------------------------------
 
@@ -152,6 +167,26 @@ Act to_backend_activation(const ActivationAttrs& a) {
 // The output shape of a reduction of `s` over the dims marked in `reduced`: those dims dropped, or
 // kept as 1 with keepdims.
 Shape reduced_shape(const Shape& s, const std::vector<bool>& reduced, bool keepdims);
+
+// The attributes of ReduceSum, ReduceMean, ReduceMax ... The axes are an attribute before opset 18
+// (ReduceSum: 13) and the optional input 1 from then on.
+struct ReduceAttrs {
+  std::vector<int64_t> axes;  // the 'axes' attribute; not read when axes_from_input
+  bool axes_from_input = false;
+  bool keepdims = true;
+  bool noop_with_empty_axes = false;
+};
+ReduceAttrs read_reduce_attrs(const graph::Node& node);
+
+// Which dims of in[0] a reduction reduces, and its output shape.
+struct ReduceAxes {
+  std::vector<bool> reduced;  // per input dim; an axis may be listed twice
+  bool identity = false;      // no axes and noop_with_empty_axes: the output is the input
+  Shape y;
+};
+// No axes reduce every dim, unless noop_with_empty_axes. Unsupported when the axes input is not a
+// constant; InvalidArgument for an axes input that is not int32/int64 or an axis out of range.
+Result<ReduceAxes> reduce_axes(const ReduceAttrs& attrs, std::span<const TensorInfo> in, const std::string& who);
 
 // ---- Convolution ---------------------------------------------------------------------------------
 

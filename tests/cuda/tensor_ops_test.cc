@@ -73,8 +73,9 @@ struct Case {
   }
 };
 
-// Creates the case's CUDA kernel (keyed by the dtype of input 0) and reshapes it, on the host.
-Result<Prepared> prepare(const OneNode& n, const Case& c) {
+// Creates the case's kernel from `reg` for `device` (keyed by the dtype of input 0) and reshapes
+// it, on the host.
+Result<Prepared> prepare_on(const KernelRegistry& reg, Device device, const OneNode& n, const Case& c) {
   const std::vector<bool> mask = c.mask();
   std::vector<DType> dtypes(c.in.size(), DType::kUndefined);
   std::vector<const Tensor*> constants(c.in.size(), nullptr);
@@ -85,13 +86,17 @@ Result<Prepared> prepare(const OneNode& n, const Case& c) {
     infos[i].shape = c.in[i].shape();
     if (mask[i]) infos[i].value = constants[i] = &c.in[i];
   }
-  SL_ASSIGN_OR_RETURN(const KernelDef* def,
-                      cuda_reg().find(c.op, "", c.opset, Device::kCuda, selector_dtype(dtypes, 0)));
+  SL_ASSIGN_OR_RETURN(const KernelDef* def, reg.find(c.op, "", c.opset, device, selector_dtype(dtypes, 0)));
   KernelCreateArgs args{n.g, n.node(), constants, dtypes, KernelOptions{}};
   Prepared p;
   SL_ASSIGN_OR_RETURN(p.kernel, def->create(args));
   SL_ASSIGN_OR_RETURN(p.rr, p.kernel->reshape(infos));
   return p;
+}
+
+// The case's CUDA kernel, created and reshaped on the host.
+Result<Prepared> prepare(const OneNode& n, const Case& c) {
+  return prepare_on(cuda_reg(), Device::kCuda, n, c);
 }
 
 Result<Prepared> prepare(const Case& c) {
@@ -457,6 +462,65 @@ TEST(CudaTensorOps, ViewShapesAreInPlace) {
   EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.message().find("Reshape 'node0'"), std::string::npos) << bad.message();
   EXPECT_EQ(status_of(Case{"Squeeze", 13, {f({2, 3}), i64({0})}}).code(), StatusCode::kInvalidArgument);
+}
+
+// The shape rules are shared (ops/data_shapes.h, ops/op_params.h): the CUDA and the CPU kernel of
+// a node give the same outputs, or fail with the same code and message.
+TEST(CudaTensorOps, ShapesAndErrorsMatchTheCpuKernel) {
+  const auto f = [](const Shape& s) { return Tensor::empty(DType::kFloat32, s); };
+  Case unsqueeze_no_axes{"Unsqueeze", 13, {f({3})}};
+  Case dropout_mask{"Dropout", 13, {f({2, 2})}};
+  dropout_mask.outputs = 2;
+  const std::vector<Case> cases{
+      Case{"Transpose", 13, {f({2, 3, 4})}},
+      Case{"Transpose", 13, {f({2, 3, 4})}, {{"perm", ints({1, 2, 0})}}},
+      Case{"Transpose", 13, {f({2, 3, 4})}, {{"perm", ints({0, 0, 1})}}},
+      Case{"Transpose", 13, {f({2, 3, 4})}, {{"perm", ints({1, 0})}}},
+      Case{"Transpose", 13, {f({2, 3})}, {{"perm", ints({})}}},  // present but empty: not "reverse"
+      Case{"ReduceMean", 13, {f({2, 3})}, {{"axes", ints({2})}}},
+      Case{"ReduceMean", 13, {f({2, 3})}, {{"axes", ints({-1, 0})}, {"keepdims", one_int(0)}}},
+      Case{"ReduceSum", 13, {f({2, 3, 4}), i64({-1})}},
+      Case{"ReduceMax", 18, {f({2, 3}), i64({5})}},
+      Case{"ReduceSum", 13, {f({2, 3})}, {{"noop_with_empty_axes", one_int(1)}}},
+      Case{"Softmax", 13, {f({2, 3})}, {{"axis", one_int(2)}}},
+      Case{"GlobalAveragePool", 1, {f({1, 2, 3, 4, 5})}},
+      Case{"Concat", 13, {f({2, 3}), f({3, 3})}, {{"axis", one_int(1)}}},
+      Case{"Concat", 13, {f({2, 3}), f({2, 3})}, {{"axis", one_int(-3)}}},
+      Case{"Concat", 13, {f({2, 3}), f({2, 3})}},  // no axis attribute
+      Case{"Gather", 13, {f({5, 4}), i64({1, 2})}, {{"axis", one_int(-1)}}},
+      Case{"Gather", 13, {f({5, 4}), i64({1})}, {{"axis", one_int(-3)}}},
+      Case{"Gather", 13, {f({5, 4}), f({1})}},
+      Case{"Reshape", 13, {f({2, 3}), i64({4, -1})}},
+      Case{"Reshape", 13, {f({2, 3}), i64({-1, -1})}},
+      Case{"Reshape", 4, {f({2, 3})}},  // no shape attribute
+      Case{"Flatten", 13, {f({2, 3})}, {{"axis", one_int(3)}}},
+      Case{"Squeeze", 13, {f({2, 3}), i64({0})}},
+      Case{"Unsqueeze", 13, {f({2, 3}), i64({1, 1})}},
+      unsqueeze_no_axes,
+      dropout_mask};
+  for (const Case& c : cases) {
+    auto n = c.node();
+    std::string trace = c.op + " opset " + std::to_string(c.opset);
+    for (const auto& [name, a] : c.attrs) trace += " " + name;
+    SCOPED_TRACE(trace);
+    auto gpu = prepare_on(cuda_reg(), Device::kCuda, *n, c);
+    auto cpu = prepare_on(testing::cpu_reg(), Device::kCpu, *n, c);
+    ASSERT_EQ(gpu.ok(), cpu.ok()) << "CUDA: " << gpu.status().to_string() << "; CPU: " << cpu.status().to_string();
+    if (!cpu.ok()) {
+      EXPECT_EQ(gpu.status().code(), cpu.status().code());
+      EXPECT_EQ(gpu.status().message(), cpu.status().message());
+      EXPECT_NE(cpu.status().message().find(c.op + " 'node0'"), std::string::npos) << cpu.status().message();
+      continue;
+    }
+    ASSERT_EQ(gpu->rr.outputs.size(), cpu->rr.outputs.size());
+    for (size_t k = 0; k < cpu->rr.outputs.size(); ++k) {
+      EXPECT_EQ(gpu->rr.outputs[k].shape, cpu->rr.outputs[k].shape) << "output " << k;
+      EXPECT_EQ(gpu->rr.outputs[k].dtype, cpu->rr.outputs[k].dtype) << "output " << k;
+    }
+  }
+  // The CUDA Transpose used to read a present but empty perm as "reverse the dims".
+  EXPECT_EQ(status_of(Case{"Transpose", 13, {f({2, 3})}, {{"perm", ints({})}}}).message(),
+            "Transpose 'node0': perm has 0 entries for rank 2");
 }
 
 TEST(CudaTensorOps, CastClipReduceShapesAndErrors) {

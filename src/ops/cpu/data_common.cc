@@ -21,14 +21,6 @@ std::vector<int64_t> tensor_ints(const Tensor& t) {
   return v;
 }
 
-Result<std::vector<int64_t>> constant_ints(const TensorInfo& info, std::string_view what, const std::string& desc) {
-  if (!info.value) return unsupported(desc + " needs a constant shape input '" + std::string(what) + "'");
-  const DType t = info.value->dtype();
-  if (t != DType::kInt64 && t != DType::kInt32)
-    return invalid_argument(desc + ": input '" + std::string(what) + "' must be int32 or int64, got " + dtype_name(t));
-  return tensor_ints(*info.value);
-}
-
 Result<std::vector<double>> constant_doubles(const TensorInfo& info, std::string_view what, const std::string& desc) {
   if (!info.value) return unsupported(desc + " needs a constant input '" + std::string(what) + "'");
   if (!dtype_supported(info.value->dtype()))
@@ -36,12 +28,6 @@ Result<std::vector<double>> constant_doubles(const TensorInfo& info, std::string
   std::vector<double> v(static_cast<size_t>(info.value->numel()));
   for (int64_t i = 0; i < info.value->numel(); ++i) v[static_cast<size_t>(i)] = element_as_double(*info.value, i);
   return v;
-}
-
-bool normalize_axis(int64_t axis, int64_t rank, int64_t* out) {
-  if (axis < -rank || axis >= rank) return false;
-  *out = axis < 0 ? axis + rank : axis;
-  return true;
 }
 
 namespace {
@@ -159,12 +145,6 @@ int64_t load_int(DType t, const void* base, int64_t i) {
   }
 }
 
-Status check_movable(DType t, const std::string& desc) {
-  if (t == DType::kString) return unsupported(desc + ": string tensors are not supported");
-  if (!dtype_supported(t)) return invalid_argument(desc + ": input has an unknown dtype");
-  return ok_status();
-}
-
 void copy_bytes(void* dst, const void* src, size_t bytes, int threads) {
   if (dst == src || bytes == 0) return;
   const int64_t n = static_cast<int64_t>(bytes);
@@ -214,37 +194,6 @@ std::vector<int64_t> dense_strides(std::span<const int64_t> dims) {
   std::vector<int64_t> s(dims.size(), 1);
   for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];
   return s;
-}
-
-CopyPlan make_copy_plan(size_t esz, std::span<const int64_t> dims, std::span<const int64_t> strides, int64_t offset) {
-  CopyPlan p;
-  p.esz = esz;
-  p.offset = offset;
-  p.numel = 1;
-  for (int64_t d : dims) p.numel *= d;
-  if (p.numel == 0) return p;
-  // 1. Drop size-1 dims (their index is always 0).
-  int r = 0;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] == 1) continue;
-    p.dims[r] = dims[i];
-    p.strides[r] = strides[i];
-    ++r;
-  }
-  // 2. Merge a dim into the next one when the pair walks the source like one longer dim.
-  int w = 0;
-  for (int i = 0; i < r; ++i) {
-    if (w > 0 && p.strides[w - 1] == p.strides[i] * p.dims[i]) {
-      p.dims[w - 1] *= p.dims[i];
-      p.strides[w - 1] = p.strides[i];
-      continue;
-    }
-    p.dims[w] = p.dims[i];
-    p.strides[w] = p.strides[i];
-    ++w;
-  }
-  p.rank = w;
-  return p;
 }
 
 CopyPlan make_transpose_plan(size_t esz, std::span<const int64_t> in_dims, std::span<const int64_t> perm) {

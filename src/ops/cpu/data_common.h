@@ -1,7 +1,8 @@
 #pragma once
 // Shared pieces of the CPU data-movement kernels (shape ops, Concat, Transpose, Slice, Gather, Pad,
-// Resize ...): a kernel base that names its node in errors, readers for shape-like constant inputs,
-// and CopyPlan, the strided byte mover most of them reduce to.
+// Resize ...): a kernel base that names its node in errors, readers for constant inputs, and the
+// runner of CopyPlan (ops/copy_plan.h), the strided byte mover most of them reduce to. Their shape
+// rules, which the CUDA kernels share, are in ops/data_shapes.h and ops/op_params.h.
 //
 //   // reshape(): describe the copy once per input shape
 //   auto plan = std::make_shared<CopyPlan>(make_copy_plan(esz, out_dims, src_strides, src_offset));
@@ -19,12 +20,13 @@
 #include <string_view>
 #include <vector>
 
+#include "ops/copy_plan.h"
+#include "ops/data_shapes.h"
+#include "ops/op_params.h"
 #include "ops/registry.h"
 
 namespace streamline::ops::cpu {
 
-// Largest rank the data kernels handle (inline index arrays in run(), which never allocates).
-inline constexpr int kMaxDataRank = 16;
 // Tensors of at least this many bytes are moved with OpenMP threads.
 inline constexpr int64_t kParallelBytes = int64_t{1} << 16;
 
@@ -48,16 +50,10 @@ class DataKernel : public Kernel {
   int opset_ = 0;
 };
 
-// The integer values of a shape-like input (int32/int64, any rank). Unsupported naming `what` when the
-// value is not known as a constant at reshape; InvalidArgument for a non-integer dtype.
-Result<std::vector<int64_t>> constant_ints(const TensorInfo& info, std::string_view what, const std::string& desc);
 // The numeric values of a constant input as doubles (any numeric dtype).
 Result<std::vector<double>> constant_doubles(const TensorInfo& info, std::string_view what, const std::string& desc);
 // All elements of an integer tensor as int64.
 std::vector<int64_t> tensor_ints(const Tensor& t);
-
-// Maps axis in [-rank, rank) to [0, rank); false when out of range.
-bool normalize_axis(int64_t axis, int64_t rank, int64_t* out);
 
 // The eight signed and unsigned integer types (not bool).
 bool is_integer_dtype(DType t);
@@ -67,25 +63,12 @@ void store_scalar(DType t, double v, void* dst);
 // Reads element i of a numeric buffer of dtype `t` as int64 (floats truncate toward zero).
 int64_t load_int(DType t, const void* base, int64_t i);
 
-// InvalidArgument/Unsupported for dtypes the byte movers cannot handle (strings, undefined).
-Status check_movable(DType t, const std::string& desc);
-
 // memcpy that splits large copies across OpenMP threads. No-op when dst == src.
 void copy_bytes(void* dst, const void* src, size_t bytes, int threads);
 // Repeats the `esz`-byte pattern `value` over `count` elements at dst.
 void fill_pattern(void* dst, const void* value, size_t esz, int64_t count);
 
-// A dense copy from a strided source: dst[i0,...,ik] = src[offset + sum(i_j * strides[j])] over the
-// output `dims`. Dims are coalesced and size-1 dims dropped when the plan is made.
-struct CopyPlan {
-  size_t esz = 0;
-  int rank = 0;
-  int64_t dims[kMaxDataRank] = {};
-  int64_t strides[kMaxDataRank] = {};  // source strides in elements, may be 0 or negative
-  int64_t offset = 0;                  // source element offset of the first output element
-  int64_t numel = 0;
-};
-CopyPlan make_copy_plan(size_t esz, std::span<const int64_t> dims, std::span<const int64_t> strides, int64_t offset);
+// Runs a CopyPlan (ops/copy_plan.h) on the CPU, splitting large copies across OpenMP threads.
 void run_copy_plan(const CopyPlan& plan, const void* src, void* dst, int threads);
 
 // Plan for out = transpose(in, perm) on a dense input of `in_dims`.

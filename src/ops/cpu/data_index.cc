@@ -39,12 +39,6 @@ inline int64_t index_at(const Tensor& t, int64_t i) {
   return t.dtype() == DType::kInt32 ? t.data<int32_t>()[i] : t.data<int64_t>()[i];
 }
 
-Status check_index_dtype(DType t, const char* what, const std::string& desc) {
-  if (t != DType::kInt32 && t != DType::kInt64)
-    return invalid_argument(desc + ": '" + what + "' must be int32 or int64, got " + dtype_name(t));
-  return ok_status();
-}
-
 enum class Reduction { kNone, kAdd, kMul, kMax, kMin };
 
 // The scatter `reduction` attribute: add/mul from opset 16, max/min from opset 18.
@@ -203,19 +197,9 @@ class GatherKernel final : public DataKernel {
     return std::unique_ptr<Kernel>(std::move(k));
   }
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
-    if (in.size() < 2 || !in[0].present() || !in[1].present()) return invalid("needs inputs 'data' and 'indices'");
-    SL_RETURN_IF_ERROR(check_movable(in[0].dtype, desc_));
-    SL_RETURN_IF_ERROR(check_index_dtype(in[1].dtype, "indices", desc_));
-    const Shape& s = in[0].shape;
-    int64_t axis = 0;
-    if (!normalize_axis(axis_, static_cast<int64_t>(s.rank()), &axis))
-      return invalid("axis " + std::to_string(axis_) + " is out of range for rank " + std::to_string(s.rank()));
-    Shape out;
-    for (int64_t i = 0; i < axis; ++i) out.push_back(s[static_cast<size_t>(i)]);
-    for (int64_t d : in[1].shape) out.push_back(d);
-    for (size_t i = static_cast<size_t>(axis) + 1; i < s.rank(); ++i) out.push_back(s[i]);
+    SL_ASSIGN_OR_RETURN(GatherShapes g, gather_shape(in, axis_, desc_));
     ReshapeResult r;
-    r.outputs.push_back({in[0].dtype, out, Layout::kPlain});
+    r.outputs.push_back({in[0].dtype, g.y, Layout::kPlain});
     return r;
   }
   Status run(const RunContext& ctx) const override {

@@ -6,23 +6,10 @@ std::string node_prefix(const graph::Node& node) {
   return node.describe() + ": ";
 }
 
-Result<int64_t> normalize_axis(const graph::Node& node, int64_t axis, int64_t rank) {
-  const int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank) {
-    return invalid_argument(node_prefix(node) + "axis " + std::to_string(axis) + " is out of range for rank " +
-                            std::to_string(rank));
-  }
-  return a;
-}
-
 Result<std::vector<int64_t>> normalize_axes(const graph::Node& node, const std::vector<int64_t>& axes, int64_t rank) {
   std::vector<int64_t> out;
   for (int64_t axis : axes) {
-    const int64_t a = axis < 0 ? axis + rank : axis;
-    if (a < 0 || a >= rank) {
-      return invalid_argument(node_prefix(node) + "axis " + std::to_string(axis) + " is out of range for rank " +
-                              std::to_string(rank));
-    }
+    SL_ASSIGN_OR_RETURN(const int64_t a, normalize_axis(axis, rank, node.describe()));
     out.push_back(a);
   }
   std::sort(out.begin(), out.end());

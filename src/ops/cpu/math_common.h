@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops/kernel.h"
+#include "ops/op_params.h"
 #include "ops/registry.h"
 
 namespace streamline::ops::cpu::math {
@@ -35,10 +36,8 @@ inline void parallel_chunks(int64_t n, int64_t grain, int num_threads, F&& f) {
   }
 }
 
-// Normalises a possibly negative axis into [0, rank); InvalidArgument naming the node otherwise.
-Result<int64_t> normalize_axis(const graph::Node& node, int64_t axis, int64_t rank);
-
-// Sorted, de-duplicated axes in [0, rank).
+// Sorted, de-duplicated axes in [0, rank); InvalidArgument naming the node and the first axis out
+// of range (one axis is normalised by normalize_axis() in ops/op_params.h).
 Result<std::vector<int64_t>> normalize_axes(const graph::Node& node, const std::vector<int64_t>& axes, int64_t rank);
 
 // "Add 'n1': " prefix for messages.

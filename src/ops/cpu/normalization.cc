@@ -251,7 +251,7 @@ class LayerNormKernel final : public Kernel {
     SL_RETURN_IF_ERROR(expect_float_inputs(node_, inputs, 2, 3));
     const Shape& s = inputs[0].shape;
     const int64_t rank = static_cast<int64_t>(s.rank());
-    SL_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(node_, axis_, rank));
+    SL_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(axis_, rank, node_.describe()));
     Shape norm;
     for (int64_t d = axis; d < rank; ++d) norm.push_back(s[static_cast<size_t>(d)]);
     for (size_t k = 1; k < inputs.size(); ++k) {
@@ -281,7 +281,7 @@ class LayerNormKernel final : public Kernel {
 
   Status run(const RunContext& ctx) const override {
     const Shape& s = ctx.inputs[0].shape();
-    SL_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(node_, axis_, static_cast<int64_t>(s.rank())));
+    SL_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(axis_, static_cast<int64_t>(s.rank()), node_.describe()));
     Shape norm;
     for (size_t d = static_cast<size_t>(axis); d < s.rank(); ++d) norm.push_back(s[d]);
     const int64_t len = norm.numel();

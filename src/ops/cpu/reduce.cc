@@ -1,5 +1,6 @@
 // Reduce* and ArgMax/ArgMin. Axes are an attribute up to opset 17 and input 1 from opset 18
-// (ReduceSum from opset 13); ReduceMax/ReduceMin take int8/uint8 (opset 12) and bool (opset 20).
+// (ReduceSum from opset 13), read by reduce_axes() (ops/op_params.h) as on CUDA; ReduceMax/ReduceMin
+// take int8/uint8 (opset 12) and bool (opset 20).
 //
 // Two loop shapes cover every axis set (see math_reduce.h for the grouping):
 //   inner dims reduced: each output reduces contiguous runs with lane-parallel accumulators;
@@ -76,7 +77,7 @@ struct ReduceState {
 
 class ReduceKernel final : public Kernel {
  public:
-  ReduceKernel(const graph::Node& node, ReduceOp op) : node_(node), op_(op) {}
+  ReduceKernel(const graph::Node& node, ReduceOp op) : node_(node), op_(op), attrs_(read_reduce_attrs(node)) {}
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> inputs) const override {
     if (inputs.empty() || !inputs[0].present()) return invalid_argument(node_prefix(node_) + "missing input");
@@ -92,32 +93,11 @@ class ReduceKernel final : public Kernel {
     const int64_t rank = static_cast<int64_t>(in.rank());
     if (rank > 32) return unsupported(node_prefix(node_) + "rank above 32");
 
-    std::vector<int64_t> axes = node_.attr_ints("axes");
-    if (axes_from_input()) {
-      axes.clear();
-      if (inputs.size() > 1 && inputs[1].present()) {
-        if (!inputs[1].value)
-          return unsupported(node_prefix(node_) + "axes must be a constant input (its values set the output shape)");
-        for (int64_t i = 0; i < inputs[1].value->numel(); ++i) axes.push_back(element_as_int64(*inputs[1].value, i));
-      }
-    }
-    SL_ASSIGN_OR_RETURN(std::vector<int64_t> norm, normalize_axes(node_, axes, rank));
+    SL_ASSIGN_OR_RETURN(ReduceAxes r, reduce_axes(attrs_, inputs, node_.describe()));
     auto state = std::make_shared<ReduceState>();
-    std::vector<bool> reduced(static_cast<size_t>(rank), norm.empty());
-    if (norm.empty() && node_.attr_int("noop_with_empty_axes", 0) != 0) {
-      state->identity = true;
-      reduced.assign(static_cast<size_t>(rank), false);
-    }
-    for (int64_t a : norm) reduced[static_cast<size_t>(a)] = true;
-    const bool keep = node_.attr_int("keepdims", 1) != 0;
-    Shape out;
-    for (int64_t d = 0; d < rank; ++d) {
-      if (!reduced[static_cast<size_t>(d)])
-        out.push_back(in[d]);
-      else if (keep)
-        out.push_back(1);
-    }
-    state->plan = make_reduce_plan(in, reduced);
+    state->identity = r.identity;
+    const Shape& out = r.y;
+    state->plan = make_reduce_plan(in, r.reduced);
 
     ReshapeResult rr;
     rr.outputs.push_back(OutputInfo{dt, out, Layout::kPlain});
@@ -159,8 +139,6 @@ class ReduceKernel final : public Kernel {
   }
 
  private:
-  bool axes_from_input() const { return node_.opset >= 18 || (op_ == ReduceOp::kSum && node_.opset >= 13); }
-
   // Writes comb-reduction of map(x) into y for every output (before any finalisation). `comb` must
   // accept mixed T / Acc<T> arguments (generic lambdas).
   template <typename T, typename Map, typename Combine>
@@ -345,6 +323,7 @@ class ReduceKernel final : public Kernel {
 
   graph::Node node_;
   ReduceOp op_;
+  ReduceAttrs attrs_;
 };
 
 // ArgMax / ArgMin along one axis; the first extreme wins unless select_last_index.
@@ -361,7 +340,7 @@ class ArgReduceKernel final : public Kernel {
     if (inputs.size() != 1 || !inputs[0].present()) return invalid_argument(node_prefix(node_) + "expected 1 input");
     SL_RETURN_IF_ERROR(check_dtype(node_, inputs[0].dtype, {DType::kFloat32, DType::kInt32, DType::kInt64}));
     const Shape& in = inputs[0].shape;
-    SL_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(node_, axis_, static_cast<int64_t>(in.rank())));
+    SL_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(axis_, static_cast<int64_t>(in.rank()), node_.describe()));
     if (in[static_cast<size_t>(axis)] == 0)
       return invalid_argument(node_prefix(node_) + "cannot take the arg of an empty axis");
     Shape out;
@@ -393,7 +372,7 @@ class ArgReduceKernel final : public Kernel {
   template <typename T>
   Status run_typed(const RunContext& ctx) const {
     const Shape& s = ctx.inputs[0].shape();
-    SL_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(node_, axis_, static_cast<int64_t>(s.rank())));
+    SL_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(axis_, static_cast<int64_t>(s.rank()), node_.describe()));
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < axis; ++d) outer *= s[d];
     for (size_t d = static_cast<size_t>(axis) + 1; d < s.rank(); ++d) inner *= s[d];

@@ -21,17 +21,14 @@ class TypedReduceKernel final : public DataKernel {
   TypedReduceKernel(const graph::Node& node, Red op) : DataKernel(node), op_(op) {}
 
   Status init(const KernelCreateArgs& a) {
-    keepdims_ = a.node.attr_int("keepdims", 1) != 0;
-    noop_ = a.node.attr_int("noop_with_empty_axes", 0) != 0;
-    axes_from_input_ = (op_ == Red::kSum && opset_ >= 13) || opset_ >= 18;
-    axes_ = a.node.attr_ints("axes");
+    attrs_ = read_reduce_attrs(a.node);
     return ok_status();
   }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
-    if (in.empty() || !in[0].present()) return invalid("missing input");
-    SL_ASSIGN_OR_RETURN(std::vector<bool> reduced, reduced_dims(in));
-    const Shape out = reduced_shape(in[0].shape, reduced, keepdims_);
+    SL_ASSIGN_OR_RETURN(ReduceAxes r, reduce_axes(attrs_, in, desc_));
+    std::vector<bool>& reduced = r.reduced;
+    const Shape& out = r.y;
     ReshapeResult rr;
     rr.outputs.push_back(OutputInfo{in[0].dtype, out, Layout::kPlain});
     rr.workspace_bytes = static_cast<size_t>(2 * std::max<int64_t>(out.numel(), 1)) * sizeof(double);
@@ -124,26 +121,8 @@ class TypedReduceKernel final : public DataKernel {
   }
 
  private:
-  Result<std::vector<bool>> reduced_dims(std::span<const TensorInfo> in) const {
-    const int64_t rank = static_cast<int64_t>(in[0].shape.rank());
-    std::vector<int64_t> axes = axes_;
-    if (axes_from_input_ && in.size() > 1 && in[1].present()) {
-      SL_ASSIGN_OR_RETURN(axes, constant_ints(in[1], "axes", desc_));
-    }
-    std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty() && !noop_);
-    for (int64_t a : axes) {
-      int64_t n = 0;
-      if (!normalize_axis(a, rank, &n)) return invalid("axis " + std::to_string(a) + " is out of range");
-      reduced[static_cast<size_t>(n)] = true;
-    }
-    return reduced;
-  }
-
   Red op_;
-  bool keepdims_ = true;
-  bool noop_ = false;
-  bool axes_from_input_ = false;
-  std::vector<int64_t> axes_;
+  ReduceAttrs attrs_;
 };
 
 struct Spec {

@@ -184,7 +184,7 @@ class SoftmaxKernel final : public Kernel {
     const int64_t rank = static_cast<int64_t>(s.rank());
     Geometry g;
     if (rank == 0) return g;  // a scalar is its own single-element row
-    SL_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(node_, axis_, rank));
+    SL_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(axis_, rank, node_.describe()));
     for (int64_t d = 0; d < axis; ++d) g.outer *= s[d];
     if (node_.opset < 13) {
       for (int64_t d = axis; d < rank; ++d) g.len *= s[d];

@@ -78,8 +78,7 @@ class ConcatKernel final : public DataKernel {
   using DataKernel::DataKernel;
   static KernelPtr create(const KernelCreateArgs& a) {
     auto k = std::make_unique<ConcatKernel>(a.node);
-    if (a.node.opset >= 4 && !a.node.has_attr("axis")) return k->invalid("missing attribute 'axis'");
-    k->axis_ = a.node.attr_int("axis", 1);
+    SL_ASSIGN_OR_RETURN(k->axis_, read_concat_axis(a.node));
     return std::unique_ptr<Kernel>(std::move(k));
   }
 
@@ -98,34 +97,12 @@ class ConcatKernel final : public DataKernel {
   }
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
-    if (in.empty()) return invalid("needs at least one input");
+    SL_ASSIGN_OR_RETURN(ConcatShapes c, concat_shape(in, axis_, desc_));
     const TensorInfo& f = in[0];
-    if (!f.present()) return invalid("input 0 is missing");
-    SL_RETURN_IF_ERROR(check_movable(f.dtype, desc_));
-    const int64_t rank = static_cast<int64_t>(f.shape.rank());
-    if (rank == 0) return invalid("cannot concatenate scalars");
-    int64_t axis = 0;
-    if (!normalize_axis(axis_, rank, &axis))
-      return invalid("axis " + std::to_string(axis_) + " is out of range for rank " + std::to_string(rank));
-    Shape out = f.shape;
-    int64_t total = 0;
-    for (size_t i = 0; i < in.size(); ++i) {
-      const TensorInfo& t = in[i];
-      if (!t.present()) return invalid("input " + std::to_string(i) + " is missing");
-      if (t.dtype != f.dtype)
-        return invalid("input " + std::to_string(i) + " has dtype " + dtype_name(t.dtype) + ", input 0 has " +
-                       dtype_name(f.dtype));
+    for (const auto& t : in)
       if (t.layout != f.layout) return invalid("inputs have mixed layouts");
-      if (static_cast<int64_t>(t.shape.rank()) != rank)
-        return invalid("input " + std::to_string(i) + " has rank " + std::to_string(t.shape.rank()) +
-                       ", input 0 has rank " + std::to_string(rank));
-      for (int64_t d = 0; d < rank; ++d)
-        if (d != axis && t.shape[static_cast<size_t>(d)] != f.shape[static_cast<size_t>(d)])
-          return invalid("input " + std::to_string(i) + " shape " + t.shape.to_string() +
-                         " does not match input 0 shape " + f.shape.to_string() + " off axis " + std::to_string(axis));
-      total += t.shape[static_cast<size_t>(axis)];
-    }
-    out[static_cast<size_t>(axis)] = total;
+    const int64_t rank = static_cast<int64_t>(f.shape.rank());
+    const int64_t axis = c.axis;
     int64_t phys_axis = axis;
     if (f.layout == Layout::kChannelsLast) {
       if (rank != 4 || axis != 1) return unsupported_error("channels-last inputs concatenate only along axis 1");
@@ -141,7 +118,7 @@ class ConcatKernel final : public DataKernel {
     std::vector<Shape> parts;
     for (const auto& t : in) parts.push_back(physical_dims(t.shape, f.layout));
     ReshapeResult r;
-    r.outputs.push_back({f.dtype, out, f.layout});
+    r.outputs.push_back({f.dtype, c.y, f.layout});
     r.state = make_chunks(parts, phys_axis, dtype_size(f.dtype));
     return r;
   }
@@ -198,9 +175,7 @@ class SplitKernel final : public DataKernel {
     SL_RETURN_IF_ERROR(check_movable(in[0].dtype, desc_));
     const Shape& s = in[0].shape;
     const int64_t rank = static_cast<int64_t>(s.rank());
-    int64_t axis = 0;
-    if (!normalize_axis(axis_, rank, &axis))
-      return invalid("axis " + std::to_string(axis_) + " is out of range for rank " + std::to_string(rank));
+    SL_ASSIGN_OR_RETURN(const int64_t axis, normalize_axis(axis_, rank, desc_));
     SL_ASSIGN_OR_RETURN(std::vector<int64_t> split, split_sizes(in, axis));
     const Layout layout = in[0].layout;
     int64_t phys_axis = axis;
@@ -291,8 +266,7 @@ class TransposeKernel final : public PermuteKernel {
   using PermuteKernel::PermuteKernel;
   static KernelPtr create(const KernelCreateArgs& a) {
     auto k = std::make_unique<TransposeKernel>(a.node);
-    k->has_perm_ = a.node.has_attr("perm");
-    k->perm_ = a.node.attr_ints("perm");
+    k->attrs_ = read_transpose_attrs(a.node);
     return std::unique_ptr<Kernel>(std::move(k));
   }
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
@@ -300,27 +274,12 @@ class TransposeKernel final : public PermuteKernel {
     SL_RETURN_IF_ERROR(check_movable(in[0].dtype, desc_));
     const Shape& s = in[0].shape;
     SL_RETURN_IF_ERROR(check_rank(s.rank()));
-    std::vector<int64_t> perm = perm_;
-    if (!has_perm_) {
-      perm.resize(s.rank());
-      for (size_t i = 0; i < s.rank(); ++i) perm[i] = static_cast<int64_t>(s.rank() - 1 - i);
-    }
-    if (perm.size() != s.rank())
-      return invalid("perm has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(s.rank()));
-    std::vector<bool> seen(s.rank(), false);
-    Shape out;
-    for (int64_t p : perm) {
-      if (p < 0 || p >= static_cast<int64_t>(s.rank()) || seen[static_cast<size_t>(p)])
-        return invalid("perm " + Shape(perm).to_string() + " is not a permutation of rank " + std::to_string(s.rank()));
-      seen[static_cast<size_t>(p)] = true;
-      out.push_back(s[static_cast<size_t>(p)]);
-    }
-    return permuted(in[0], s.dims(), perm, out);
+    SL_ASSIGN_OR_RETURN(TransposeShapes t, transpose_shape(attrs_, s, desc_));
+    return permuted(in[0], s.dims(), t.perm, t.y);
   }
 
  private:
-  bool has_perm_ = false;
-  std::vector<int64_t> perm_;
+  TransposeAttrs attrs_;
 };
 
 // DepthToSpace (DCR / CRD) and SpaceToDepth as 6-D transposes.

@@ -2,13 +2,11 @@
 // each registered for float32 and float16 (fp32 arithmetic either way). The device code is in
 // elementwise.cu; these classes check shapes and dtypes and fill the launch structs.
 
-#include <algorithm>
-#include <numeric>
-
 #include "core/cuda/cuda_status.h"
 #include "ops/cuda/cuda_common.h"
 #include "ops/cuda/epilogue.h"
 #include "ops/cuda/launch.h"
+#include "ops/data_shapes.h"
 #include "ops/op_params.h"
 
 namespace streamline::ops::cuda {
@@ -94,60 +92,43 @@ class BinaryKernel final : public Kernel {
   std::string who_;
 };
 
+// Transpose: perm checked and the output shape worked out by transpose_shape() (ops/data_shapes.h),
+// as on the CPU; the device copies with the input strides permuted.
 class TransposeKernel final : public Kernel {
  public:
-  TransposeKernel(std::vector<int64_t> perm, DType dtype, std::string who)
-      : perm_(std::move(perm)), dtype_(dtype), who_(std::move(who)) {}
+  TransposeKernel(TransposeAttrs attrs, DType dtype, std::string who)
+      : attrs_(std::move(attrs)), dtype_(dtype), who_(std::move(who)) {}
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     if (in.empty() || !in[0].present()) return invalid_argument(who_ + ": expects one input");
     SL_RETURN_IF_ERROR(expect_dtype(in[0], dtype_, who_));
     const Shape& x = in[0].shape;
-    SL_ASSIGN_OR_RETURN(std::vector<int64_t> perm, perm_for(x.rank()));
+    SL_ASSIGN_OR_RETURN(TransposeShapes t, transpose_shape(attrs_, x, who_));
     if (x.rank() > static_cast<size_t>(kMaxRank))
       return unsupported(who_ + ": the CUDA kernel transposes up to rank " + std::to_string(kMaxRank));
-    Shape y;
-    for (int64_t p : perm) y.push_back(x[static_cast<size_t>(p)]);
+    auto d = std::make_shared<StridedCopyDims>();
+    d->rank = static_cast<int32_t>(x.rank());
+    for (size_t k = 0; k < x.rank(); ++k) {
+      d->out[k] = t.y[k];
+      d->in_stride[k] = x.stride(static_cast<size_t>(t.perm[k]));
+    }
     ReshapeResult rr;
-    rr.outputs.push_back(OutputInfo{dtype_, y});
+    rr.outputs.push_back(OutputInfo{dtype_, t.y});
+    rr.state = std::move(d);
     return rr;
   }
 
   Status run(const RunContext& ctx) const override {
-    const Tensor& x = ctx.inputs[0];
+    const auto* d = static_cast<const StridedCopyDims*>(ctx.state);
+    if (d == nullptr) return internal_error(who_ + ": run without reshape state");
     const Tensor& y = ctx.outputs[0];
-    // reshape() validated the permutation for this rank.
-    const size_t rank = x.shape().rank();
-    StridedCopyDims d;
-    d.rank = static_cast<int32_t>(rank);
-    for (size_t k = 0; k < rank; ++k) {
-      const size_t p = perm_.empty() ? rank - 1 - k : static_cast<size_t>(perm_[k]);
-      d.out[k] = y.shape()[k];
-      d.in_stride[k] = x.shape().stride(p);
-    }
-    SL_CUDA_RETURN_IF_ERROR(launch_strided_copy(elem_type_of(dtype_), x.raw(), y.raw(), y.numel(), d, stream_of(ctx)),
-                            who_);
+    SL_CUDA_RETURN_IF_ERROR(
+        launch_strided_copy(elem_type_of(dtype_), ctx.inputs[0].raw(), y.raw(), y.numel(), *d, stream_of(ctx)), who_);
     return ok_status();
   }
 
  private:
-  // The permutation for an input of `rank` (reversed dims when the attribute is absent).
-  Result<std::vector<int64_t>> perm_for(size_t rank) const {
-    std::vector<int64_t> perm = perm_;
-    if (perm.empty()) {
-      perm.resize(rank);
-      std::iota(perm.rbegin(), perm.rend(), 0);
-    }
-    std::vector<int64_t> sorted = perm;
-    std::sort(sorted.begin(), sorted.end());
-    bool ok = sorted.size() == rank;
-    for (size_t i = 0; ok && i < sorted.size(); ++i) ok = sorted[i] == static_cast<int64_t>(i);
-    if (!ok)
-      return invalid_argument(who_ + ": perm is not a permutation of the input's " + std::to_string(rank) + " dims");
-    return perm;
-  }
-
-  std::vector<int64_t> perm_;
+  TransposeAttrs attrs_;
   DType dtype_;
   std::string who_;
 };
@@ -189,7 +170,7 @@ Status register_elementwise(KernelRegistry& reg) {
         "Transpose", 1,
         [t](const KernelCreateArgs& args) -> Result<std::unique_ptr<Kernel>> {
           return std::unique_ptr<Kernel>(
-              std::make_unique<TransposeKernel>(args.node.attr_ints("perm"), t, args.node.describe()));
+              std::make_unique<TransposeKernel>(read_transpose_attrs(args.node), t, args.node.describe()));
         },
         "", INT_MAX, t)));
   }

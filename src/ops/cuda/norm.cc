@@ -6,17 +6,10 @@
 #include "ops/cuda/cuda_common.h"
 #include "ops/cuda/epilogue.h"
 #include "ops/cuda/launch.h"
+#include "ops/op_params.h"
 
 namespace streamline::ops::cuda {
 namespace {
-
-// `axis` (negative counts from the back) normalised to [0, rank); InvalidArgument out of range.
-Result<int64_t> normalise_axis(int64_t axis, size_t rank, const std::string& who) {
-  const int64_t r = static_cast<int64_t>(rank);
-  if (axis < -r || axis >= r)
-    return invalid_argument(who + ": axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
-  return axis < 0 ? axis + r : axis;
-}
 
 class SoftmaxKernel final : public Kernel {
  public:
@@ -29,7 +22,7 @@ class SoftmaxKernel final : public Kernel {
     SL_RETURN_IF_ERROR(expect_dtype(in[0], dtype_, who_));
     const Shape& x = in[0].shape;
     if (x.rank() == 0) return invalid_argument(who_ + ": input must have rank >= 1");
-    SL_ASSIGN_OR_RETURN(int64_t axis, normalise_axis(axis_, x.rank(), who_));
+    SL_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(axis_, static_cast<int64_t>(x.rank()), who_));
     if (!flatten_ && axis != static_cast<int64_t>(x.rank()) - 1)
       return unsupported(who_ + ": the CUDA Softmax normalises along the last axis only (axis " +
                          std::to_string(axis_) + " of " + x.to_string() + ")");
@@ -40,7 +33,7 @@ class SoftmaxKernel final : public Kernel {
 
   Status run(const RunContext& ctx) const override {
     const Tensor& x = ctx.inputs[0];
-    SL_ASSIGN_OR_RETURN(int64_t axis, normalise_axis(axis_, x.shape().rank(), who_));
+    SL_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(axis_, static_cast<int64_t>(x.shape().rank()), who_));
     const int64_t cols = flatten_ ? x.shape().stride(static_cast<size_t>(axis)) * x.shape()[static_cast<size_t>(axis)]
                                   : x.shape().back();
     const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
@@ -69,7 +62,7 @@ class LayerNormKernel final : public Kernel {
     if (has_bias) SL_RETURN_IF_ERROR(expect_dtype(in[2], dtype_, who_));
     const Shape& x = in[0].shape;
     if (x.rank() == 0) return invalid_argument(who_ + ": input must have rank >= 1");
-    SL_ASSIGN_OR_RETURN(int64_t axis, normalise_axis(axis_, x.rank(), who_));
+    SL_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(axis_, static_cast<int64_t>(x.rank()), who_));
     const int64_t cols = x.stride(static_cast<size_t>(axis)) * x[static_cast<size_t>(axis)];
     if (in[1].shape.numel() != cols || (has_bias && in[2].shape.numel() != cols))
       return unsupported(who_ + ": the CUDA kernel needs Scale and B with the " + std::to_string(cols) +
@@ -86,7 +79,7 @@ class LayerNormKernel final : public Kernel {
 
   Status run(const RunContext& ctx) const override {
     const Tensor& x = ctx.inputs[0];
-    SL_ASSIGN_OR_RETURN(int64_t axis, normalise_axis(axis_, x.shape().rank(), who_));
+    SL_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(axis_, static_cast<int64_t>(x.shape().rank()), who_));
     const int64_t cols = x.shape().stride(static_cast<size_t>(axis)) * x.shape()[static_cast<size_t>(axis)];
     const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
     const bool has_bias = ctx.inputs.size() > 2 && ctx.inputs[2].defined();

@@ -39,12 +39,15 @@ class PoolKernel final : public Kernel {
     SL_RETURN_IF_ERROR(float_elem(in[0].dtype, who_).status());
     if (in[0].layout != Layout::kPlain) return unsupported(who_ + ": the CUDA kernel takes plain (NCHW) layouts only");
     const Shape& x = in[0].shape;
+    if (global() && x.rank() < 3) return invalid_argument(who_ + ": input must have rank >= 3, got " + x.to_string());
+    if (!global() && (x.rank() < 3 || x.rank() > 4))
+      return unsupported(who_ + ": the CUDA kernel pools 1-D and 2-D inputs (rank 3 or 4), got " + x.to_string());
+    // The window of each spatial axis (the whole axis for a global pool), as the CPU kernel has it.
+    SL_ASSIGN_OR_RETURN(std::vector<PoolAxis> axes, pool_axes(attrs_, x, global(), who_));
+    Shape y{x[0], x[1]};
+    for (const PoolAxis& a : axes) y.push_back(a.out);
     ReshapeResult rr;
-    Shape y{};
     if (global()) {
-      if (x.rank() < 3) return invalid_argument(who_ + ": input must have rank >= 3, got " + x.to_string());
-      y = Shape{x[0], x[1]};
-      for (size_t i = 2; i < x.rank(); ++i) y.push_back(1);
       // [N * C] outputs, each reducing a contiguous plane.
       auto d = std::make_shared<ReduceDims>();
       d->kept_rank = 1;
@@ -58,9 +61,6 @@ class PoolKernel final : public Kernel {
       d->inner_reduced = true;
       rr.state = std::move(d);
     } else {
-      SL_ASSIGN_OR_RETURN(std::vector<PoolAxis> axes, geometry(x));
-      y = Shape{x[0], x[1]};
-      for (const PoolAxis& a : axes) y.push_back(a.out);
       rr.state = std::make_shared<PoolDims>(pool_dims(x, axes));
     }
     rr.outputs.push_back(OutputInfo{in[0].dtype, y});
@@ -87,13 +87,6 @@ class PoolKernel final : public Kernel {
 
  private:
   bool global() const { return kind_ == PoolKind::kGlobalAvg || kind_ == PoolKind::kGlobalMax; }
-
-  // Per spatial axis: the window and the output size, as the ONNX spec and the CPU kernel say.
-  Result<std::vector<PoolAxis>> geometry(const Shape& x) const {
-    if (x.rank() < 3 || x.rank() > 4)
-      return unsupported(who_ + ": the CUDA kernel pools 1-D and 2-D inputs (rank 3 or 4), got " + x.to_string());
-    return pool_axes(attrs_, x, /*global=*/false, who_);
-  }
 
   // The launch parameters; a 1-D pool is a 2-D one over [1, W] planes.
   PoolDims pool_dims(const Shape& x, const std::vector<PoolAxis>& axes) const {

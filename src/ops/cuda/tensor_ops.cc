@@ -2,26 +2,24 @@
 // Dropout), Cast, Clip and ReduceSum / ReduceMean / ReduceMax. The device code is in tensor_ops.cu
 // (reductions in pool.cu).
 //
-// Shapes are worked out on the host in reshape(). The view ops, Concat and Gather delegate that to
-// the CPU kernel of the same node (their "CPU twin"), so both devices accept the same graphs with the
-// same error messages; only run() is the device's. The view ops return inplace = {0} and copy only
-// when the planner gave them their own output buffer. Data movement works on bytes, so those ops
-// take every dtype; Clip and the reductions take float32 and float16 (float32 arithmetic).
+// Shapes are worked out on the host in reshape() by the shape functions the CPU kernels call too
+// (ops/data_shapes.h, ops/op_params.h), so both devices accept the same graphs with the same error
+// messages; only run() is the device's. The view ops return inplace = {0} and copy only when the
+// planner gave them their own output buffer. Data movement works on bytes, so those ops take every
+// dtype; Clip and the reductions take float32 and float16 (float32 arithmetic).
 
 #include <algorithm>
 #include <cfloat>
 
 #include "core/cuda/cuda_status.h"
-#include "ops/cpu/data_common.h"
+#include "ops/copy_plan.h"
 #include "ops/cuda/cuda_common.h"
 #include "ops/cuda/launch_tensor.h"
+#include "ops/data_shapes.h"
 #include "ops/op_params.h"
 
 namespace streamline::ops::cuda {
 namespace {
-
-using cpu::constant_ints;
-using cpu::normalize_axis;
 
 // The ElemType of `t`; Unsupported for dtypes the typed kernels lack.
 Result<ElemType> elem_type(DType t, const std::string& who, bool floats_only) {
@@ -48,45 +46,29 @@ Status copy_device(const Tensor& from, const Tensor& to, cudaStream_t stream, co
   return ok_status();
 }
 
-// Base of the ops whose reshape() is the CPU kernel's: made with the same create arguments.
-class CpuTwinKernel : public Kernel {
- public:
-  Status init(const KernelCreateArgs& args) {
-    const graph::Node& n = args.node;
-    who_ = n.describe();
-    SL_ASSIGN_OR_RETURN(const KernelDef* def, default_cpu_registry().find(n.op_type, n.domain, n.opset, Device::kCpu,
-                                                                          selector_dtype(args.input_dtypes, 0)));
-    SL_ASSIGN_OR_RETURN(twin_, def->create(args));
-    return ok_status();
-  }
-
-  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
-    for (const TensorInfo& t : in)
-      if (t.present() && t.layout != Layout::kPlain)
-        return unsupported(who_ + ": the CUDA kernel takes plain layouts only");
-    SL_ASSIGN_OR_RETURN(ReshapeResult cpu, twin_->reshape(in));
-    ReshapeResult rr;
-    for (const OutputInfo& o : cpu.outputs) rr.outputs.push_back(OutputInfo{o.dtype, o.shape});
-    rr.known_values = std::move(cpu.known_values);
-    rr.inplace = std::move(cpu.inplace);  // the view ops' {0}: run() then copies nothing
-    return rr;
-  }
-
- protected:
-  std::string who_;
-  std::unique_ptr<Kernel> twin_;
-};
+Status check_plain(std::span<const TensorInfo> in, const std::string& who) {
+  for (const TensorInfo& t : in)
+    if (t.present() && t.layout != Layout::kPlain)
+      return unsupported(who + ": the CUDA kernel takes plain layouts only");
+  return ok_status();
+}
 
 // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout: output 0 is input 0's bytes.
-class ViewKernel final : public CpuTwinKernel {
+class ViewKernel final : public Kernel {
  public:
+  ViewKernel(std::string who, ViewAttrs attrs) : who_(std::move(who)), attrs_(std::move(attrs)) {}
+
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
-    SL_ASSIGN_OR_RETURN(ReshapeResult rr, CpuTwinKernel::reshape(in));
+    SL_RETURN_IF_ERROR(check_plain(in, who_));
+    ReshapeResult rr;
+    SL_ASSIGN_OR_RETURN(rr.outputs, view_outputs(attrs_, in, who_));
     // Dropout's mask: all true, filled with a memset, which suits one-byte bool only.
     for (size_t k = 1; k < rr.outputs.size(); ++k)
       if (rr.outputs[k].dtype != DType::kBool)
         return unsupported(who_ + ": the CUDA kernel writes a bool mask only (opset 10+), not " +
                            dtype_name(rr.outputs[k].dtype));
+    rr.inplace.assign(rr.outputs.size(), -1);
+    rr.inplace[0] = 0;  // run() then copies nothing
     return rr;
   }
 
@@ -99,18 +81,30 @@ class ViewKernel final : public CpuTwinKernel {
     }
     return ok_status();
   }
+
+ private:
+  std::string who_;
+  ViewAttrs attrs_;
 };
 
 // Concat along any axis: one row copy per input into its column range of the output.
-class ConcatKernel final : public CpuTwinKernel {
+class ConcatKernel final : public Kernel {
  public:
-  explicit ConcatKernel(int64_t axis) : axis_(axis) {}
+  ConcatKernel(std::string who, int64_t axis) : who_(std::move(who)), axis_(axis) {}
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    SL_RETURN_IF_ERROR(check_plain(in, who_));
+    SL_ASSIGN_OR_RETURN(ConcatShapes c, concat_shape(in, axis_, who_));
+    ReshapeResult rr;
+    rr.outputs.push_back(OutputInfo{in[0].dtype, c.y});
+    return rr;
+  }
 
   Status run(const RunContext& ctx) const override {
     const Tensor& y = ctx.outputs[0];
-    int64_t axis = 0;
+    int64_t axis = 0;  // reshape() checked the axis against this rank
     if (!normalize_axis(axis_, static_cast<int64_t>(y.shape().rank()), &axis))
-      return invalid_argument(who_ + ": axis out of range");
+      return internal_error(who_ + ": axis out of range at run");
     int64_t outer = 0, inner_bytes = 0;
     split_at(y.shape(), static_cast<size_t>(axis), dtype_size(y.dtype()), &outer, &inner_bytes);
     const int64_t whole = y.shape()[static_cast<size_t>(axis)] * inner_bytes;
@@ -126,20 +120,29 @@ class ConcatKernel final : public CpuTwinKernel {
   }
 
  private:
+  std::string who_;
   int64_t axis_;
 };
 
 // Gather along any axis; indices int32 or int64 (a run-time input or a constant, both on the device).
-class GatherKernel final : public CpuTwinKernel {
+class GatherKernel final : public Kernel {
  public:
-  explicit GatherKernel(int64_t axis) : axis_(axis) {}
+  GatherKernel(std::string who, int64_t axis) : who_(std::move(who)), axis_(axis) {}
+
+  Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
+    SL_RETURN_IF_ERROR(check_plain(in, who_));
+    SL_ASSIGN_OR_RETURN(GatherShapes g, gather_shape(in, axis_, who_));
+    ReshapeResult rr;
+    rr.outputs.push_back(OutputInfo{in[0].dtype, g.y});
+    return rr;
+  }
 
   Status run(const RunContext& ctx) const override {
     const Tensor& data = ctx.inputs[0];
     const Tensor& idx = ctx.inputs[1];
-    int64_t axis = 0;
+    int64_t axis = 0;  // reshape() checked the axis against this rank
     if (!normalize_axis(axis_, static_cast<int64_t>(data.shape().rank()), &axis))
-      return invalid_argument(who_ + ": axis out of range");
+      return internal_error(who_ + ": axis out of range at run");
     int64_t outer = 0, inner_bytes = 0;
     split_at(data.shape(), static_cast<size_t>(axis), dtype_size(data.dtype()), &outer, &inner_bytes);
     SL_CUDA_RETURN_IF_ERROR(
@@ -150,6 +153,7 @@ class GatherKernel final : public CpuTwinKernel {
   }
 
  private:
+  std::string who_;
   int64_t axis_;
 };
 
@@ -162,15 +166,15 @@ class SliceKernel final : public Kernel {
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     if (in.empty() || !in[0].present()) return invalid_argument(who_ + ": missing input 'data'");
-    SL_RETURN_IF_ERROR(cpu::check_movable(in[0].dtype, who_));
+    SL_RETURN_IF_ERROR(check_movable(in[0].dtype, who_));
     if (in[0].layout != Layout::kPlain) return unsupported(who_ + ": the CUDA kernel takes plain layouts only");
     const Shape& s = in[0].shape;
-    if (s.rank() > static_cast<size_t>(cpu::kMaxDataRank))
+    if (s.rank() > static_cast<size_t>(kMaxDataRank))
       return unsupported(who_ + ": rank " + std::to_string(s.rank()) + " exceeds the supported maximum of " +
-                         std::to_string(cpu::kMaxDataRank));
+                         std::to_string(kMaxDataRank));
     SL_ASSIGN_OR_RETURN(SliceGeometry g, slice_geometry(attrs_, opset_, in, who_));
     // The strided gather, with size-1 dims dropped and contiguous dims merged.
-    const cpu::CopyPlan plan = cpu::make_copy_plan(dtype_size(in[0].dtype), g.out.dims(), g.strides, g.offset);
+    const CopyPlan plan = make_copy_plan(dtype_size(in[0].dtype), g.out.dims(), g.strides, g.offset);
     if (plan.rank > kMaxCopyRank)
       return unsupported(who_ + ": the CUDA kernel slices up to " + std::to_string(kMaxCopyRank) +
                          " non-contiguous dims, this slice has " + std::to_string(plan.rank));
@@ -291,37 +295,18 @@ class ClipKernel final : public Kernel {
 // before 18) or by a constant input; keepdims; noop_with_empty_axes.
 class ReduceKernel final : public Kernel {
  public:
-  ReduceKernel(const graph::Node& n, ReduceOp op)
-      : who_(n.describe()),
-        op_(op),
-        axes_from_input_(n.opset >= 18 || (op == ReduceOp::kSum && n.opset >= 13)),
-        axes_(n.attr_ints("axes")),
-        keepdims_(n.attr_int("keepdims", 1) != 0),
-        noop_(n.attr_int("noop_with_empty_axes", 0) != 0) {}
+  ReduceKernel(const graph::Node& n, ReduceOp op) : who_(n.describe()), op_(op), attrs_(read_reduce_attrs(n)) {}
 
   Result<ReshapeResult> reshape(std::span<const TensorInfo> in) const override {
     if (in.empty() || !in[0].present()) return invalid_argument(who_ + ": missing input");
     SL_RETURN_IF_ERROR(elem_type(in[0].dtype, who_, true).status());
     if (in[0].layout != Layout::kPlain) return unsupported(who_ + ": the CUDA kernel takes plain layouts only");
-    const Shape& s = in[0].shape;
-    const int64_t rank = static_cast<int64_t>(s.rank());
-    std::vector<int64_t> axes = axes_from_input_ ? std::vector<int64_t>{} : axes_;
-    if (axes_from_input_ && in.size() > 1 && in[1].present()) {
-      SL_ASSIGN_OR_RETURN(axes, constant_ints(in[1], "axes", who_));
-    }
-    std::vector<bool> reduced(s.rank(), axes.empty() && !noop_);
-    for (int64_t a : axes) {
-      int64_t ax = 0;
-      if (!normalize_axis(a, rank, &ax))
-        return invalid_argument(who_ + ": axis " + std::to_string(a) + " is out of range for rank " +
-                                std::to_string(rank));
-      reduced[static_cast<size_t>(ax)] = true;
-    }
+    SL_ASSIGN_OR_RETURN(ReduceAxes r, reduce_axes(attrs_, in, who_));
     ReshapeResult rr;
-    rr.outputs.push_back(OutputInfo{in[0].dtype, reduced_shape(s, reduced, keepdims_)});
+    rr.outputs.push_back(OutputInfo{in[0].dtype, r.y});
     // No state for noop_with_empty_axes without axes: the output is the input.
-    if (!(axes.empty() && noop_)) {
-      SL_ASSIGN_OR_RETURN(ReduceDims dims, reduce_dims(s, reduced));
+    if (!r.identity) {
+      SL_ASSIGN_OR_RETURN(ReduceDims dims, reduce_dims(in[0].shape, r.reduced));
       rr.state = std::make_shared<ReduceDims>(dims);
     }
     return rr;
@@ -367,18 +352,8 @@ class ReduceKernel final : public Kernel {
 
   std::string who_;
   ReduceOp op_;
-  bool axes_from_input_;
-  std::vector<int64_t> axes_;
-  bool keepdims_;
-  bool noop_;
+  ReduceAttrs attrs_;
 };
-
-template <typename K, typename... A>
-Result<std::unique_ptr<Kernel>> make_twin(const KernelCreateArgs& args, A... a) {
-  auto k = std::make_unique<K>(a...);
-  SL_RETURN_IF_ERROR(k->init(args));
-  return std::unique_ptr<Kernel>(std::move(k));
-}
 
 constexpr DType kFloatTypes[] = {DType::kFloat32, DType::kFloat16};
 
@@ -388,14 +363,26 @@ Status register_tensor_ops(KernelRegistry& reg) {
   // Data movement: any dtype (kUndefined); Gather is keyed by its data input (input 0).
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}) {
     SL_RETURN_IF_ERROR(reg.add(cuda_def(
-        op, 1, [](const KernelCreateArgs& a) { return make_twin<ViewKernel>(a); }, "", INT_MAX, DType::kUndefined)));
+        op, 1,
+        [](const KernelCreateArgs& a) -> Result<std::unique_ptr<Kernel>> {
+          SL_ASSIGN_OR_RETURN(ViewAttrs attrs, read_view_attrs(a.node));
+          return std::unique_ptr<Kernel>(std::make_unique<ViewKernel>(a.node.describe(), std::move(attrs)));
+        },
+        "", INT_MAX, DType::kUndefined)));
   }
   SL_RETURN_IF_ERROR(reg.add(cuda_def(
-      "Concat", 1, [](const KernelCreateArgs& a) { return make_twin<ConcatKernel>(a, a.node.attr_int("axis", 1)); }, "",
-      INT_MAX, DType::kUndefined)));
+      "Concat", 1,
+      [](const KernelCreateArgs& a) -> Result<std::unique_ptr<Kernel>> {
+        SL_ASSIGN_OR_RETURN(const int64_t axis, read_concat_axis(a.node));
+        return std::unique_ptr<Kernel>(std::make_unique<ConcatKernel>(a.node.describe(), axis));
+      },
+      "", INT_MAX, DType::kUndefined)));
   SL_RETURN_IF_ERROR(reg.add(cuda_def(
-      "Gather", 1, [](const KernelCreateArgs& a) { return make_twin<GatherKernel>(a, a.node.attr_int("axis", 0)); }, "",
-      INT_MAX, DType::kUndefined)));
+      "Gather", 1,
+      [](const KernelCreateArgs& a) -> Result<std::unique_ptr<Kernel>> {
+        return std::unique_ptr<Kernel>(std::make_unique<GatherKernel>(a.node.describe(), a.node.attr_int("axis", 0)));
+      },
+      "", INT_MAX, DType::kUndefined)));
   SL_RETURN_IF_ERROR(reg.add(cuda_def(
       "Slice", 1,
       [](const KernelCreateArgs& a) -> Result<std::unique_ptr<Kernel>> {
