@@ -40,26 +40,28 @@ Result<int> input_index(const Model& model, const std::string& name, const char*
 }  // namespace
 
 void add_model_flags(CLI::App* c, ModelFlags& f) {
+  ModelOptions& o = f.options;
   c->add_option("model", f.path, "ONNX model file")->required();
-  c->add_option("--threads", f.threads, "Total threads (default: all cores)")
+  c->add_option("--threads", o.num_threads, "Total threads (default: all cores)")
       ->check(int_range(0, kMaxThreads, "0: all cores"));
-  c->add_option("--streams", f.streams, "Streams per run (independent branches run concurrently)")
+  c->add_option("--streams", o.num_streams, "Streams per run (independent branches run concurrently)")
       ->check(int_range(1, 64));
-  c->add_option("--threads-per-stream", f.threads_per_stream, "Intra-op threads per stream (default: threads/streams)")
+  c->add_option("--threads-per-stream", o.threads_per_stream, "Intra-op threads per stream (default: threads/streams)")
       ->check(int_range(0, kMaxThreads, "0: threads / streams"));
   c->add_option("--pin-streams", f.pin_streams, "JSON file {\"node name\": stream, ...} pinning nodes to streams");
-  c->add_flag("--pin-threads", f.pin_threads, "Pin each stream's threads to their own cores");
-  c->add_flag("--elastic-threads", f.elastic_threads,
+  c->add_flag("--pin-threads", o.pin_threads, "Pin each stream's threads to their own cores");
+  c->add_flag("--elastic-threads", o.elastic_threads,
               "With several streams: each step uses threads/(streams busy at that moment) threads");
-  c->add_option("--split-convs", f.split_convs,
+  c->add_option("--split-convs", o.split_convs,
                 "Cut each heavy convolution into N output-channel slices for multi-stream plans (0: off)")
       ->check(int_range(0, 64, "0: off"));
-  c->add_flag("--safe", f.safe, "Safe mode: canaries checked after every step, dead buffers poisoned");
+  c->add_flag("--safe", o.safe, "Safe mode: canaries checked after every step, dead buffers poisoned");
   c->add_flag("--no-optimize", f.no_optimize, "Turn graph passes off (debugging)");
   c->add_flag("--no-winograd", f.no_winograd, "Run every convolution with oneDNN's direct algorithm");
-  c->add_option("--block", f.block, "Channels per block of the blocked layout: 8 or 16 (default: 16 with AVX-512)")
+  c->add_option("--block", o.blocked_channels,
+                "Channels per block of the blocked layout: 8 or 16 (default: 16 with AVX-512)")
       ->check(CLI::IsMember({0, 8, 16}));
-  c->add_option("--device", f.device, "Where to run: cpu, cuda (GPU 0), cuda:N, or eager (CPU, node by node, no plan)");
+  c->add_option("--device", o.device, "Where to run: cpu, cuda (GPU 0), cuda:N, or eager (CPU, node by node, no plan)");
   c->add_option("--precision", f.precision, "GPU arithmetic: fp32, tf32 or fp16 (weights converted at load)");
   c->add_flag("--no-cuda-graphs", f.no_cuda_graphs, "GPU: launch every kernel instead of replaying a CUDA graph");
 }
@@ -72,20 +74,11 @@ void add_input_flags(CLI::App* c, InputFlags& f, bool with_files) {
 }
 
 Result<std::shared_ptr<Model>> load_model(const ModelFlags& f) {
-  ModelOptions mo;
+  ModelOptions mo = f.options;
   mo.optimize = !f.no_optimize;
   mo.winograd = !f.no_winograd;
-  mo.blocked_channels = f.block;
-  mo.num_threads = f.threads;
-  mo.num_streams = f.streams;
-  mo.threads_per_stream = f.threads_per_stream;
-  mo.pin_threads = f.pin_threads;
-  mo.elastic_threads = f.elastic_threads;
-  mo.split_convs = f.split_convs;
-  mo.safe = f.safe;
-  mo.device = f.device;
-  SL_ASSIGN_OR_RETURN(mo.precision, runtime::parse_precision(f.precision));
   mo.cuda_graphs = !f.no_cuda_graphs;
+  SL_ASSIGN_OR_RETURN(mo.precision, runtime::parse_precision(f.precision));
   if (!f.pin_streams.empty()) {
     SL_RETURN_IF_ERROR(check_input_file("--pin-streams", f.pin_streams));
     SL_ASSIGN_OR_RETURN(mo.pinned_streams, plan::parse_pin_file(f.pin_streams));

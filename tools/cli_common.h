@@ -45,23 +45,19 @@ Result<FilledDims> fill_dynamic_dims(const std::vector<DeclaredInput>& inputs, c
 // "d0,d1,..." from --shape NAME=d0,d1,...: InvalidArgument naming the flag for a bad dimension.
 Result<std::vector<int64_t>> parse_dims(const std::string& flag_value, const std::string& dims);
 
-// Flags that shape how a model is loaded and planned, shared by run, bench and plan.
+// Flags that shape how a model is loaded and planned, shared by run, bench, plan and classify.
+// Flags whose value is a ModelOptions field as it stands are bound to `options` itself (--threads,
+// --streams, --threads-per-stream, --pin-threads, --elastic-threads, --split-convs, --safe,
+// --block, --device); the rest need a conversion at load_model(): inverted switches, a name to
+// parse, a file to read.
 struct ModelFlags {
   std::string path;
-  int threads = 0;  // total threads; 0 = all cores
-  int streams = 1;
-  int threads_per_stream = 0;  // 0 = threads / streams
-  std::string pin_streams;     // JSON file {"node": stream}
-  bool pin_threads = false;
-  bool elastic_threads = false;
-  int split_convs = 0;
-  bool safe = false;
-  bool no_optimize = false;
-  bool no_winograd = false;
-  int block = 0;                   // channels per block of the blocked layout; 0 = by CPU
-  std::string device = "cpu";      // cpu, cuda, cuda:N, eager
+  ModelOptions options;
+  std::string pin_streams;         // JSON file {"node": stream}
+  bool no_optimize = false;        // options.optimize = !no_optimize
+  bool no_winograd = false;        // options.winograd = !no_winograd
   std::string precision = "fp32";  // fp32, tf32, fp16 (GPU only)
-  bool no_cuda_graphs = false;
+  bool no_cuda_graphs = false;     // options.cuda_graphs = !no_cuda_graphs
 };
 void add_model_flags(CLI::App* app, ModelFlags& f);
 // --shape and --batch, plus --input files when `with_files`.

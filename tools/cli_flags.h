@@ -27,7 +27,7 @@ constexpr int kUsageError = 2;  // bad flags, a missing file, a model that does 
 
 constexpr int64_t kMaxThreads = 1024;       // --threads and the like
 constexpr int64_t kMaxBatch = 65536;        // --batch, --max-batch
-constexpr int64_t kMaxCount = 4096;         // clients, workers, instances
+constexpr int64_t kMaxCount = 4096;         // clients, workers (instances: runtime::kMaxInstances)
 constexpr double kMaxSeconds = 86400;       // durations and timeouts: a day
 constexpr double kMaxRate = 1e6;            // requests per second
 constexpr int64_t kMaxMicros = 3600000000;  // microsecond budgets: an hour

@@ -20,12 +20,14 @@
 #include "cli_common.h"
 #include "cli_flags.h"
 #include "commands.h"
+#include "core/cpu_set.h"
 #include "exec/trace.h"
 #include "ops/kernel.h"
 #include "plan/execution_plan.h"
 #include "preflight.h"
 #include "progress.h"
 #include "runtime/device.h"
+#include "runtime/instance_pool.h"
 #include "serving_load.h"
 #include "streamline/serving.h"
 
@@ -218,10 +220,9 @@ int bench_serving(const BenchFlags& f, std::shared_ptr<Model> model, const std::
   so.batching.max_queue_delay_us = std::max<int64_t>(0, f.max_queue_delay_us);
   so.batching.queue.max_queue_size = f.max_queue_size;
   so.batching.queue.default_timeout_us = f.timeout_us;
-  so.threads_per_instance = f.threads_per_instance > 0 ? f.threads_per_instance
-                            : f.model.threads > 0      ? std::max(1, f.model.threads / so.instances)
-                                                       : 0;
-  so.pin = f.model.pin_threads;
+  // --threads-per-instance, else --threads shared over the instances, else the usable cores.
+  so.threads_per_instance = core::share_threads(f.threads_per_instance, f.model.options.num_threads, so.instances);
+  so.pin = f.model.options.pin_threads;
   auto served = ServingModel::create(model, so);
   if (!served.ok()) {
     std::cerr << "error: " << served.status().to_string() << std::endl;
@@ -312,7 +313,7 @@ Runner add_bench_command(CLI::App& app) {
   c->add_option("--concurrency", f->concurrency, "Concurrent clients, each with its own execution context")
       ->check(int_range(1, kMaxCount));
   c->add_option("--instances", f->instances, "Serve through N instances sharing the weights")
-      ->check(int_range(1, kMaxCount));
+      ->check(int_range(1, runtime::kMaxInstances));
   c->add_option("--max-batch", f->max_batch, "Serving: merge requests into batches of up to B rows (1 = no batching)")
       ->check(int_range(1, kMaxBatch));
   c->add_option("--max-queue-delay-us", f->max_queue_delay_us, "Serving: longest wait for a batch to fill (default 0)")

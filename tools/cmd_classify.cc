@@ -113,13 +113,13 @@ int classify(const ClassifyFlags& f) {
   // rule of build_image_classifier: the model's height, else 224; its width, else the height).
   if (f.size == 0 && ins.size() == 1 && ins[0].dims.size() == 4 && (ins[0].dims[2] < 0 || ins[0].dims[3] < 0)) {
     const int64_t h = ins[0].dims[2] > 0 ? ins[0].dims[2] : 224, w = ins[0].dims[3] > 0 ? ins[0].dims[3] : h;
-    std::cerr << "note: input '" << ins[0].name << "': the image size is dynamic; using a " << h << "x"
-              << w << " crop (set it with --size S)" << std::endl;
+    std::cerr << "note: input '" << ins[0].name << "': the image size is dynamic; using a " << h << "x" << w
+              << " crop (set it with --size S)" << std::endl;
   }
   // Batch across images when the model's batch dimension is free.
   const bool free_batch = ins.size() == 1 && !ins[0].dims.empty() && ins[0].dims[0] < 0;
   ServingOptions so;
-  so.threads_per_instance = f.model.threads;
+  so.threads_per_instance = f.model.options.num_threads;
   so.batching.max_batch_size = free_batch ? std::max(1, std::min(f.max_batch, static_cast<int>(f.images.size()))) : 1;
   so.batching.max_queue_delay_us = so.batching.max_batch_size > 1 ? 2000 : 0;
   auto served = ServingModel::create(*model, so);

@@ -22,6 +22,7 @@
 #include "commands.h"
 #include "core/logging.h"
 #include "preflight.h"
+#include "runtime/instance_pool.h"
 #include "serve/grpc_server.h"
 #include "serve/http_server.h"
 #include "serve/repository.h"
@@ -30,26 +31,28 @@
 namespace streamline::tools {
 namespace {
 
+// Flags whose value is a field of the serving layer's options as it stands are bound to that
+// field; the rest are converted in serve_models(): sizes in MiB, a list to parse, an inverted
+// switch, the control mode. Their defaults are the options structs' own.
 struct ServeFlags {
   std::string repository;
-  std::string host = "127.0.0.1";
-  int http_port = 8000;  // -1 = no HTTP endpoint
-  int grpc_port = 8001;
+  // --instances, --threads, --core-budget.
+  serve::RepositoryOptions repo;
+  // --triton-metrics.
+  serve::ServerOptions server;
+  // --host (every endpoint's), --http-port (-1 = no HTTP endpoint), --http-threads,
+  // --decode-threads, --max-connections (the metrics port's too).
+  serve::HttpOptions http;
+  // --grpc-port (-1 = no gRPC endpoint); the host is --host.
+  serve::GrpcOptions grpc;
   int metrics_port = 8002;
   std::string control_mode = "none";
   std::vector<std::string> load_models;
   double drain_timeout_s = 30;
-  int instances = 1;
-  int threads = 0;
-  int http_threads = 2;
-  int decode_threads = 2;
-  double max_json_body_mb = 64;
-  double max_request_mb = 256;
-  int max_connections = 1024;
-  std::string metrics_buckets_ms;  // "0.5,1,2,5": the latency histograms' bounds; "" = defaults
-  bool triton_metrics = true;
-  int core_budget = 0;  // cores the models' controllers share; 0 = the cores this process may use
-  bool strict_core_budget = false;
+  double max_json_body_mb = static_cast<double>(serve::HttpOptions{}.max_json_bytes) / (1 << 20);
+  double max_request_mb = static_cast<double>(serve::ServerOptions{}.max_request_bytes) / (1 << 20);
+  std::string metrics_buckets_ms;   // "0.5,1,2,5": the latency histograms' bounds; "" = defaults
+  bool strict_core_budget = false;  // repo.lend_idle_cores = !strict_core_budget
   // Logging as tritonserver's flags set it; unset = as SL_LOG_LEVEL says (default warning).
   std::optional<int> log_verbose;
   std::optional<bool> log_info, log_warning, log_error;
@@ -108,13 +111,13 @@ void print_index(const serve::Repository& repo) {
 // port fails in a moment rather than after every model has loaded.
 Status check_ports(const ServeFlags& f) {
   const std::pair<const char*, int> ports[] = {
-      {"--http-port", f.http_port}, {"--grpc-port", f.grpc_port}, {"--metrics-port", f.metrics_port}};
+      {"--http-port", f.http.port}, {"--grpc-port", f.grpc.port}, {"--metrics-port", f.metrics_port}};
   for (size_t i = 0; i < std::size(ports); ++i)
     for (size_t j = 0; j < i; ++j)
       if (ports[i].second > 0 && ports[i].second == ports[j].second)
         return invalid_argument(std::string(ports[i].first) + " " + std::to_string(ports[i].second) + " is also the " +
                                 ports[j].first + "; each endpoint needs a port of its own");
-  for (const auto& [flag, port] : ports) SL_RETURN_IF_ERROR(check_port_free(flag, f.host, port));
+  for (const auto& [flag, port] : ports) SL_RETURN_IF_ERROR(check_port_free(flag, f.http.host, port));
   return ok_status();
 }
 
@@ -145,11 +148,8 @@ int serve_models(const ServeFlags& f) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  serve::RepositoryOptions ro;
-  ro.default_instances = f.instances;
-  ro.default_threads = f.threads;
+  serve::RepositoryOptions ro = f.repo;
   ro.latency_buckets_us = *buckets;
-  ro.core_budget = f.core_budget;
   ro.lend_idle_cores = !f.strict_core_budget;
   serve::Repository repo(f.repository, ro);
   if (!explicit_control) {
@@ -166,33 +166,32 @@ int serve_models(const ServeFlags& f) {
   }
   print_index(repo);
 
-  serve::ServerOptions so;
+  serve::ServerOptions so = f.server;
   so.allow_model_control = explicit_control;
-  so.triton_metric_names = f.triton_metrics;
   so.max_request_bytes = static_cast<int64_t>(f.max_request_mb * (1 << 20));
   serve::ServerCore core(repo, so);
   std::optional<serve::HttpServer> http, metrics;
   std::optional<serve::GrpcServer> grpc;
-  if (f.http_port >= 0) {
-    serve::HttpOptions o;
-    o.host = f.host;
-    o.port = f.http_port;
-    o.io_threads = f.http_threads;
-    o.decode_threads = f.decode_threads;
+  if (f.http.port >= 0) {
+    serve::HttpOptions o = f.http;
     o.max_json_bytes = static_cast<int64_t>(f.max_json_body_mb * (1 << 20));
-    o.max_connections = f.max_connections;
     http.emplace(core, o);
   }
   if (f.metrics_port >= 0) {
+    // /metrics alone, on one I/O thread.
     serve::HttpOptions o;
-    o.host = f.host;
+    o.host = f.http.host;
     o.port = f.metrics_port;
     o.io_threads = 1;
-    o.max_connections = f.max_connections;
+    o.max_connections = f.http.max_connections;
     o.metrics_only = true;
     metrics.emplace(core, o);
   }
-  if (f.grpc_port >= 0) grpc.emplace(core, serve::GrpcOptions{f.host, f.grpc_port});
+  if (f.grpc.port >= 0) {
+    serve::GrpcOptions o = f.grpc;
+    o.host = f.http.host;
+    grpc.emplace(core, o);
+  }
 
   auto fail = [](const Status& s) {
     std::cerr << "error: " << s.to_string() << std::endl;
@@ -200,15 +199,15 @@ int serve_models(const ServeFlags& f) {
   };
   if (http) {
     if (Status s = http->start(); !s.ok()) return fail(s);
-    std::cout << "HTTP     http://" << f.host << ":" << http->port() << "/v2" << std::endl;
+    std::cout << "HTTP     http://" << f.http.host << ":" << http->port() << "/v2" << std::endl;
   }
   if (grpc) {
     if (Status s = grpc->start(); !s.ok()) return fail(s);
-    std::cout << "gRPC     " << f.host << ":" << grpc->port() << std::endl;
+    std::cout << "gRPC     " << f.http.host << ":" << grpc->port() << std::endl;
   }
   if (metrics) {
     if (Status s = metrics->start(); !s.ok()) return fail(s);
-    std::cout << "Metrics  http://" << f.host << ":" << metrics->port() << "/metrics" << std::endl;
+    std::cout << "Metrics  http://" << f.http.host << ":" << metrics->port() << "/metrics" << std::endl;
   }
   std::cout << "Serving (model control: " << f.control_mode << "); Ctrl-C drains and exits." << std::endl;
 
@@ -243,11 +242,15 @@ Runner add_serve_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand("serve", "Serve a model repository over KServe v2 (HTTP and gRPC)");
   c->add_option("--model-repository", f->repository, "Folder of models: NAME/[config.pbtxt], NAME/VERSION/model.onnx")
       ->required();
-  c->add_option("--host", f->host, "Address to listen on (default 127.0.0.1)");
+  // Help texts state the defaults of the options structs the flags are bound to.
+  const serve::HttpOptions http_defaults;
+  c->add_option("--host", f->http.host, "Address to listen on (default " + http_defaults.host + ")");
   const std::string port_note = "-1: off, 0: any free port";
-  c->add_option("--http-port", f->http_port, "HTTP port; -1 turns HTTP off (default 8000)")
+  c->add_option("--http-port", f->http.port,
+                "HTTP port; -1 turns HTTP off (default " + std::to_string(http_defaults.port) + ")")
       ->check(int_range(-1, 65535, port_note));
-  c->add_option("--grpc-port", f->grpc_port, "gRPC port; -1 turns gRPC off (default 8001)")
+  c->add_option("--grpc-port", f->grpc.port,
+                "gRPC port; -1 turns gRPC off (default " + std::to_string(serve::GrpcOptions{}.port) + ")")
       ->check(int_range(-1, 65535, port_note));
   c->add_option("--metrics-port", f->metrics_port, "Prometheus metrics port; -1 turns it off (default 8002)")
       ->check(int_range(-1, 65535, port_note));
@@ -257,36 +260,41 @@ Runner add_serve_command(CLI::App& app) {
   c->add_option("--load-model", f->load_models, "Model to load at start in explicit mode (repeatable)");
   c->add_option("--drain-timeout-s", f->drain_timeout_s, "At shutdown, how long to wait for requests in flight")
       ->check(seconds_range(true));
-  c->add_option("--instances", f->instances, "Instances per model unless its config.pbtxt says otherwise")
-      ->check(int_range(1, 256));
-  c->add_option("--threads", f->threads, "Intra-op threads per instance (default: cores / instances)")
+  c->add_option("--instances", f->repo.default_instances, "Instances per model unless its config.pbtxt says otherwise")
+      ->check(int_range(1, runtime::kMaxInstances));
+  c->add_option("--threads", f->repo.default_threads, "Intra-op threads per instance (default: cores / instances)")
       ->check(int_range(0, kMaxThreads, "0: cores / instances"));
-  c->add_option("--http-threads", f->http_threads, "HTTP I/O threads (default 2)")->check(int_range(1, 64));
-  c->add_option("--decode-threads", f->decode_threads,
-                "Threads that decode large HTTP request bodies, off the I/O threads (default 2)")
+  c->add_option("--http-threads", f->http.io_threads,
+                "HTTP I/O threads (default " + std::to_string(http_defaults.io_threads) + ")")
+      ->check(int_range(1, 64));
+  c->add_option("--decode-threads", f->http.decode_threads,
+                "Threads that decode large HTTP request bodies, off the I/O threads (default " +
+                    std::to_string(http_defaults.decode_threads) + ")")
       ->check(int_range(1, 64));
   c->add_option("--max-json-body-mb", f->max_json_body_mb,
-                "Largest JSON text of an HTTP request, in MiB; larger gets 413 (binary tensors are not counted; "
-                "default 64)")
+                "Largest JSON text of an HTTP request, in MiB; larger gets 413 (binary tensors are not "
+                "counted; default " +
+                    std::to_string(http_defaults.max_json_bytes >> 20) + ")")
       ->check(number_range(0.001, 4096.0, false));
-  c->add_option(
-       "--max-request-mb", f->max_request_mb,
-       "Largest request (HTTP body or gRPC message), in MiB; larger gets 413 or RESOURCE_EXHAUSTED (default 256)")
+  c->add_option("--max-request-mb", f->max_request_mb,
+                "Largest request (HTTP body or gRPC message), in MiB; larger gets 413 or RESOURCE_EXHAUSTED (default " +
+                    std::to_string(serve::ServerOptions{}.max_request_bytes >> 20) + ")")
       ->check(number_range(0.001, 4096.0, false));
-  c->add_option("--max-connections", f->max_connections,
-                "HTTP connections open at once (each port); more get 503 and are closed; 0 = no cap (default 1024)")
+  c->add_option("--max-connections", f->http.max_connections,
+                "HTTP connections open at once (each port); more get 503 and are closed; 0 = no cap (default " +
+                    std::to_string(http_defaults.max_connections) + ")")
       ->check(int_range(0, 1 << 20, "0: no cap"));
   c->add_option("--metrics-buckets-ms", f->metrics_buckets_ms,
                 "Bounds of the latency histograms (request, queue, compute input/infer/output), in ms, "
                 "comma-separated and increasing (default 0.1,0.25,0.5,1,2.5,...,10000)");
-  c->add_option("--core-budget", f->core_budget,
+  c->add_option("--core-budget", f->repo.core_budget,
                 "Cores the online controllers of all models share (active instances x threads stay within "
                 "it); more than the machine has lets them oversubscribe (default 0: the usable cores)")
       ->check(int_range(0, 1 << 16, "0: the usable cores"));
   c->add_flag("--strict-core-budget", f->strict_core_budget,
               "Never lend cores one model's instances hold but leave idle to another model's controller "
               "(default: lend them while the instances leave whole cores idle, take them back when busy)");
-  c->add_flag("--triton-metrics,!--no-triton-metrics", f->triton_metrics,
+  c->add_flag("--triton-metrics,!--no-triton-metrics", f->server.triton_metric_names,
               "Export Triton's nv_inference_* metric names beside streamline's (default on)");
   c->add_option("--log-verbose", f->log_verbose, "Verbose (debug) logging level; 0 = off (default 0)")
       ->check(int_range(0, 1000000));

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/cpu_set.h"
+
 namespace streamline::tools {
 namespace {
 
@@ -102,7 +104,7 @@ std::vector<TuneConfig> candidate_configs(const TuneSpace& space) {
   for (const std::string& device : space.devices) {
     if (device == "cpu") {
       for (int i : counts) {
-        const int share = std::max(1, limit / i);
+        const int share = core::share_threads(0, limit, i);
         std::vector<int> thread_counts = {share};
         if (share / 2 >= 1) thread_counts.push_back(share / 2);
         for (int t : thread_counts) {

@@ -286,6 +286,11 @@ class Trace {
 // for each usable GPU when the CUDA backend is built in. Thread-safe.
 std::vector<std::string> available_devices();
 
+// Threads this process can run at once: the CPUs its affinity mask allows (when first asked),
+// capped by a cgroup CPU quota when one is set (a container limited to 1.5 CPUs gets 2). At least
+// 1. Every default thread count of streamline comes from it. Thread-safe.
+int usable_cores();
+
 // The process-wide threshold of streamline's log (stderr): messages below it are dropped. It
 // starts from the SL_LOG_LEVEL environment variable (debug|info|warning|error), else warning.
 // Thread-safe; takes effect at once for every model.

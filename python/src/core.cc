@@ -263,6 +263,8 @@ void bind_core(py::module_& m) {
   m.def("version_string", &version_string, "Version of the runtime and its backends.");
   m.def("available_devices", &available_devices, py::call_guard<py::gil_scoped_release>(),
         "Devices models can run on here: 'cpu', then 'cuda:N' for each usable GPU.");
+  m.def("usable_cores", &usable_cores,
+        "Threads this process can run at once: its CPU affinity, capped by a cgroup CPU quota.");
   py::enum_<LogSeverity>(m, "LogSeverity")
       .value("DEBUG", LogSeverity::kDebug)
       .value("INFO", LogSeverity::kInfo)

@@ -25,7 +25,6 @@ raise, and attributes ONNX Runtime has but streamline does not are simply absent
 
 import concurrent.futures
 import enum
-import os
 import threading
 import time
 import warnings
@@ -322,8 +321,10 @@ def _async_executor():
     global _async_pool
     with _async_lock:
         if _async_pool is None:
+            # The cores this process may use (affinity, cgroup quota), not the machine's: a
+            # container limited to 2 CPUs on a 64-core host gets 2 workers, not 64.
             _async_pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="streamline-run-async")
+                max_workers=max(2, _native.usable_cores()), thread_name_prefix="streamline-run-async")
         return _async_pool
 
 

@@ -71,6 +71,11 @@ int share_threads(int requested, int total, int parts) {
   return std::max(1, t / std::max(1, parts));
 }
 
+int shared_instance_threads(int threads, int instances, int budget) {
+  const long long all = static_cast<long long>(threads) * std::max(1, instances);
+  return std::max(threads, static_cast<int>(std::min<long long>(budget, all)));
+}
+
 std::vector<int> core_block(int first, int count) {
   const std::vector<int>& cpus = allowed_cpus();
   std::vector<int> block;

@@ -26,6 +26,12 @@ int usable_cores();
 // (total <= 0 means usable_cores()).
 int share_threads(int requested, int total, int parts);
 
+// The most threads one of `instances` instances sharing their cores may run with (a controller
+// moves cores between them; one alone runs on all of them): the instances' cores, `threads` each,
+// within `budget` cores, and never fewer than `threads`. A controlled model's plans are made for
+// this many threads.
+int shared_instance_threads(int threads, int instances, int budget);
+
 // `count` CPUs starting at position `first` of allowed_cpus(), wrapping around: block k of
 // width t is core_block(k * t, t). Empty when count <= 0.
 std::vector<int> core_block(int first, int count);

@@ -85,13 +85,9 @@ class Planner {
 
   // Pass 4: streams and events. Steps get reordered, so in-place hints move with them.
   Status schedule() {
-    ScheduleOptions so;
-    so.num_streams = opts_.num_streams;
-    so.pinned = opts_.pinned_streams;
-    so.event_cost = opts_.event_cost;
     std::vector<std::vector<int>> hints = std::move(inplace_hints_);
     std::vector<int> original;  // pre-scheduling index of each step
-    SL_RETURN_IF_ERROR(assign_streams(*plan_, so, &original));
+    SL_RETURN_IF_ERROR(assign_streams(*plan_, opts_, &original));
     SL_RETURN_IF_ERROR(insert_events(*plan_));
     inplace_hints_.assign(plan_->steps.size(), {});
     for (size_t i = 0; i < plan_->steps.size(); ++i) {

@@ -24,6 +24,7 @@
 #include "core/plan_choices.h"
 #include "plan/execution_plan.h"
 #include "plan/kernel_set.h"
+#include "plan/schedule.h"
 
 namespace streamline::plan {
 
@@ -31,8 +32,9 @@ namespace streamline::plan {
 // kernels keep activations NHWC between layers), blocked_layout (with it, a blocked layout where a
 // kernel prefers one), blocked_channels (its channels per block, 8 or 16; 0 here means 8),
 // num_streams (at most this many streams; 1 = a single-stream plan) and pinned_streams (node name
-// -> stream).
-struct PlannerOptions : PlanChoices {
+// -> stream). The scheduler's options (ScheduleOptions, plan/schedule.h: PlanChoices and
+// event_cost) are its base, so the planner hands them to the scheduler whole.
+struct PlannerOptions : ScheduleOptions {
   bool inplace = true;       // let kernels write outputs over inputs that die at them
   bool reuse_memory = true;  // false gives every buffer its own arena range (debugging)
   int num_threads = 1;       // intra-op threads per stream at run time (kernels size work splits for it)
@@ -42,9 +44,8 @@ struct PlannerOptions : PlanChoices {
   // serial_bytes = 0 turns this off.
   size_t serial_bytes = size_t{256} << 10;
   double serial_cost = 4e6;
-  double event_cost = 1e5;  // cost units charged per cross-stream dependency
-  size_t guard_bytes = 0;   // safe mode: canary bytes after every buffer (checked at run time)
-  bool verify = true;       // run the race verifier on every plan (fails planning on a race)
+  size_t guard_bytes = 0;  // safe mode: canary bytes after every buffer (checked at run time)
+  bool verify = true;      // run the race verifier on every plan (fails planning on a race)
   // Registry used for planner-inserted kernels (layout changes) and for the CPU kernels that fold
   // device nodes whose inputs are all known; null = ops::default_cpu_registry().
   const ops::KernelRegistry* registry = nullptr;

@@ -64,8 +64,8 @@ Status assign_streams(ExecutionPlan& plan, const ScheduleOptions& options, std::
     ready.pop();
     const Step& st = plan.steps[static_cast<size_t>(s)];
     int pinned = -1;
-    auto pin = options.pinned.find(st.name);
-    if (pin != options.pinned.end()) {
+    auto pin = options.pinned_streams.find(st.name);
+    if (pin != options.pinned_streams.end()) {
       if (pin->second < 0 || pin->second >= streams)
         return invalid_argument("node '" + st.name + "' is pinned to stream " + std::to_string(pin->second) +
                                 " but the plan has " + std::to_string(streams) + " streams");
@@ -136,7 +136,8 @@ Status insert_events(ExecutionPlan& plan) {
   }
   // Vector clocks: at the end of each step, and the running clock of each stream.
   std::vector<std::vector<int>> end_clock(static_cast<size_t>(n));
-  std::vector<std::vector<int>> stream_clock(static_cast<size_t>(streams), std::vector<int>(static_cast<size_t>(streams), -1));
+  std::vector<std::vector<int>> stream_clock(static_cast<size_t>(streams),
+                                             std::vector<int>(static_cast<size_t>(streams), -1));
   std::vector<int> event_of(static_cast<size_t>(n), -1);  // the event a step records, if any
   int inserted = 0, kept = 0;
   for (int s = 0; s < n; ++s) {
@@ -160,7 +161,8 @@ Status insert_events(ExecutionPlan& plan) {
       }
       st.wait_events.push_back(event_of[static_cast<size_t>(p)]);
       const std::vector<int>& pc = end_clock[static_cast<size_t>(p)];
-      for (int t = 0; t < streams; ++t) clock[static_cast<size_t>(t)] = std::max(clock[static_cast<size_t>(t)], pc[static_cast<size_t>(t)]);
+      for (int t = 0; t < streams; ++t)
+        clock[static_cast<size_t>(t)] = std::max(clock[static_cast<size_t>(t)], pc[static_cast<size_t>(t)]);
     }
     clock[static_cast<size_t>(st.stream)] = st.position;
     end_clock[static_cast<size_t>(s)] = clock;

@@ -10,7 +10,7 @@
 // rank (cost of the longest path from the step to the end), and each goes to the stream where it
 // would finish first, a cross-stream dependency costing `event_cost`. Chains therefore stay on one
 // stream and a fan-out opens another stream only when its branches are heavy enough to pay for
-// the events. Nodes named in `pinned` go to the stream given.
+// the events. Nodes named in `pinned_streams` go to the stream given.
 // Event pruning keeps, per stream, a vector clock of what it has already waited for: a wait already
 // implied by stream order and earlier waits is dropped.
 
@@ -18,14 +18,16 @@
 #include <string>
 #include <vector>
 
+#include "core/plan_choices.h"
 #include "plan/execution_plan.h"
 
 namespace streamline::plan {
 
-struct ScheduleOptions {
-  int num_streams = 1;                 // at most this many streams (1 = single-stream plan)
-  double event_cost = 1e5;             // cost units charged for a cross-stream dependency
-  std::map<std::string, int> pinned;   // node name -> stream (from a JSON file on the CLI)
+// The user's stream choices come whole from PlanChoices: num_streams (at most this many streams;
+// 1 = a single-stream plan) and pinned_streams (node name -> stream); the scheduler reads no other
+// field of it. PlannerOptions derives from this struct, so the planner hands it over whole.
+struct ScheduleOptions : PlanChoices {
+  double event_cost = 1e5;  // cost units charged for a cross-stream dependency
 };
 
 // For each step, the steps whose outputs it reads (data edges).

@@ -1,8 +1,9 @@
-// The process-level parts of the public API: traces of runs, the devices this process can use,
-// and the log threshold.
+// The process-level parts of the public API: traces of runs, the devices and cores this process
+// can use, and the log threshold.
 #include <string>
 #include <vector>
 
+#include "core/cpu_set.h"
 #include "core/logging.h"
 #include "exec/trace.h"
 #include "runtime/device.h"
@@ -37,6 +38,10 @@ std::vector<std::string> available_devices() {
   static const int gpus = runtime::cuda_device_count();
   for (int i = 0; i < gpus; ++i) devices.push_back("cuda:" + std::to_string(i));
   return devices;
+}
+
+int usable_cores() {
+  return core::usable_cores();
 }
 
 void set_log_severity(LogSeverity severity) {

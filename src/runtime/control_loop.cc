@@ -182,11 +182,15 @@ std::vector<ControllerDecision> ControlLoop::step() {
 ControllerStats ControlLoop::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   ControllerStats s = stats_;
-  s.active_instances = settings_.active_instances;
-  s.queue_delay_us = settings_.queue_delay_us;
-  s.preferred_batch = settings_.preferred_batch;
-  s.threads_per_instance = settings_.threads_per_instance;
+  report_settings(settings_, &s);
   return s;
+}
+
+void report_settings(const ControlSettings& settings, ControllerStats* stats) {
+  stats->active_instances = settings.active_instances;
+  stats->queue_delay_us = settings.queue_delay_us;
+  stats->preferred_batch = settings.preferred_batch;
+  stats->threads_per_instance = settings.threads_per_instance;
 }
 
 }  // namespace runtime

@@ -48,6 +48,11 @@ struct ControlLoopOptions {
   std::function<void(int)> set_threads;
 };
 
+// `stats` with the settings in force (active instances, queue delay, preferred batch, threads per
+// instance): what ServingStats::controller reports, from a control loop or, without one, from the
+// scheduler's settings.
+void report_settings(const ControlSettings& settings, ControllerStats* stats);
+
 class ControlLoop {
  public:
   // Not owned: `scheduler` must outlive the loop. Holds the scheduler's active instances' cores

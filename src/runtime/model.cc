@@ -66,6 +66,18 @@ std::string shapes_key(const std::vector<Shape>& shapes) {
   return k;
 }
 
+// The graph passes a model's options ask for: the one place the public ModelOptions meets the
+// graph layer's PassOptions.
+graph::PassOptions pass_options(const ModelOptions& options, bool on_cuda) {
+  graph::PassOptions po;
+  po.enabled = options.optimize;
+  po.split_conv_parts = options.split_convs;
+  // oneDNN's direct convolutions take groups of whole multiples of 8 channels (AVX2's vector);
+  // narrower ones fall back to a GEMM per group. cuDNN has no such limit.
+  if (!on_cuda) po.widen_groups_to = 8;
+  return po;
+}
+
 }  // namespace
 
 // What the public header keeps opaque: everything whose type lives below the public API.
@@ -172,14 +184,9 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
   graph::infer_value_types(m->impl_->graph_);
   m->metadata_ = metadata_of(m->impl_->graph_);
   // Pass 1: graph rewrites.
-  graph::PassOptions po;
-  po.enabled = options.optimize;
-  po.split_conv_parts = options.split_convs;
-  // oneDNN's direct convolutions take groups of whole multiples of 8 channels (AVX2's vector);
-  // narrower ones fall back to a GEMM per group. cuDNN has no such limit.
-  if (!on_cuda) po.widen_groups_to = 8;
   ops::KernelEvaluator evaluator(ops::default_cpu_registry());
-  SL_RETURN_IF_ERROR(graph::run_passes(m->impl_->graph_, po, &evaluator, &m->impl_->report_));
+  SL_RETURN_IF_ERROR(
+      graph::run_passes(m->impl_->graph_, pass_options(options, on_cuda), &evaluator, &m->impl_->report_));
   if (on_cuda && options.precision == ops::Precision::kFp16) {
     graph::HalfReport hr;
     SL_RETURN_IF_ERROR(graph::convert_to_half(m->impl_->graph_, &hr));
@@ -388,6 +395,19 @@ exec::ContextOptions context_options(const Model& m) {
   return co;
 }
 
+// The executor's options for one run: the caller's RunOptions (0 threads = the model's per-stream
+// default) with the model's own run-time choices. The one place the public RunOptions meets
+// exec::RunOptions; eager runs read only the threads and the observer.
+exec::RunOptions exec_run_options(const Model& m, const RunOptions& options) {
+  exec::RunOptions ro;
+  ro.num_threads = options.num_threads > 0 ? options.num_threads : m.threads_per_stream();
+  ro.observer = options.observer;
+  ro.adapt_threads = options.adapt_threads;
+  ro.elastic_threads = m.elastic_threads();
+  ro.safe = m.options().safe;
+  return ro;
+}
+
 }  // namespace
 
 Session::Session(std::shared_ptr<const Model> model) : model_(std::move(model)) {}
@@ -409,9 +429,7 @@ Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, cons
   SL_RETURN_IF_ERROR(make_context());
   SL_ASSIGN_OR_RETURN(Model::Prepared prepared, model_->prepare(shapes));
   const plan::ExecutionPlan& plan = *prepared.plan;
-  exec::RunOptions ro;
-  ro.num_threads = options.num_threads > 0 ? options.num_threads : model_->threads_per_stream();
-  ro.observer = options.observer;
+  const exec::RunOptions ro = exec_run_options(*model_, options);
   if (plan.eager) {
     std::vector<AnyValue> values;
     SL_RETURN_IF_ERROR(context_->run_values(plan, std::vector<AnyValue>(inputs.begin(), inputs.end()), &values, ro));
@@ -425,9 +443,6 @@ Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, cons
     }
     return outs;
   }
-  ro.elastic_threads = model_->elastic_threads();
-  ro.safe = model_->options().safe;
-  ro.adapt_threads = options.adapt_threads;
   std::vector<Tensor> outs;
   SL_RETURN_IF_ERROR(context_->run(plan, inputs, &outs, ro));
   return outs;
@@ -464,11 +479,8 @@ Result<std::vector<AnyValue>> Session::run_values(const std::vector<AnyValue>& i
   if (!prepared.plan->eager)
     return internal_error("a model with sequence or optional inputs or outputs got a planned plan");
   SL_RETURN_IF_ERROR(make_context());
-  exec::RunOptions ro;
-  ro.num_threads = options.num_threads > 0 ? options.num_threads : model_->threads_per_stream();
-  ro.observer = options.observer;
   std::vector<AnyValue> outs;
-  SL_RETURN_IF_ERROR(context_->run_values(*prepared.plan, inputs, &outs, ro));
+  SL_RETURN_IF_ERROR(context_->run_values(*prepared.plan, inputs, &outs, exec_run_options(*model_, options)));
   return outs;
 }
 

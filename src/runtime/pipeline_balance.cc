@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "streamline/pipeline.h"
+
 namespace streamline::runtime {
 namespace {
 
@@ -34,6 +36,16 @@ double capacity_with(const StageWindow& s, int workers) {
 }
 
 }  // namespace
+
+BalanceLimits balance_limits(const RebalanceOptions& options, int worker_budget) {
+  BalanceLimits limits;
+  limits.worker_budget = worker_budget;
+  limits.margin = options.margin;
+  limits.min_done = static_cast<uint64_t>(std::max(0, options.min_items));
+  limits.confirm_windows = options.confirm_windows;
+  limits.cooldown_windows = options.cooldown_windows;
+  return limits;
+}
 
 BalanceDecision balance_step(const BalanceWindow& w, const BalanceLimits& limits, BalanceState* state) {
   BalanceDecision d;

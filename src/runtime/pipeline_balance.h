@@ -39,6 +39,10 @@
 #include <string>
 #include <vector>
 
+namespace streamline {
+struct RebalanceOptions;  // streamline/pipeline.h
+}  // namespace streamline
+
 namespace streamline::runtime {
 
 // Bottleneck busy at least this fraction of its workers' time: the pipeline is loaded.
@@ -93,6 +97,11 @@ struct BalanceDecision {
   std::optional<BalanceMove> move;  // the move made this window, if any
   std::string hold;                 // why nothing moved (empty when something did)
 };
+
+// The limits a pipeline's RebalanceOptions set (margin, min_items, confirm_windows,
+// cooldown_windows) and this window's `worker_budget` (the pipeline's, or fewer when a shared
+// core budget leaves it fewer cores): the one place the public options meet the decision's limits.
+BalanceLimits balance_limits(const RebalanceOptions& options, int worker_budget);
 
 [[nodiscard]] BalanceDecision balance_step(const BalanceWindow& w, const BalanceLimits& limits, BalanceState* state);
 

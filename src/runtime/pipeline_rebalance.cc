@@ -158,8 +158,7 @@ std::vector<RebalanceMove> PipelineImpl::rebalance_window() {
 
   // Pass 2: the decision, then the move: the donor first, so the budget is never exceeded.
   const RebalanceOptions& ro = options.rebalance;
-  BalanceLimits limits;
-  limits.worker_budget = worker_budget_;
+  int budget = worker_budget_;
   std::vector<int> now_workers;
   int total = 0;
   for (const StageWindow& sw : w.stages) {
@@ -170,13 +169,9 @@ std::vector<RebalanceMove> PipelineImpl::rebalance_window() {
   if (ro.cores) {
     // The unused budget is what the cores others leave us allow (at least one core a worker).
     const int spare = ro.cores->cores() - ro.cores->held_by_others(this) - held_now;
-    limits.worker_budget = std::max(total, std::min(worker_budget_, total + std::max(0, spare)));
+    budget = std::max(total, std::min(worker_budget_, total + std::max(0, spare)));
   }
-  limits.margin = ro.margin;
-  limits.min_done = static_cast<uint64_t>(ro.min_items);
-  limits.confirm_windows = ro.confirm_windows;
-  limits.cooldown_windows = ro.cooldown_windows;
-  BalanceDecision d = balance_step(w, limits, &balance_state_);
+  BalanceDecision d = balance_step(w, balance_limits(ro, budget), &balance_state_);
   if (d.move) {
     const BalanceMove& bm = *d.move;
     StageRuntime& to = *stages[static_cast<size_t>(bm.to)];

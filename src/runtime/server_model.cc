@@ -252,11 +252,9 @@ ServingStats ServingModel::stats() const {
   if (control_) {
     s.controller = control_->stats();
   } else {
-    const runtime::ControlSettings c = scheduler_->control_settings();
-    s.controller.active_instances = c.active_instances;
-    s.controller.queue_delay_us = c.queue_delay_us;
-    s.controller.preferred_batch = c.preferred_batch;
-    s.controller.threads_per_instance = threads_per_instance_;
+    runtime::ControlSettings c = scheduler_->control_settings();
+    c.threads_per_instance = threads_per_instance_;  // fixed without a controller; the scheduler does not know it
+    runtime::report_settings(c, &s.controller);
   }
   return s;
 }

@@ -20,6 +20,7 @@
 #include "core/logging.h"
 #include "model_config.pb.h"
 #include "runtime/device.h"
+#include "runtime/instance_pool.h"
 #include "serve/config_params.h"
 #include "serve/generate.h"
 
@@ -436,9 +437,10 @@ Result<ModelConfig> config_from_proto(const pc::ModelConfig& p, const Tree* tree
       total += g.has_count() ? g.count() : 1;
       if (i == 0) c.instance_kind = pc::ModelInstanceGroup::Kind_Name(g.kind());
     }
-    if (total > 1024)
+    if (total > runtime::kMaxInstances)
       return check.invalid(tree, root, "instance_group", 0,
-                           "instance_group counts add up to " + std::to_string(total) + "; at most 1024");
+                           "instance_group counts add up to " + std::to_string(total) + "; at most " +
+                               std::to_string(runtime::kMaxInstances));
     c.instance_count = static_cast<int>(total);
   }
 

@@ -274,7 +274,8 @@ Result<std::vector<std::shared_ptr<LoadedModel>>> Repository::load_model(const s
   // then each one's least): its plans are made for the most threads one instance may get, the
   // instances' cores within the budget.
   if (probe.controller.enabled && !probe.pin)
-    mo.num_threads = std::max({mo.num_threads, threads, std::min(budget_->cores(), threads * config.instance_count)});
+    mo.num_threads =
+        std::max(mo.num_threads, core::shared_instance_threads(threads, config.instance_count, budget_->cores()));
   else if (mo.num_threads == 0)
     mo.num_threads = threads;
   std::vector<std::shared_ptr<LoadedModel>> out;

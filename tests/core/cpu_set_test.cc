@@ -29,9 +29,17 @@ TEST(CpuSet, AllowedCpusAreTheProcessAffinity) {
 TEST(CpuSet, ShareThreads) {
   EXPECT_EQ(share_threads(3, 16, 4), 3);  // an explicit count wins
   EXPECT_EQ(share_threads(0, 16, 4), 4);
-  EXPECT_EQ(share_threads(0, 2, 4), 1);   // never below one
-  EXPECT_EQ(share_threads(0, 7, 0), 7);   // zero parts count as one
+  EXPECT_EQ(share_threads(0, 2, 4), 1);  // never below one
+  EXPECT_EQ(share_threads(0, 7, 0), 7);  // zero parts count as one
   EXPECT_EQ(share_threads(0, 0, 1), usable_cores());
+}
+
+TEST(CpuSet, SharedInstanceThreads) {
+  EXPECT_EQ(shared_instance_threads(2, 4, 16), 8);                      // every instance's cores, within the budget
+  EXPECT_EQ(shared_instance_threads(2, 4, 6), 6);                       // the budget caps them
+  EXPECT_EQ(shared_instance_threads(4, 4, 2), 4);                       // never fewer than one instance's threads
+  EXPECT_EQ(shared_instance_threads(3, 1, 64), 3);                      // one instance has only its own
+  EXPECT_EQ(shared_instance_threads(1 << 20, 1024, 1 << 30), 1 << 30);  // no overflow
 }
 
 TEST(CpuSet, CoreBlocksWalkTheAllowedCpusAndWrap) {

@@ -1,5 +1,7 @@
 """Threads: one session shared by many Python threads is correct, and runs release the GIL."""
 
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -81,3 +83,37 @@ def test_runs_release_the_gil(chain_path):
     served = streamline.ServingModel(m)
     assert _other_thread_progress_during(lambda: served.infer({"x": x})) > 0
     served.shutdown()
+
+
+def _cgroup_quota_cores():
+    """Cores a cgroup v2 CPU quota allows, rounded up; 0 without one (as core::usable_cores reads it)."""
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            fields = f.read().split()
+    except OSError:
+        return 0
+    if len(fields) < 2 or not fields[0].isdigit() or not fields[1].isdigit() or int(fields[1]) == 0:
+        return 0
+    quota, period = int(fields[0]), int(fields[1])
+    return -(-quota // period) if quota > 0 else 0
+
+
+def test_usable_cores_is_the_affinity_capped_by_the_cgroup_quota():
+    allowed = len(os.sched_getaffinity(0))
+    quota = _cgroup_quota_cores()
+    assert streamline._streamline.usable_cores() == max(1, min(allowed, quota) if quota else allowed)
+
+
+def test_a_process_pinned_to_one_cpu_sizes_its_threads_by_it():
+    # A fresh process: the runtime reads its CPU set once, at first use, after the pinning here.
+    script = (
+        "import os, sys\n"
+        "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "import streamline, streamline.ort\n"
+        "pool = streamline.ort._async_executor()\n"
+        "print(streamline._streamline.usable_cores(), pool._max_workers)\n")
+    package_dir = os.path.dirname(os.path.dirname(streamline.__file__))  # the build's, as imported here
+    r = subprocess.run([sys.executable, "-c", script, package_dir], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "2"], r.stdout  # one core; the async pool keeps its floor of 2 workers

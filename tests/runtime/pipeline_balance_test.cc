@@ -8,6 +8,8 @@
 
 #include <cmath>
 
+#include "streamline/pipeline.h"
+
 namespace streamline::runtime {
 namespace {
 
@@ -181,6 +183,27 @@ TEST(PipelineBalance, DonorKeepsItsMinimumAndTheMargin) {
     EXPECT_FALSE(d.move);
     EXPECT_NE(d.hold.find("would drop to 100.0/s"), std::string::npos) << d.hold;
   }
+}
+
+TEST(PipelineBalance, LimitsComeFromTheRebalanceOptions) {
+  RebalanceOptions ro;
+  ro.margin = 0.25;
+  ro.min_items = 3;
+  ro.confirm_windows = 4;
+  ro.cooldown_windows = 5;
+  const BalanceLimits lim = balance_limits(ro, 7);
+  EXPECT_EQ(lim.worker_budget, 7);
+  EXPECT_EQ(lim.margin, 0.25);
+  EXPECT_EQ(lim.min_done, 3u);
+  EXPECT_EQ(lim.confirm_windows, 4);
+  EXPECT_EQ(lim.cooldown_windows, 5);
+  // The defaults of both agree: options left alone decide as the decision's own defaults do.
+  const BalanceLimits defaults = balance_limits(RebalanceOptions{}, 1);
+  const BalanceLimits plain;
+  EXPECT_EQ(defaults.margin, plain.margin);
+  EXPECT_EQ(defaults.min_done, plain.min_done);
+  EXPECT_EQ(defaults.confirm_windows, plain.confirm_windows);
+  EXPECT_EQ(defaults.cooldown_windows, plain.cooldown_windows);
 }
 
 }  // namespace

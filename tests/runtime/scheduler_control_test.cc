@@ -386,6 +386,24 @@ TEST(ControlLoop, ThreadsSpreadOverTheFairShareWhenModelsShareTheBudget) {
   EXPECT_EQ(ta, 4);                                        // alone again
 }
 
+TEST(ControlLoop, ReportedSettingsKeepTheDecisionCounts) {
+  ControllerStats s;
+  s.enabled = true;
+  s.decisions[{"instances", "up"}] = 2;
+  ControlSettings c;
+  c.active_instances = 3;
+  c.queue_delay_us = 500;
+  c.preferred_batch = 4;
+  c.threads_per_instance = 2;
+  report_settings(c, &s);
+  EXPECT_EQ(s.active_instances, 3);
+  EXPECT_EQ(s.queue_delay_us, 500);
+  EXPECT_EQ(s.preferred_batch, 4);
+  EXPECT_EQ(s.threads_per_instance, 2);
+  EXPECT_TRUE(s.enabled);
+  EXPECT_EQ((s.decisions[{"instances", "up"}]), 2u);
+}
+
 TEST(CoreBudget, GrowsWithinCoresAndAlwaysGrantsTheFirstInstance) {
   CoreBudget b(4);
   int x = 0, y = 0;

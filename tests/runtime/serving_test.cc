@@ -291,6 +291,20 @@ TEST(Serving, PreferredSizesArePlannedAtLoad) {
   for (size_t bytes : (*served)->arena_bytes()) EXPECT_GT(bytes, 0u);  // warmed up at batch 8
 }
 
+TEST(Serving, WithoutAControllerStatsReportTheConfiguredSettings) {
+  ServingOptions o = options(2, 8, 300);
+  o.threads_per_instance = 2;
+  o.batching.preferred_batch_sizes = {4};
+  auto served = ServingModel::create(matmul_relu_model(), o);
+  ASSERT_TRUE(served.ok()) << served.status().to_string();
+  const ControllerStats c = (*served)->stats().controller;
+  EXPECT_FALSE(c.enabled);
+  EXPECT_EQ(c.active_instances, 2);
+  EXPECT_EQ(c.queue_delay_us, 300);
+  EXPECT_EQ(c.preferred_batch, 4);
+  EXPECT_EQ(c.threads_per_instance, 2);
+}
+
 TEST(Serving, QueueFullTimeoutAndShutdown) {
   FakeClock clock;
   ServingOptions o = options(1, 4, 1'000'000, &clock);
