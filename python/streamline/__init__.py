@@ -33,6 +33,7 @@ from ._streamline import (  # noqa: F401 (re-exported)
     log_severity,
     set_log_severity,
     stages,
+    usable_cores,
     version_string,
 )
 from .errors import (  # noqa: F401

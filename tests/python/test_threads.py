@@ -101,7 +101,7 @@ def _cgroup_quota_cores():
 def test_usable_cores_is_the_affinity_capped_by_the_cgroup_quota():
     allowed = len(os.sched_getaffinity(0))
     quota = _cgroup_quota_cores()
-    assert streamline._streamline.usable_cores() == max(1, min(allowed, quota) if quota else allowed)
+    assert streamline.usable_cores() == max(1, min(allowed, quota) if quota else allowed)
 
 
 def test_a_process_pinned_to_one_cpu_sizes_its_threads_by_it():
@@ -112,7 +112,7 @@ def test_a_process_pinned_to_one_cpu_sizes_its_threads_by_it():
         "sys.path.insert(0, sys.argv[1])\n"
         "import streamline, streamline.ort\n"
         "pool = streamline.ort._async_executor()\n"
-        "print(streamline._streamline.usable_cores(), pool._max_workers)\n")
+        "print(streamline.usable_cores(), pool._max_workers)\n")
     package_dir = os.path.dirname(os.path.dirname(streamline.__file__))  # the build's, as imported here
     r = subprocess.run([sys.executable, "-c", script, package_dir], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
