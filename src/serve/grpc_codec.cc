@@ -11,6 +11,7 @@
 #include "core/layout_convert.h"
 #include "serve/bytes_wire.h"
 #include "serve/echo.h"
+#include "serve/priority.h"
 
 namespace streamline::serve {
 namespace {
@@ -315,7 +316,7 @@ Status decode_infer_request(const pb::ModelInferRequest& in, InferRequest* out, 
       SL_ASSIGN_OR_RETURN(const int64_t p,
                           huge ? Result<int64_t>(std::numeric_limits<int64_t>::max()) : integer_parameter(value, key));
       if (p < 0) return invalid_argument("parameter 'priority' must be >= 0, got " + std::to_string(p));
-      out->priority = p == 0 ? -1 : static_cast<int>(std::min<int64_t>(p - 1, std::numeric_limits<int>::max()));
+      out->priority = priority_from_wire(static_cast<uint64_t>(p));
     } else if (key == "timeout") {
       SL_ASSIGN_OR_RETURN(const int64_t us, integer_parameter(value, key));
       if (us < 0) return invalid_argument("parameter 'timeout' must be >= 0 microseconds");
@@ -428,7 +429,7 @@ void fill_model_config(const ModelConfig& c, pb::ModelConfig* out) {
     // Triton counts priority levels from 1 and writes 0 when priorities are off.
     if (b.priority_levels > 1) {
       db->set_priority_levels(static_cast<uint64_t>(b.priority_levels));
-      db->set_default_priority_level(static_cast<uint64_t>(b.default_priority + 1));
+      db->set_default_priority_level(priority_to_wire(b.default_priority));
     }
     auto* q = db->mutable_default_queue_policy();
     q->set_timeout_action(b.queue.timeout_action == TimeoutAction::kDelay ? pb::ModelQueuePolicy::DELAY

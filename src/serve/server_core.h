@@ -107,8 +107,8 @@ class ServerCore {
   // ready, else whatever the runtime answers. The request counts as in flight until `done` returns.
   // Before the runtime, the request is checked against the configuration: with max_batch_size > 0
   // every input's first dimension must be in [1, max_batch_size], and configured dims must match.
-  // request.priority is 0-based (0 = highest, -1 = default): a KServe/Triton request priority p
-  // maps to p - 1, and p = 0 (default) to -1.
+  // request.priority is 0-based (0 = highest, -1 = default): front ends convert the KServe/Triton
+  // request priority with priority_from_wire (priority.h).
   void infer(const std::string& model, const std::string& version, InferRequest request, InferCallback done);
   // Unsupported when the model is decoupled (one request, several responses): only a stream
   // (gRPC ModelStreamInfer) can carry its answers. Ok otherwise, also for unknown models (infer

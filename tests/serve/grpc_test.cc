@@ -488,6 +488,29 @@ TEST(GrpcCodecTest, PriorityAndTimeoutBoundaries) {
   EXPECT_EQ(s5.code(), StatusCode::kInvalidArgument);
 }
 
+// ModelConfig's default_priority_level is Triton's 1-based level; with priorities off both it and
+// priority_levels stay 0.
+TEST(GrpcCodecTest, ConfigPriorityLevelsAreOneBased) {
+  ModelConfig c;
+  c.name = "m";
+  c.dynamic_batching = true;
+  c.batching.priority_levels = 3;
+  c.batching.default_priority = 0;
+  pb::ModelConfig out;
+  fill_model_config(c, &out);
+  EXPECT_EQ(out.dynamic_batching().priority_levels(), 3u);
+  EXPECT_EQ(out.dynamic_batching().default_priority_level(), 1u);
+  c.batching.default_priority = 2;
+  out.Clear();
+  fill_model_config(c, &out);
+  EXPECT_EQ(out.dynamic_batching().default_priority_level(), 3u);
+  c.batching.priority_levels = 1;
+  out.Clear();
+  fill_model_config(c, &out);
+  EXPECT_EQ(out.dynamic_batching().priority_levels(), 0u);
+  EXPECT_EQ(out.dynamic_batching().default_priority_level(), 0u);
+}
+
 TEST(GrpcCodecTest, EncodesOutputsInTheAskedOrder) {
   InferResponse r;
   r.outputs["a"] = Tensor::from_vector<float>(Shape{2}, {1.f, 2.f});
