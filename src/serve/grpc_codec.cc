@@ -11,6 +11,7 @@
 #include "core/layout_convert.h"
 #include "serve/bytes_wire.h"
 #include "serve/echo.h"
+#include "serve/priority.h"
 
 namespace streamline::serve {
 namespace {
@@ -196,21 +197,9 @@ Status decode_input(const pb::ModelInferRequest::InferInputTensor& in, const std
   return ok_status();
 }
 
-void set_duration(const rapidjson::Value& parent, const char* key, pb::StatisticDuration* out) {
-  if (!parent.IsObject()) return;
-  auto it = parent.FindMember(key);
-  if (it == parent.MemberEnd() || !it->value.IsObject()) return;
-  const auto& d = it->value;
-  if (auto c = d.FindMember("count"); c != d.MemberEnd() && c->value.IsNumber()) out->set_count(c->value.GetUint64());
-  if (auto ns = d.FindMember("ns"); ns != d.MemberEnd() && ns->value.IsNumber()) out->set_ns(ns->value.GetUint64());
-}
-
-uint64_t get_u64(const rapidjson::Value& o, const char* key) {
-  auto it = o.FindMember(key);
-  if (it == o.MemberEnd()) return 0;
-  if (it->value.IsUint64()) return it->value.GetUint64();
-  if (it->value.IsNumber()) return static_cast<uint64_t>(std::max(0.0, it->value.GetDouble()));
-  return 0;
+void set_duration(const StatisticDuration& d, pb::StatisticDuration* out) {
+  out->set_count(d.count);
+  out->set_ns(d.ns);
 }
 
 std::string get_string(const rapidjson::Value& o, const char* key) {
@@ -315,7 +304,7 @@ Status decode_infer_request(const pb::ModelInferRequest& in, InferRequest* out, 
       SL_ASSIGN_OR_RETURN(const int64_t p,
                           huge ? Result<int64_t>(std::numeric_limits<int64_t>::max()) : integer_parameter(value, key));
       if (p < 0) return invalid_argument("parameter 'priority' must be >= 0, got " + std::to_string(p));
-      out->priority = p == 0 ? -1 : static_cast<int>(std::min<int64_t>(p - 1, std::numeric_limits<int>::max()));
+      out->priority = priority_from_wire(static_cast<uint64_t>(p));
     } else if (key == "timeout") {
       SL_ASSIGN_OR_RETURN(const int64_t us, integer_parameter(value, key));
       if (us < 0) return invalid_argument("parameter 'timeout' must be >= 0 microseconds");
@@ -428,7 +417,7 @@ void fill_model_config(const ModelConfig& c, pb::ModelConfig* out) {
     // Triton counts priority levels from 1 and writes 0 when priorities are off.
     if (b.priority_levels > 1) {
       db->set_priority_levels(static_cast<uint64_t>(b.priority_levels));
-      db->set_default_priority_level(static_cast<uint64_t>(b.default_priority + 1));
+      db->set_default_priority_level(priority_to_wire(b.default_priority));
     }
     auto* q = db->mutable_default_queue_policy();
     q->set_timeout_action(b.queue.timeout_action == TimeoutAction::kDelay ? pb::ModelQueuePolicy::DELAY
@@ -440,43 +429,32 @@ void fill_model_config(const ModelConfig& c, pb::ModelConfig* out) {
   for (const auto& [key, value] : c.parameters) (*out->mutable_parameters())[key].set_string_value(value);
 }
 
-Status fill_statistics(const std::string& json, pb::ModelStatisticsResponse* out) {
-  rapidjson::Document doc;
-  doc.Parse(json.data(), json.size());
-  if (doc.HasParseError() || !doc.IsObject()) return internal_error("statistics are not valid JSON");
-  auto list = doc.FindMember("model_stats");
-  if (list == doc.MemberEnd() || !list->value.IsArray()) return internal_error("statistics lack model_stats");
-  for (const auto& m : list->value.GetArray()) {
-    if (!m.IsObject()) continue;
+void fill_statistics(const std::vector<ModelStatistics>& stats, pb::ModelStatisticsResponse* out) {
+  for (const ModelStatistics& m : stats) {
     auto* s = out->add_model_stats();
-    s->set_name(get_string(m, "name"));
-    s->set_version(get_string(m, "version"));
-    s->set_last_inference(get_u64(m, "last_inference"));
-    s->set_inference_count(get_u64(m, "inference_count"));
-    s->set_execution_count(get_u64(m, "execution_count"));
-    if (auto is = m.FindMember("inference_stats"); is != m.MemberEnd()) {
-      auto* st = s->mutable_inference_stats();
-      set_duration(is->value, "success", st->mutable_success());
-      set_duration(is->value, "fail", st->mutable_fail());
-      set_duration(is->value, "queue", st->mutable_queue());
-      set_duration(is->value, "compute_input", st->mutable_compute_input());
-      set_duration(is->value, "compute_infer", st->mutable_compute_infer());
-      set_duration(is->value, "compute_output", st->mutable_compute_output());
-      set_duration(is->value, "cache_hit", st->mutable_cache_hit());
-      set_duration(is->value, "cache_miss", st->mutable_cache_miss());
-    }
-    if (auto bs = m.FindMember("batch_stats"); bs != m.MemberEnd() && bs->value.IsArray()) {
-      for (const auto& b : bs->value.GetArray()) {
-        if (!b.IsObject()) continue;
-        auto* e = s->add_batch_stats();
-        e->set_batch_size(get_u64(b, "batch_size"));
-        set_duration(b, "compute_input", e->mutable_compute_input());
-        set_duration(b, "compute_infer", e->mutable_compute_infer());
-        set_duration(b, "compute_output", e->mutable_compute_output());
-      }
+    s->set_name(valid_utf8(m.name));
+    s->set_version(valid_utf8(m.version));
+    s->set_last_inference(m.last_inference);
+    s->set_inference_count(m.inference_count);
+    s->set_execution_count(m.execution_count);
+    const InferStatistics& is = m.inference_stats;
+    auto* st = s->mutable_inference_stats();
+    set_duration(is.success, st->mutable_success());
+    set_duration(is.fail, st->mutable_fail());
+    set_duration(is.queue, st->mutable_queue());
+    set_duration(is.compute_input, st->mutable_compute_input());
+    set_duration(is.compute_infer, st->mutable_compute_infer());
+    set_duration(is.compute_output, st->mutable_compute_output());
+    set_duration(is.cache_hit, st->mutable_cache_hit());
+    set_duration(is.cache_miss, st->mutable_cache_miss());
+    for (const BatchStatistics& b : m.batch_stats) {
+      auto* e = s->add_batch_stats();
+      e->set_batch_size(static_cast<uint64_t>(b.batch_size));
+      set_duration(b.compute_input, e->mutable_compute_input());
+      set_duration(b.compute_infer, e->mutable_compute_infer());
+      set_duration(b.compute_output, e->mutable_compute_output());
     }
   }
-  return ok_status();
 }
 
 Status fill_server_metadata(const std::string& json, pb::ServerMetadataResponse* out) {

@@ -23,6 +23,7 @@
 #include "serve/classification.h"
 #include "serve/model_config.h"
 #include "serve/shared_memory.h"
+#include "serve/statistics.h"
 #include "streamline/serving.h"
 
 namespace streamline::serve {
@@ -63,9 +64,9 @@ namespace streamline::serve {
 // max_batch_size, inputs, outputs, instance group, dynamic batching and parameters.
 void fill_model_config(const ModelConfig& c, inference::ModelConfig* out);
 
-// The statistics extension: fills `out` from ServerCore::statistics_json(). Internal when the
-// text is not the JSON that function writes.
-[[nodiscard]] Status fill_statistics(const std::string& json, inference::ModelStatisticsResponse* out);
+// The statistics extension: appends one entry to `out` per element of `stats`
+// (ServerCore::statistics()). Names are sent as valid UTF-8, as over HTTP.
+void fill_statistics(const std::vector<ModelStatistics>& stats, inference::ModelStatisticsResponse* out);
 
 // ServerCore::server_metadata_json() as the ServerMetadata message.
 [[nodiscard]] Status fill_server_metadata(const std::string& json, inference::ServerMetadataResponse* out);

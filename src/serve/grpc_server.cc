@@ -239,9 +239,10 @@ class InferenceService final : public RawService {
 
   grpc::ServerUnaryReactor* ModelStatistics(Ctx* ctx, const Bytes* in, Bytes* out) override {
     return run<pb::ModelStatisticsRequest, pb::ModelStatisticsResponse>(ctx, in, out, [this](auto& c) {
-      auto json = core_.statistics_json(c.request.name(), c.request.version());
-      if (!json.ok()) return c.finish(json.status());
-      c.finish(fill_statistics(*json, &c.response));
+      auto stats = core_.statistics(c.request.name(), c.request.version());
+      if (!stats.ok()) return c.finish(stats.status());
+      fill_statistics(*stats, &c.response);
+      c.finish(grpc::Status::OK);
     });
   }
 

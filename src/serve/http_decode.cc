@@ -14,7 +14,6 @@
 #include <rapidjson/reader.h>
 
 #include <cstring>
-#include <limits>
 #include <set>
 #include <type_traits>
 
@@ -23,6 +22,7 @@
 #include "serve/http_codec.h"
 #include "serve/json_data_sink.h"
 #include "serve/model_config.h"
+#include "serve/priority.h"
 
 namespace streamline::serve {
 namespace {
@@ -552,8 +552,7 @@ Status decode_parameters(const Value& params, DecodedInfer* d) {
   if (const Value* p = member(params, "priority")) {
     int64_t x = 0;
     if (!as_count(*p, &x)) return invalid_argument("parameters.priority must be a non-negative integer");
-    // Triton: 0 = the model's default, 1 = highest.
-    d->request.priority = x == 0 ? -1 : static_cast<int>(std::min<int64_t>(x - 1, std::numeric_limits<int>::max()));
+    d->request.priority = priority_from_wire(static_cast<uint64_t>(x));
   }
   if (const Value* p = member(params, "timeout")) {
     int64_t x = 0;

@@ -105,9 +105,9 @@ std::optional<Response> HttpSession::route_model(Request& req, const std::vector
   ServerCore& core = state_.core;
   if (seg.size() == 3 && seg[2] == "stats") {
     if (!get) return method_not_allowed("GET");
-    Result<std::string> stats = core.statistics_json("");
+    Result<std::vector<ModelStatistics>> stats = core.statistics("");
     if (!stats.ok()) return status_response(stats.status());
-    return make_response(200, std::move(*stats), kJson);
+    return make_response(200, ServerCore::statistics_json(*stats), kJson);
   }
   const std::string& model = seg[2];
   std::string version;
@@ -131,9 +131,9 @@ std::optional<Response> HttpSession::route_model(Request& req, const std::vector
   if (action != "ready" && action != "config" && action != "stats") return error_response(404, "no such route");
   if (!get) return method_not_allowed("GET");
   if (action == "stats") {
-    Result<std::string> stats = core.statistics_json(model, version);
+    Result<std::vector<ModelStatistics>> stats = core.statistics(model, version);
     if (!stats.ok()) return status_response(stats.status());
-    return make_response(200, std::move(*stats), kJson);
+    return make_response(200, ServerCore::statistics_json(*stats), kJson);
   }
   auto m = core.repository().get(model, version);
   if (!m.ok()) return status_response(m.status());

@@ -23,6 +23,7 @@
 #include "runtime/instance_pool.h"
 #include "serve/config_params.h"
 #include "serve/generate.h"
+#include "serve/priority.h"
 
 namespace streamline::serve {
 namespace {
@@ -243,7 +244,7 @@ Status read_dynamic_batching(const pc::ModelDynamicBatching& db, int max_batch_s
                            "default_priority_level must be in [1, priority_levels=" + std::to_string(levels) +
                                "], got " + std::to_string(db.default_priority_level()));
     bp->priority_levels = static_cast<int>(levels);
-    bp->default_priority = static_cast<int>(db.default_priority_level()) - 1;
+    bp->default_priority = priority_from_wire(db.default_priority_level());
   }
   if (!db.priority_queue_policy().empty()) {
     SL_LOG(kWarning) << check.where()

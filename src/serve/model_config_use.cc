@@ -7,6 +7,7 @@
 #include "serve/config_params.h"
 #include "serve/json_util.h"
 #include "serve/model_config.h"
+#include "serve/priority.h"
 
 namespace streamline::serve {
 namespace {
@@ -222,7 +223,8 @@ std::string model_config_json(const ModelConfig& c) {
     json_key(w, "preserve_ordering");
     w.Bool(b.preserve_ordering);
     json_key_int(w, "priority_levels", priorities ? b.priority_levels : 0);
-    json_key_int(w, "default_priority_level", priorities ? b.default_priority + 1 : 0);
+    json_key_int(w, "default_priority_level",
+                 priorities ? static_cast<int64_t>(priority_to_wire(b.default_priority)) : 0);
     json_key(w, "default_queue_policy");
     w.StartObject();
     json_key_string(w, "timeout_action", b.queue.timeout_action == TimeoutAction::kDelay ? "DELAY" : "REJECT");

@@ -66,12 +66,9 @@ uint64_t now_ms() {
           .count());
 }
 
-void duration(JsonWriter& w, const char* key, uint64_t count, double us) {
-  json_key(w, key);
-  w.StartObject();
-  json_key_uint(w, "count", count);
-  json_key_uint(w, "ns", static_cast<uint64_t>(std::max(0.0, us) * 1000.0));
-  w.EndObject();
+// `count` events that took `us` microseconds in all, as the statistics extension's duration.
+StatisticDuration duration(uint64_t count, double us) {
+  return {.count = count, .ns = static_cast<uint64_t>(std::max(0.0, us) * 1000.0)};
 }
 
 }  // namespace
@@ -221,7 +218,8 @@ std::string ServerCore::model_metadata_json(const ModelMetadata& m) {
   return out.str();
 }
 
-Result<std::string> ServerCore::statistics_json(const std::string& model, const std::string& version) const {
+Result<std::vector<ModelStatistics>> ServerCore::statistics(const std::string& model,
+                                                            const std::string& version) const {
   std::vector<std::shared_ptr<LoadedModel>> models;
   if (model.empty()) {
     models = repo_.ready_models();
@@ -233,51 +231,81 @@ Result<std::string> ServerCore::statistics_json(const std::string& model, const 
     models = repo_.versions(model);
     if (models.empty()) models.push_back(std::move(m));
   }
+  std::vector<ModelStatistics> out;
+  out.reserve(models.size());
+  for (const auto& m : models) {
+    const ServingStats s = repo_.cumulative_stats(*m);
+    ModelStatistics& ms = out.emplace_back();
+    ms.name = m->config.name;
+    ms.version = m->version;
+    uint64_t front = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto f = front_failures_.find(ms.name);
+      if (f != front_failures_.end())
+        for (const auto& [code, n] : f->second) front += n;
+      auto l = last_inference_ms_.find(ms.name);
+      if (l != last_inference_ms_.end()) ms.last_inference = l->second;
+    }
+    for (const auto& [b, n] : s.batch_size_hist) ms.inference_count += static_cast<uint64_t>(b) * n;
+    ms.execution_count = s.batches;
+    InferStatistics& is = ms.inference_stats;
+    is.success = duration(s.succeeded, s.total.sum_us);
+    is.fail = duration(s.failed + front, 0);
+    is.queue = duration(s.queue.count, s.queue.sum_us);
+    is.compute_input = duration(s.compute_input.count, s.compute_input.sum_us);
+    is.compute_infer = duration(s.compute_infer.count, s.compute_infer.sum_us);
+    is.compute_output = duration(s.compute_output.count, s.compute_output.sum_us);
+    for (const auto& [b, t] : s.batch_timing) {
+      ms.batch_stats.push_back({.batch_size = b,
+                                .compute_input = duration(t.runs, t.input_us),
+                                .compute_infer = duration(t.runs, t.infer_us),
+                                .compute_output = duration(t.runs, t.output_us)});
+    }
+  }
+  return out;
+}
+
+std::string ServerCore::statistics_json(const std::vector<ModelStatistics>& stats) {
   JsonOut out;
   JsonWriter& w = out.w;
+  auto write_duration = [&w](const char* key, const StatisticDuration& d) {
+    json_key(w, key);
+    w.StartObject();
+    json_key_uint(w, "count", d.count);
+    json_key_uint(w, "ns", d.ns);
+    w.EndObject();
+  };
   w.StartObject();
   json_key(w, "model_stats");
   w.StartArray();
-  for (const auto& m : models) {
-    const ServingStats s = repo_.cumulative_stats(*m);
-    const std::string& name = m->config.name;
-    uint64_t front = 0, last = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto f = front_failures_.find(name);
-      if (f != front_failures_.end())
-        for (const auto& [code, n] : f->second) front += n;
-      auto l = last_inference_ms_.find(name);
-      if (l != last_inference_ms_.end()) last = l->second;
-    }
-    uint64_t rows = 0;
-    for (const auto& [b, n] : s.batch_size_hist) rows += static_cast<uint64_t>(b) * n;
+  for (const ModelStatistics& m : stats) {
     w.StartObject();
-    json_key_string(w, "name", name);
-    json_key_string(w, "version", m->version);
-    json_key_uint(w, "last_inference", last);
-    json_key_uint(w, "inference_count", rows);
-    json_key_uint(w, "execution_count", s.batches);
+    json_key_string(w, "name", m.name);
+    json_key_string(w, "version", m.version);
+    json_key_uint(w, "last_inference", m.last_inference);
+    json_key_uint(w, "inference_count", m.inference_count);
+    json_key_uint(w, "execution_count", m.execution_count);
+    const InferStatistics& is = m.inference_stats;
     json_key(w, "inference_stats");
     w.StartObject();
-    duration(w, "success", s.succeeded, s.total.sum_us);
-    duration(w, "fail", s.failed + front, 0);
-    duration(w, "queue", s.queue.count, s.queue.sum_us);
-    duration(w, "compute_input", s.compute_input.count, s.compute_input.sum_us);
-    duration(w, "compute_infer", s.compute_infer.count, s.compute_infer.sum_us);
-    duration(w, "compute_output", s.compute_output.count, s.compute_output.sum_us);
-    duration(w, "cache_hit", 0, 0);
-    duration(w, "cache_miss", 0, 0);
+    write_duration("success", is.success);
+    write_duration("fail", is.fail);
+    write_duration("queue", is.queue);
+    write_duration("compute_input", is.compute_input);
+    write_duration("compute_infer", is.compute_infer);
+    write_duration("compute_output", is.compute_output);
+    write_duration("cache_hit", is.cache_hit);
+    write_duration("cache_miss", is.cache_miss);
     w.EndObject();
-    // Per batch size: its executions and the time they took.
     json_key(w, "batch_stats");
     w.StartArray();
-    for (const auto& [b, t] : s.batch_timing) {
+    for (const BatchStatistics& b : m.batch_stats) {
       w.StartObject();
-      json_key_int(w, "batch_size", b);
-      duration(w, "compute_input", t.runs, t.input_us);
-      duration(w, "compute_infer", t.runs, t.infer_us);
-      duration(w, "compute_output", t.runs, t.output_us);
+      json_key_int(w, "batch_size", b.batch_size);
+      write_duration("compute_input", b.compute_input);
+      write_duration("compute_infer", b.compute_infer);
+      write_duration("compute_output", b.compute_output);
       w.EndObject();
     }
     w.EndArray();

@@ -26,6 +26,7 @@
 #include "core/status.h"
 #include "serve/repository.h"
 #include "serve/shared_memory.h"
+#include "serve/statistics.h"
 #include "serve/trace.h"
 #include "streamline/serving.h"
 
@@ -93,11 +94,15 @@ class ServerCore {
   std::string server_metadata_json() const;
   [[nodiscard]] Result<ModelMetadata> model_metadata(const std::string& model, const std::string& version) const;
   static std::string model_metadata_json(const ModelMetadata& m);
-  // Triton's statistics extension: {"model_stats":[{name, version, last_inference,
-  // inference_count, execution_count, inference_stats:{success:{count,ns}, fail, queue,
-  // compute_infer}, batch_stats:[...]}]}. model "" = every ready model; version "" = every served
-  // version of it.
-  [[nodiscard]] Result<std::string> statistics_json(const std::string& model, const std::string& version = "") const;
+  // Triton's statistics extension, one entry per model version. model "" = every ready model;
+  // version "" = every served version of it. NotFound for an unknown model or version.
+  [[nodiscard]] Result<std::vector<ModelStatistics>> statistics(const std::string& model,
+                                                                const std::string& version = "") const;
+  // The statistics as the HTTP front end sends them: {"model_stats":[{name, version,
+  // last_inference, inference_count, execution_count, inference_stats:{success:{count,ns}, fail,
+  // queue, compute_input, compute_infer, compute_output, cache_hit, cache_miss},
+  // batch_stats:[{batch_size, compute_input, compute_infer, compute_output}]}]}.
+  static std::string statistics_json(const std::vector<ModelStatistics>& stats);
   // Prometheus text format (version 0.0.4): per-model counters and summaries, batch-size
   // histogram, pending requests, per-instance busy time, process CPU seconds and resident memory.
   std::string metrics_text() const;
@@ -107,8 +112,8 @@ class ServerCore {
   // ready, else whatever the runtime answers. The request counts as in flight until `done` returns.
   // Before the runtime, the request is checked against the configuration: with max_batch_size > 0
   // every input's first dimension must be in [1, max_batch_size], and configured dims must match.
-  // request.priority is 0-based (0 = highest, -1 = default): a KServe/Triton request priority p
-  // maps to p - 1, and p = 0 (default) to -1.
+  // request.priority is 0-based (0 = highest, -1 = default): front ends convert the KServe/Triton
+  // request priority with priority_from_wire (priority.h).
   void infer(const std::string& model, const std::string& version, InferRequest request, InferCallback done);
   // Unsupported when the model is decoupled (one request, several responses): only a stream
   // (gRPC ModelStreamInfer) can carry its answers. Ok otherwise, also for unknown models (infer

@@ -1,6 +1,8 @@
 // The KServe v2 gRPC front end end to end: a repository in a temporary folder holding one tiny
 // model, a ServerCore, a GrpcServer on a free port, and the generated stub as the client.
 
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/message_differencer.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 
 #include "graph/onnx_test_models.h"
 #include "grpc_service.grpc.pb.h"
+#include "serve/echo.h"
 #include "serve/grpc_codec.h"
 #include "serve/grpc_server.h"
 #include "serve/server_core.h"
@@ -486,6 +489,95 @@ TEST(GrpcCodecTest, PriorityAndTimeoutBoundaries) {
   EXPECT_NE(s4.message().find("timeout"), std::string::npos);
   auto [s5, r5] = decode([](Params& p) { p["timeout"].set_uint64_param(static_cast<uint64_t>(kMax) + 1); });
   EXPECT_EQ(s5.code(), StatusCode::kInvalidArgument);
+}
+
+// ModelConfig's default_priority_level is Triton's 1-based level; with priorities off both it and
+// priority_levels stay 0.
+TEST(GrpcCodecTest, ConfigPriorityLevelsAreOneBased) {
+  ModelConfig c;
+  c.name = "m";
+  c.dynamic_batching = true;
+  c.batching.priority_levels = 3;
+  c.batching.default_priority = 0;
+  pb::ModelConfig out;
+  fill_model_config(c, &out);
+  EXPECT_EQ(out.dynamic_batching().priority_levels(), 3u);
+  EXPECT_EQ(out.dynamic_batching().default_priority_level(), 1u);
+  c.batching.default_priority = 2;
+  out.Clear();
+  fill_model_config(c, &out);
+  EXPECT_EQ(out.dynamic_batching().default_priority_level(), 3u);
+  c.batching.priority_levels = 1;
+  out.Clear();
+  fill_model_config(c, &out);
+  EXPECT_EQ(out.dynamic_batching().priority_levels(), 0u);
+  EXPECT_EQ(out.dynamic_batching().default_priority_level(), 0u);
+}
+
+// gRPC's statistics are the HTTP document's, field for field: the message parsed from
+// ServerCore::statistics_json equals the one fill_statistics builds from the same values.
+TEST(GrpcCodecTest, StatisticsMatchTheHttpDocument) {
+  auto d = [](uint64_t count, uint64_t ns) { return StatisticDuration{.count = count, .ns = ns}; };
+  ModelStatistics m;
+  m.name = "tiny";
+  m.version = "2";
+  m.last_inference = 1700000000123;
+  m.inference_count = 12;
+  m.execution_count = 3;
+  m.inference_stats = {.success = d(10, 1001),
+                       .fail = d(2, 0),
+                       .queue = d(9, 1003),
+                       .compute_input = d(8, 1004),
+                       .compute_infer = d(7, 1005),
+                       .compute_output = d(6, 1006),
+                       .cache_hit = d(5, 1007),
+                       .cache_miss = d(4, 1008)};
+  m.batch_stats.push_back(
+      {.batch_size = 1, .compute_input = d(1, 11), .compute_infer = d(2, 12), .compute_output = d(3, 13)});
+  m.batch_stats.push_back(
+      {.batch_size = 8, .compute_input = d(4, 21), .compute_infer = d(5, 22), .compute_output = d(6, 23)});
+  ModelStatistics idle;
+  idle.name = "idle";
+  idle.version = "1";
+  const std::vector<ModelStatistics> stats = {m, idle};
+
+  pb::ModelStatisticsResponse direct;
+  fill_statistics(stats, &direct);
+  pb::ModelStatisticsResponse from_json;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ServerCore::statistics_json(stats), &from_json).ok());
+  std::string diff;
+  google::protobuf::util::MessageDifferencer differ;
+  differ.ReportDifferencesToString(&diff);
+  EXPECT_TRUE(differ.Compare(from_json, direct)) << diff;
+
+  ASSERT_EQ(direct.model_stats_size(), 2);
+  const pb::ModelStatistics& s = direct.model_stats(0);
+  EXPECT_EQ(s.name(), "tiny");
+  EXPECT_EQ(s.version(), "2");
+  EXPECT_EQ(s.last_inference(), 1700000000123u);
+  EXPECT_EQ(s.inference_count(), 12u);
+  EXPECT_EQ(s.execution_count(), 3u);
+  EXPECT_EQ(s.inference_stats().success().ns(), 1001u);
+  EXPECT_EQ(s.inference_stats().fail().count(), 2u);
+  EXPECT_EQ(s.inference_stats().queue().count(), 9u);
+  EXPECT_EQ(s.inference_stats().compute_output().ns(), 1006u);
+  EXPECT_EQ(s.inference_stats().cache_miss().count(), 4u);
+  ASSERT_EQ(s.batch_stats_size(), 2);
+  EXPECT_EQ(s.batch_stats(1).batch_size(), 8u);
+  EXPECT_EQ(s.batch_stats(1).compute_infer().count(), 5u);
+  EXPECT_EQ(s.batch_stats(1).compute_output().ns(), 23u);
+  EXPECT_TRUE(direct.model_stats(1).has_inference_stats());  // present, all zero, as over HTTP
+  EXPECT_EQ(direct.model_stats(1).batch_stats_size(), 0);
+
+  // A name that is not UTF-8 goes out repaired, as the JSON writer repairs it (a proto3 string
+  // field must hold UTF-8).
+  ModelStatistics odd;
+  odd.name = std::string("bad\xff");
+  odd.version = "1";
+  pb::ModelStatisticsResponse repaired;
+  fill_statistics({odd}, &repaired);
+  EXPECT_NE(repaired.model_stats(0).name(), odd.name);
+  EXPECT_EQ(repaired.model_stats(0).name(), valid_utf8(odd.name));
 }
 
 TEST(GrpcCodecTest, EncodesOutputsInTheAskedOrder) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <string>
 
 namespace streamline::serve {
@@ -139,6 +140,11 @@ TEST(HttpCodecTest, MapsParametersOntoTheRequest) {
   auto def = decode(R"({"parameters":{"priority":0},)" + one_input("FP32", "[1]", "[1]").substr(1));
   ASSERT_TRUE(def.ok());
   EXPECT_EQ(def->request.priority, -1);  // the model's default
+
+  // Past the last level an int holds: the lowest level, as over gRPC.
+  auto huge = decode(R"({"parameters":{"priority":9223372036854775807},)" + one_input("FP32", "[1]", "[1]").substr(1));
+  ASSERT_TRUE(huge.ok()) << huge.status().to_string();
+  EXPECT_EQ(huge->request.priority, std::numeric_limits<int>::max());
 }
 
 TEST(HttpCodecTest, SplitsTheBinaryPartByBinaryDataSize) {

@@ -457,6 +457,31 @@ TEST_F(ConfigAgainstModel, CompleteRefusesWhatDisagrees) {
   EXPECT_NE(s.message().find("not variable"), std::string::npos) << s.message();
 }
 
+// default_priority_level is 1-based in the file and in what GET .../config answers, 0-based in
+// the batch policy; the first and the last of the most levels a model may have survive both ways.
+TEST(ModelConfig, DefaultPriorityLevelEdgesRoundTrip) {
+  for (int level : {1, 1024}) {
+    const std::string text =
+        "max_batch_size: 8\ndynamic_batching {\n priority_levels: 1024\n default_priority_level: " +
+        std::to_string(level) + "\n}\n";
+    auto c = parse_model_config(text, "config.pbtxt");
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->batching.priority_levels, 1024);
+    EXPECT_EQ(c->batching.default_priority, level - 1);
+    rapidjson::Document d;
+    d.Parse(model_config_json(*c).c_str());
+    ASSERT_FALSE(d.HasParseError());
+    EXPECT_EQ(d["dynamic_batching"]["default_priority_level"].GetInt(), level);
+  }
+  auto off = parse_model_config("max_batch_size: 8\ndynamic_batching {\n}\n", "config.pbtxt");
+  ASSERT_TRUE(off.ok()) << off.status().to_string();
+  rapidjson::Document d;
+  d.Parse(model_config_json(*off).c_str());
+  ASSERT_FALSE(d.HasParseError());
+  EXPECT_EQ(d["dynamic_batching"]["priority_levels"].GetInt(), 0);  // priorities off: both 0, as Triton
+  EXPECT_EQ(d["dynamic_batching"]["default_priority_level"].GetInt(), 0);
+}
+
 TEST(ModelConfig, JsonUsesTritonNames) {
   auto r = parse_model_config(kFullConfig, "config.pbtxt");
   ASSERT_TRUE(r.ok());

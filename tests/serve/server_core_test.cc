@@ -222,16 +222,36 @@ TEST_F(ServerCoreTest, BatchedInferenceAndItsMetrics) {
   EXPECT_NE(text.find("# HELP streamline_inference_request_success_total "), std::string::npos);
 
   // Pass 4: the statistics extension says the same.
-  auto stats = core_->statistics_json("mm");
+  auto stats = core_->statistics("mm");
   ASSERT_TRUE(stats.ok()) << stats.status().to_string();
+  ASSERT_EQ(stats->size(), 1u);
+  const ModelStatistics& ms = (*stats)[0];
+  EXPECT_EQ(ms.name, "mm");
+  EXPECT_EQ(ms.version, "1");
+  EXPECT_GT(ms.last_inference, 1600000000000ull);
+  EXPECT_EQ(ms.inference_count, 8u);
+  EXPECT_EQ(ms.execution_count, 1u);
+  EXPECT_EQ(ms.inference_stats.success.count, 8u);
+  EXPECT_EQ(ms.inference_stats.fail.count, 4u);
+  EXPECT_EQ(ms.inference_stats.fail.ns, 0u);
+  EXPECT_EQ(ms.inference_stats.queue.count, 8u);
+  EXPECT_EQ(ms.inference_stats.compute_infer.ns, static_cast<uint64_t>(infer_sum * 1000));
+  EXPECT_EQ(ms.inference_stats.cache_hit.count, 0u);
+  EXPECT_EQ(ms.inference_stats.cache_miss.count, 0u);
+  ASSERT_EQ(ms.batch_stats.size(), 1u);
+  EXPECT_EQ(ms.batch_stats[0].batch_size, 8);
+  EXPECT_EQ(ms.batch_stats[0].compute_infer.count, 1u);
+
+  // And the JSON the HTTP front end sends carries the same numbers.
+  const std::string json = ServerCore::statistics_json(*stats);
   rapidjson::Document d;
-  d.Parse(stats->c_str());
-  ASSERT_FALSE(d.HasParseError()) << *stats;
+  d.Parse(json.c_str());
+  ASSERT_FALSE(d.HasParseError()) << json;
   ASSERT_EQ(d["model_stats"].Size(), 1u);
   const auto& s = d["model_stats"][0];
   EXPECT_STREQ(s["name"].GetString(), "mm");
   EXPECT_STREQ(s["version"].GetString(), "1");
-  EXPECT_GT(s["last_inference"].GetUint64(), 1600000000000ull);
+  EXPECT_EQ(s["last_inference"].GetUint64(), ms.last_inference);
   EXPECT_EQ(s["inference_count"].GetUint64(), 8u);
   EXPECT_EQ(s["execution_count"].GetUint64(), 1u);
   EXPECT_EQ(s["inference_stats"]["success"]["count"].GetUint64(), 8u);
@@ -242,13 +262,53 @@ TEST_F(ServerCoreTest, BatchedInferenceAndItsMetrics) {
   EXPECT_EQ(s["batch_stats"][0]["batch_size"].GetInt(), 8);
   EXPECT_EQ(s["batch_stats"][0]["compute_infer"]["count"].GetUint64(), 1u);
 
-  auto all = core_->statistics_json("");
+  auto all = core_->statistics("");
   ASSERT_TRUE(all.ok());
-  rapidjson::Document da;
-  da.Parse(all->c_str());
-  ASSERT_FALSE(da.HasParseError());
-  EXPECT_EQ(da["model_stats"].Size(), 2u);
-  EXPECT_EQ(core_->statistics_json("nope").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(all->size(), 2u);
+  EXPECT_EQ(core_->statistics("nope").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(core_->statistics("mm", "7").status().code(), StatusCode::kNotFound);
+}
+
+// The HTTP statistics document, byte for byte: Triton's key order and types (clients such as
+// tritonclient and perf_analyzer read it), every duration as {"count","ns"} unsigned integers.
+TEST(ServerCore, StatisticsJsonKeepsTritonsShape) {
+  EXPECT_EQ(ServerCore::statistics_json({}), R"({"model_stats":[]})");
+  ModelStatistics m;
+  m.name = "m\"x";
+  m.version = "3";
+  m.last_inference = 1700000000123;
+  m.inference_count = 12;
+  m.execution_count = 2;
+  InferStatistics& is = m.inference_stats;
+  is.success = {10, 1001};
+  is.fail = {2, 0};
+  is.queue = {10, 1003};
+  is.compute_input = {10, 1004};
+  is.compute_infer = {10, 1005};
+  is.compute_output = {10, 1006};
+  is.cache_hit = {7, 1007};
+  is.cache_miss = {8, 18446744073709551615ull};
+  m.batch_stats.push_back(
+      {.batch_size = 4, .compute_input = {1, 11}, .compute_infer = {1, 12}, .compute_output = {1, 13}});
+  m.batch_stats.push_back(
+      {.batch_size = 8, .compute_input = {1, 21}, .compute_infer = {1, 22}, .compute_output = {1, 23}});
+  ModelStatistics empty;
+  empty.name = "e";
+  empty.version = "1";
+  EXPECT_EQ(ServerCore::statistics_json({m, empty}),
+            R"({"model_stats":[{"name":"m\"x","version":"3","last_inference":1700000000123,"inference_count":12,)"
+            R"("execution_count":2,"inference_stats":{"success":{"count":10,"ns":1001},"fail":{"count":2,"ns":0},)"
+            R"("queue":{"count":10,"ns":1003},"compute_input":{"count":10,"ns":1004},)"
+            R"("compute_infer":{"count":10,"ns":1005},"compute_output":{"count":10,"ns":1006},)"
+            R"("cache_hit":{"count":7,"ns":1007},"cache_miss":{"count":8,"ns":18446744073709551615}},)"
+            R"("batch_stats":[{"batch_size":4,"compute_input":{"count":1,"ns":11},"compute_infer":{"count":1,"ns":12},)"
+            R"("compute_output":{"count":1,"ns":13}},{"batch_size":8,"compute_input":{"count":1,"ns":21},)"
+            R"("compute_infer":{"count":1,"ns":22},"compute_output":{"count":1,"ns":23}}]},)"
+            R"({"name":"e","version":"1","last_inference":0,"inference_count":0,"execution_count":0,)"
+            R"("inference_stats":{"success":{"count":0,"ns":0},"fail":{"count":0,"ns":0},"queue":{"count":0,"ns":0},)"
+            R"("compute_input":{"count":0,"ns":0},"compute_infer":{"count":0,"ns":0},)"
+            R"("compute_output":{"count":0,"ns":0},"cache_hit":{"count":0,"ns":0},"cache_miss":{"count":0,"ns":0}},)"
+            R"("batch_stats":[]}]})");
 }
 
 TEST_F(ServerCoreTest, WithoutDynamicBatchingRequestsRunAsTheyCome) {
