@@ -469,8 +469,7 @@ Status decode_input(const Value& v, size_t i, InputData& data, std::string_view 
   const Value* datatype = member(v, "datatype");
   if (!datatype || !datatype->IsString()) return invalid_argument(what + " needs a \"datatype\" string");
   const DType dtype = dtype_from_kserve(str(*datatype));
-  if (!carried(dtype))
-    return invalid_argument(what + ": datatype '" + echo(str(*datatype)) + "' is not supported");
+  if (!carried(dtype)) return invalid_argument(what + ": datatype '" + echo(str(*datatype)) + "' is not supported");
 
   const Value* shape_v = member(v, "shape");
   if (!shape_v || !shape_v->IsArray()) return invalid_argument(what + " needs a \"shape\" array");

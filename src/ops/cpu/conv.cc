@@ -534,12 +534,12 @@ class ConvKernel final : public Kernel {
     st.has_bias = args.node.inputs.size() > 2 && args.node.inputs[2] != graph::kNoValue;
     st.has_z = args.node.inputs.size() > 3 && args.node.inputs[3] != graph::kNoValue;
     st.src_md = activation_md(st.geom, layout, true);
-    st.dst_md = activation_md(
-        st.geom,
-        layout == Layout::kPlain && xs.rank() == 4 && !attrs_.transposed && args.options.channels_last
-            ? conv_out_layout(layout, st.geom, block)
-            : layout,
-        false);
+    st.dst_md =
+        activation_md(st.geom,
+                      layout == Layout::kPlain && xs.rank() == 4 && !attrs_.transposed && args.options.channels_last
+                          ? conv_out_layout(layout, st.geom, block)
+                          : layout,
+                      false);
     st.bias_md = st.has_bias ? plain_md({st.geom.m}) : memory::desc();
     st.user_w_md = user_weights_md(st.geom, attrs_.transposed);
     st.any_w_md = memory::desc(st.user_w_md.dims(), memory::data_type::f32, memory::format_tag::any);
