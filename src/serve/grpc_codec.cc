@@ -1,7 +1,6 @@
 #include "serve/grpc_codec.h"
 
 #include <grpcpp/impl/codegen/proto_utils.h>
-#include <rapidjson/document.h>
 
 #include <cstring>
 #include <limits>
@@ -200,12 +199,6 @@ Status decode_input(const pb::ModelInferRequest::InferInputTensor& in, const std
 void set_duration(const StatisticDuration& d, pb::StatisticDuration* out) {
   out->set_count(d.count);
   out->set_ns(d.ns);
-}
-
-std::string get_string(const rapidjson::Value& o, const char* key) {
-  auto it = o.FindMember(key);
-  return it != o.MemberEnd() && it->value.IsString() ? std::string(it->value.GetString(), it->value.GetStringLength())
-                                                     : std::string();
 }
 
 // The shared memory parameters of an input or output; nullopt when they name no region.
@@ -455,18 +448,6 @@ void fill_statistics(const std::vector<ModelStatistics>& stats, pb::ModelStatist
       set_duration(b.compute_output, e->mutable_compute_output());
     }
   }
-}
-
-Status fill_server_metadata(const std::string& json, pb::ServerMetadataResponse* out) {
-  rapidjson::Document doc;
-  doc.Parse(json.data(), json.size());
-  if (doc.HasParseError() || !doc.IsObject()) return internal_error("server metadata is not valid JSON");
-  out->set_name(get_string(doc, "name"));
-  out->set_version(get_string(doc, "version"));
-  if (auto ext = doc.FindMember("extensions"); ext != doc.MemberEnd() && ext->value.IsArray())
-    for (const auto& e : ext->value.GetArray())
-      if (e.IsString()) out->add_extensions(e.GetString());
-  return ok_status();
 }
 
 }  // namespace streamline::serve

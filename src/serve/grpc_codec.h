@@ -68,7 +68,4 @@ void fill_model_config(const ModelConfig& c, inference::ModelConfig* out);
 // (ServerCore::statistics()). Names are sent as valid UTF-8, as over HTTP.
 void fill_statistics(const std::vector<ModelStatistics>& stats, inference::ModelStatisticsResponse* out);
 
-// ServerCore::server_metadata_json() as the ServerMetadata message.
-[[nodiscard]] Status fill_server_metadata(const std::string& json, inference::ServerMetadataResponse* out);
-
 }  // namespace streamline::serve

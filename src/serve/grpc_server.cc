@@ -194,8 +194,13 @@ class InferenceService final : public RawService {
   }
 
   grpc::ServerUnaryReactor* ServerMetadata(Ctx* ctx, const Bytes* in, Bytes* out) override {
-    return run<pb::ServerMetadataRequest, pb::ServerMetadataResponse>(
-        ctx, in, out, [this](auto& c) { c.finish(fill_server_metadata(core_.server_metadata_json(), &c.response)); });
+    return run<pb::ServerMetadataRequest, pb::ServerMetadataResponse>(ctx, in, out, [this](auto& c) {
+      const auto m = core_.server_metadata();
+      c.response.set_name(m.name);
+      c.response.set_version(m.version);
+      for (const std::string& e : m.extensions) c.response.add_extensions(e);
+      c.finish(grpc::Status::OK);
+    });
   }
 
   grpc::ServerUnaryReactor* ModelMetadata(Ctx* ctx, const Bytes* in, Bytes* out) override {

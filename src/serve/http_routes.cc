@@ -70,7 +70,7 @@ std::optional<Response> HttpSession::route(Request& req) {
   if (state_.options.metrics_only || seg.empty() || seg[0] != "v2") return error_response(404, no_route);
   if (seg.size() == 1) {
     if (!get) return method_not_allowed("GET");
-    return make_response(200, core.server_metadata_json(), kJson);
+    return make_response(200, ServerCore::server_metadata_json(core.server_metadata()), kJson);
   }
   if (seg[1] == "health" && seg.size() == 3 && (seg[2] == "live" || seg[2] == "ready")) {
     if (!get) return method_not_allowed("GET");

@@ -146,16 +146,21 @@ bool ServerCore::ready() const {
   return true;
 }
 
-std::string ServerCore::server_metadata_json() const {
+ServerMetadata ServerCore::server_metadata() const {
+  return ServerMetadata{options_.name,
+                        SL_VERSION_STRING,
+                        {"binary_tensor_data", "model_repository", "statistics", "model_configuration",
+                         "system_shared_memory", "cuda_shared_memory", "logging", "trace", "classification"}};
+}
+
+std::string ServerCore::server_metadata_json(const ServerMetadata& m) {
   JsonOut out;
   out.w.StartObject();
-  json_key_string(out.w, "name", options_.name);
-  json_key_string(out.w, "version", SL_VERSION_STRING);
+  json_key_string(out.w, "name", m.name);
+  json_key_string(out.w, "version", m.version);
   json_key(out.w, "extensions");
   out.w.StartArray();
-  for (const char* e : {"binary_tensor_data", "model_repository", "statistics", "model_configuration",
-                        "system_shared_memory", "cuda_shared_memory", "logging", "trace", "classification"})
-    out.w.String(e);
+  for (const std::string& e : m.extensions) json_string(out.w, e);
   out.w.EndArray();
   out.w.EndObject();
   return out.str();

@@ -50,6 +50,13 @@ struct TensorMetadata {
   std::vector<int64_t> shape;  // -1 for variable dims; includes the batch dim (-1) when batching
 };
 
+// Triton's server metadata: what HTTP writes as JSON and gRPC as its message.
+struct ServerMetadata {
+  std::string name;
+  std::string version;
+  std::vector<std::string> extensions;  // the protocol extensions this server implements
+};
+
 struct ModelMetadata {
   std::string name;
   std::vector<std::string> versions;
@@ -90,8 +97,9 @@ class ServerCore {
   // end answer a refused call at once instead of queueing it behind a load.
   [[nodiscard]] Status check_model_control() const;
 
+  ServerMetadata server_metadata() const;
   // {"name":"streamline","version":"0.1.0","extensions":[...]}
-  std::string server_metadata_json() const;
+  static std::string server_metadata_json(const ServerMetadata& m);
   [[nodiscard]] Result<ModelMetadata> model_metadata(const std::string& model, const std::string& version) const;
   static std::string model_metadata_json(const ModelMetadata& m);
   // Triton's statistics extension, one entry per model version. model "" = every ready model;

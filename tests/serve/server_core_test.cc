@@ -398,7 +398,7 @@ TEST_F(ServerCoreTest, Metadata) {
   EXPECT_EQ(d["outputs"].Size(), 2u);
 
   rapidjson::Document s;
-  s.Parse(core_->server_metadata_json().c_str());
+  s.Parse(ServerCore::server_metadata_json(core_->server_metadata()).c_str());
   ASSERT_FALSE(s.HasParseError());
   EXPECT_STREQ(s["name"].GetString(), "streamline");
   EXPECT_STREQ(s["version"].GetString(), SL_VERSION_STRING);
