@@ -280,7 +280,7 @@ TEST_P(QKernelPaths, QuantizedMatMulsMatchReference) {
 TEST_P(QKernelPaths, BandedRunsMatchReference) {
   std::mt19937 rng(709);
   for (int64_t stride : {1, 2}) {
-    // About 18M and 9M multiply-adds: four and two bands on two threads.
+    // About 18M and 9M multiply-adds: a band per thread, so three threads cut a middle band.
     NodeCase qc("QConv", 1, 12, 1, {}, "streamline");
     qc.ints("pads", {1, 1, 1, 1}).ints("strides", {stride, stride}).s("activation", "Relu");
     const int64_t h = stride == 1 ? 33 : 65, w = 30, oh = (h + 2 - 3) / stride + 1, ow = (w + 2 - 3) / stride + 1;
@@ -296,7 +296,9 @@ TEST_P(QKernelPaths, BandedRunsMatchReference) {
                                     q8(DType::kUInt8, Shape{1, 64, oh, ow}, rng),
                                     Tensor::scalar<float>(0.1f),
                                     scalar_q8(DType::kUInt8, 128)};
-    expect_matches(qc, in, QRun{Layout::kChannelsLast, 2, {}}, "banded QConv, stride " + std::to_string(stride));
+    for (int threads : {2, 3})
+      expect_matches(qc, in, QRun{Layout::kChannelsLast, threads, {}},
+                     "banded QConv, stride " + std::to_string(stride) + ", " + std::to_string(threads) + " threads");
   }
   // 300 rows of 256 x 200: about 15M multiply-adds, three bands on three threads.
   NodeCase tf("MatMulIntegerToFloat", 1, 7, 1, {}, "streamline");
