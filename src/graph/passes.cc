@@ -51,6 +51,7 @@ std::string PassReport::to_string() const {
          (gelu_fused ? " gelu_fused=" + std::to_string(gelu_fused) : "") +
          (attention_fused ? " attention_fused=" + std::to_string(attention_fused) : "") +
          (elementwise_fused ? " elementwise_fused=" + std::to_string(elementwise_fused) : "") +
+         (reductions_pooled ? " reductions_pooled=" + std::to_string(reductions_pooled) : "") +
          (pads_fused ? " pads_fused=" + std::to_string(pads_fused) : "") +
          (convs_split ? " convs_split=" + std::to_string(convs_split) : "") +
          (groups_widened ? " groups_widened=" + std::to_string(groups_widened) : "") +
@@ -167,6 +168,8 @@ Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evalu
   if (options.fuse_attention) r.attention_fused += fuse_attention(g) + fuse_onnx_attention(g);
   if (options.fuse_gemm) r.gemm_fused += fuse_gemm_activation(g);
   if (options.fuse_gelu) r.gemm_fused += fuse_matmul_gelu(g);
+  // After the fusions that read ReduceMean patterns (LayerNorm), before the elementwise groups.
+  if (options.global_pool) r.reductions_pooled += reduce_to_global_pool(g);
   if (options.fuse_elementwise && options.fold_batchnorm) decompose_batchnorm(g);
   if (options.fuse_elementwise) r.elementwise_fused += fuse_elementwise(g);
   if (options.split_conv_parts >= 2)

@@ -10,7 +10,8 @@
 // activation fusion, transformer fusions (decomposed LayerNorm, erf GELU, scaled-dot-product
 // attention; see pass_transformer.cc), int8 rewrites of QDQ and dynamically quantised graphs
 // (pass_quant.cc), elementwise fusion (any group of elementwise nodes into its producer's epilogue
-// or one Elementwise node; pass_elementwise.cc), and dead-code elimination. Fused nodes use the op
+// or one Elementwise node; pass_elementwise.cc), spatial ReduceMean/ReduceMax into global pools
+// (pass_reduce.cc), and dead-code elimination. Fused nodes use the op
 // types and attributes documented in docs/architecture.md ("FusedConv", "FusedGemm",
 // "FusedMatMul", "LayerNormalization", "Gelu", "Attention", "Elementwise", "QConv", "QMatMul",
 // "MatMulIntegerToFloat", "QAdd", "QGlobalAveragePool" in domain "streamline").
@@ -51,6 +52,9 @@ struct PassOptions {
   // Groups of elementwise nodes -> the epilogue of the Conv/MatMul/Gemm producing their input, or
   // one streamline.Elementwise (pass_elementwise.cc)
   bool fuse_elementwise = true;
+  // ReduceMean/ReduceMax over every spatial axis (rank 4 and up) -> GlobalAveragePool/GlobalMaxPool
+  // [+ Flatten], which read the convolutions' blocked layout (pass_reduce.cc)
+  bool global_pool = true;
   bool dead_code = true;  // drop nodes no output depends on
   // Largest tensor (bytes) constant folding may create; bigger results are left to run time.
   int64_t max_folded_bytes = int64_t{64} << 20;
@@ -77,6 +81,7 @@ struct PassReport {
   int gelu_fused = 0;  // Gelu nodes made (some then move into a MatMul as its activation)
   int attention_fused = 0;
   int elementwise_fused = 0;  // groups made into an epilogue or an Elementwise node
+  int reductions_pooled = 0;  // spatial ReduceMean/ReduceMax made global pools
   int dead_removed = 0;
   int convs_split = 0;
   int groups_widened = 0;
@@ -109,6 +114,9 @@ int fuse_onnx_attention(Graph& g);
 // streamline.Gelu after a MatMul/Gemm/FusedMatMul/FusedGemm, or an int8 product writing float32
 // (MatMulIntegerToFloat, QMatMul), without activation -> its activation.
 int fuse_matmul_gelu(Graph& g);
+// ReduceMean/ReduceMax over axes {2, ..., rank - 1} of a float32 tensor of rank >= 4 ->
+// GlobalAveragePool/GlobalMaxPool, followed by Flatten(axis 1) when keepdims = 0 (pass_reduce.cc).
+int reduce_to_global_pool(Graph& g);
 // Elementwise groups -> epilogues and streamline.Elementwise nodes (pass_elementwise.cc).
 int fuse_elementwise(Graph& g);
 // BatchNormalization left after folding -> Mul and Add of per-channel constants (pass_elementwise.cc).
