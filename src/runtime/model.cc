@@ -190,8 +190,9 @@ Result<std::shared_ptr<Model>> Model::from_graph(graph::Graph g, const ModelOpti
   if (on_cuda && options.precision == ops::Precision::kFp16) {
     graph::HalfReport hr;
     SL_RETURN_IF_ERROR(graph::convert_to_half(m->impl_->graph_, &hr));
-    if (hr.overflowed > 0)
+    if (hr.overflowed > 0) {
       SL_LOG(kWarning) << hr.overflowed << " weight elements exceed the float16 range and became infinite";
+    }
   }
   // Pass 2: one kernel per node; every unsupported op is reported at once.
   ops::KernelOptions ko;
