@@ -123,6 +123,10 @@ TEST(Winograd, MatchesDirectConvolution) {
       {0, 1, 32, 40, 8, 8, 1, 1, 1, 1, ActKind::kLeakyRelu, true, true, 2},  // residual and LeakyRelu
       {0, 1, 256, 256, 20, 20, 1, 1, 1, 1, ActKind::kRelu, true, false, 2},  // several chunks
       {0, 3, 16, 64, 5, 13, 1, 1, 1, 1, ActKind::kNone, false, false, 40},   // more threads than products
+      // Enough tiles that each thread takes ranges of them through every phase (winograd_conv):
+      // two threads with a residual; three threads over a batch of two, ranges crossing images.
+      {0, 1, 16, 32, 30, 30, 1, 1, 1, 1, ActKind::kRelu, true, true, 2},
+      {0, 2, 16, 16, 17, 23, 1, 1, 1, 1, ActKind::kClip, true, true, 3},
   };
   for (int block : {8, 16})
     for (int f : {2, 4})

@@ -15,9 +15,11 @@
 //   winograd_conv(g, u, x, y, epilogue, workspace /* g.workspace_bytes() */, threads);
 //
 // Work goes through in chunks of tiles sized so the transformed inputs and products of one chunk
-// stay in cache; each chunk is three parallel phases (input transform over tiles and channel
-// blocks, the matrix products split between threads, output transform with bias, residual and
-// activation over tiles and output channel blocks).
+// stay in cache; each chunk is three phases (input transform over tiles and channel blocks, the
+// matrix products, output transform with bias, residual and activation over tiles and output
+// channel blocks). On several threads, a convolution with enough tiles gives each thread ranges
+// of tiles that it takes through all three phases in its own share of the workspace (tasks of
+// task_runner.h); one with few tiles shares each phase between the threads instead.
 
 #include <cstddef>
 #include <cstdint>
@@ -84,6 +86,6 @@ struct WinogradEpilogue {
 // g.block, c and m multiples of it; `workspace` at least g.workspace_bytes(), 64-byte aligned. Internal error only
 // if oneDNN's sgemm refuses its arguments.
 Status winograd_conv(const WinogradGeom& g, const WinogradWeights& w, const float* x, float* y,
-                   const WinogradEpilogue& e, void* workspace, int threads);
+                     const WinogradEpilogue& e, void* workspace, int threads);
 
 }  // namespace streamline::ops::cpu
