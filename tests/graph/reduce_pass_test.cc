@@ -9,17 +9,10 @@
 
 #include "graph/graph_run_util.h"
 #include "graph/passes.h"
+#include "ops/op_test_util.h"
 
 namespace streamline::graph {
 namespace {
-
-Tensor random_input(const Shape& s, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-2.f, 2.f);
-  Tensor t = Tensor::empty(DType::kFloat32, s);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
-}
 
 std::vector<std::string> live_ops(const Graph& g) {
   std::vector<std::string> out;
@@ -64,7 +57,8 @@ struct ReduceGraph {
 
 // The graph before and after the pass on the same input: same shape, same values.
 void expect_same_results(ReduceGraph& t, const Shape& shape, int rewrites, const std::vector<std::string>& ops) {
-  const Tensor in = random_input(shape, 17);
+  std::mt19937 rng(17);
+  const Tensor in = ops::testing::random_tensor(shape, rng, -2.f, 2.f);
   auto before = testing::run_graph(t.g, {in});
   ASSERT_TRUE(before.ok()) << before.status().to_string();
   ASSERT_EQ(reduce_to_global_pool(t.g), rewrites);
