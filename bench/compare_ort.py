@@ -30,6 +30,7 @@ import os
 import platform
 import re
 import subprocess
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -379,7 +380,7 @@ def main(argv=None) -> int:
                     row[eng + "_p50_rounds"] = [r["latency_ms"]["p50"] for r in ok]
                 ratios.sort()
                 row["ratio_p50_rounds"] = ratios
-                row["ratio_p50"] = ratios[len(ratios) // 2] if ratios else None
+                row["ratio_p50"] = statistics.median(ratios) if ratios else None
                 rows.append(row)
 
     print_table(rows)

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import sys
 from pathlib import Path
 from typing import Dict, List
@@ -67,13 +68,13 @@ def measure(name: str, model: Path, threads: int, first: int, args, binary: Path
     for eng, rs in runs.items():
         p50s = sorted(r["latency_ms"]["p50"] for r in rs if "latency_ms" in r)
         row[eng + "_p50_rounds"] = p50s
-        row[eng + "_p50"] = p50s[len(p50s) // 2] if p50s else None
+        row[eng + "_p50"] = statistics.median(p50s) if p50s else None
         errors = [r["error"] for r in rs if "error" in r]
         if errors:
             row[eng + "_error"] = errors[0]
     ratios.sort()
     row["ratio_rounds"] = ratios
-    row["ratio"] = ratios[len(ratios) // 2] if ratios else None
+    row["ratio"] = statistics.median(ratios) if ratios else None
     return row
 
 

@@ -24,6 +24,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -108,14 +109,14 @@ def measure(name: str, model: Path, threads: int, rounds: int, first: int, binar
     row = {"threads": threads, "shapes": shapes}
     for eng, rs in runs.items():
         ok = sorted((r["latency_ms"]["p50"] for r in rs if "latency_ms" in r))
-        row[eng + "_p50_ms"] = ok[len(ok) // 2] if ok else None
+        row[eng + "_p50_ms"] = statistics.median(ok) if ok else None
         row[eng + "_p50_rounds"] = ok
         errors = [r["error"] for r in rs if "error" in r]
         if errors:
             row[eng + "_error"] = errors[0]
     ratios.sort()
     row["ratio_rounds"] = ratios
-    row["ratio"] = ratios[len(ratios) // 2] if ratios else None
+    row["ratio"] = statistics.median(ratios) if ratios else None
     return row
 
 
