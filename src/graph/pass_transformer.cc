@@ -12,7 +12,11 @@
 //                                            the scores [.., Sq, Sk] as Add would (its last two
 //                                            dims Sq/Sk or 1, its batch dims broadcasting).
 //                                            Optional is_causal and softcap, and bool masks,
-//                                            come from ONNX Attention (pass_attention.cc).
+//                                            come from ONNX Attention (pass_attention.cc). A
+//                                            Where(keep, scores, fill) mask with a fill at or
+//                                            below -1e4 (GPT-2's causal mask) becomes the
+//                                            additive mask Where(keep, 0, fill) (see
+//                                            kMaskFillFloor for the one case they differ).
 //   FusedMatMul/FusedGemm with activation "Gelu".
 //
 // Every absorbed intermediate value must have the pattern's node as its only reader and must not
@@ -101,6 +105,24 @@ ValueId other_input(const Node& n, ValueId x) {
 int64_t known_rank(const Graph& g, ValueId v) {
   const auto& dims = g.value(v).dims;
   return dims ? static_cast<int64_t>(dims->size()) : -1;
+}
+
+// The rank of `v`: its known rank, else that of the input of the rank-keeping ops (Slice, Cast,
+// Not, Identity) that produce it, followed up to a few steps. GPT-2's causal mask is a Slice of a
+// Slice of a constant, cut to a length known only at run time, so its dims are not inferred.
+int64_t rank_through(const Graph& g, ValueId v) {
+  for (int step = 0; step < 8 && v != kNoValue; ++step) {
+    const int64_t r = known_rank(g, v);
+    if (r >= 0) return r;
+    const NodeId p = producer_of(g, v);
+    if (p == kNoNode) return -1;
+    const Node& n = g.node(p);
+    const bool keeps_rank =
+        is_onnx_op(n, "Slice") || is_onnx_op(n, "Cast") || is_onnx_op(n, "Not") || is_onnx_op(n, "Identity");
+    if (!keeps_rank || n.inputs.empty() || n.outputs.size() != 1) return -1;
+    v = n.inputs[0];
+  }
+  return -1;
 }
 
 bool is_float_value(const Graph& g, ValueId v) {
@@ -379,9 +401,18 @@ int64_t operand_rank(const Graph& g, ValueId v, const std::vector<int64_t>& perm
   return perm.empty() ? known_rank(g, v) : static_cast<int64_t>(perm.size());
 }
 
+// A Where(keep, scores, fill) fill at or below this hides a key as surely as the additive mask
+// Where(keep, 0, fill) does: exp(fill - score) is 0 in float32 for every score a model computes.
+// Exporters write -1e4 (GPT-2), float32's lowest or -inf. The two differ only in a row that sees
+// no key at all, which Where makes uniform and the sum leaves to the unmasked scores; a causal
+// mask always shows a row its own position.
+constexpr double kMaskFillFloor = -1e4;
+
 struct AttentionMatch {
   std::vector<NodeId> nodes;
   ValueId q = kNoValue, k = kNoValue, v = kNoValue, mask = kNoValue, y = kNoValue;
+  ValueId keep = kNoValue;  // a Where mask's boolean condition (mask stays kNoValue then)
+  ValueId fill = kNoValue;  // its constant fill
   std::vector<int64_t> q_perm, k_perm, v_perm, out_perm;
   double scale = 1.0;
 };
@@ -418,6 +449,21 @@ std::optional<AttentionMatch> match_attention(const Graph& g, const ProtectedVal
     m.nodes.push_back(add);
     cur = n.inputs[static_cast<size_t>(chain)];
     reader = add;
+  }
+  // Or Where(keep, scores, fill), a boolean mask with a fill far below any score.
+  if (m.mask == kNoValue) {
+    if (const NodeId wh = absorbable_producer(g, prot, cur, reader, "Where"); wh != kNoNode) {
+      const Node& n = g.node(wh);
+      const auto fill = n.inputs.size() == 3 ? scalar_constant(g, n.inputs[2]) : std::nullopt;
+      if (!fill || !(*fill <= kMaskFillFloor) || g.value(n.inputs[0]).dtype != DType::kBool ||
+          n.inputs[1] == n.inputs[0])
+        return std::nullopt;
+      m.keep = n.inputs[0];
+      m.fill = n.inputs[2];
+      m.nodes.push_back(wh);
+      cur = n.inputs[1];
+      reader = wh;
+    }
   }
   const size_t before = m.nodes.size();
   const ValueId unscaled = strip_scale(g, prot, cur, reader, &m.scale, &m.nodes);
@@ -472,6 +518,10 @@ std::optional<AttentionMatch> match_attention(const Graph& g, const ProtectedVal
   if (m.mask != kNoValue) {
     const int64_t mr = known_rank(g, m.mask);
     if (mr < 0 || mr > score_rank) return std::nullopt;
+  }
+  if (m.keep != kNoValue) {
+    const int64_t kr = rank_through(g, m.keep);
+    if (kr < 0 || kr > score_rank) return std::nullopt;
   }
   for (ValueId x : {m.q, m.k, m.v})
     if (x == kNoValue || !is_float_value(g, x)) return std::nullopt;
@@ -542,6 +592,17 @@ int fuse_attention(Graph& g) {
     if (!m) continue;
     std::vector<ValueId> inputs = {m->q, m->k, m->v};
     if (m->mask != kNoValue) inputs.push_back(m->mask);
+    if (m->keep != kNoValue) {
+      // The boolean mask as the additive one: Where(keep, 0, fill), the size of the condition.
+      const std::string base = g.value(m->keep).name;
+      const ValueId zero = g.add_constant(detail::unique_value_name(g, base + "_zero"), Tensor::scalar<float>(0.f));
+      const ValueId add =
+          g.add_value(detail::unique_value_name(g, base + "_additive"), DType::kFloat32, g.value(m->keep).dims);
+      const int opset = g.node(id).opset;
+      const NodeId w = g.add_node("Where", g.node(id).name + "/mask", {m->keep, zero, m->fill}, {add});
+      g.node(w).opset = opset;
+      inputs.push_back(add);
+    }
     // The Softmax becomes the fused node (any absorbed node would do).
     std::vector<NodeId> nodes = m->nodes;
     const auto sm = std::find(nodes.begin(), nodes.end(), id);

@@ -427,6 +427,48 @@ TEST(FuseAttention, BertPatternWithMask) {
   EXPECT_EQ(o2.report.attention_fused, 1);
 }
 
+// GPT-2's export: scores = Where(causal keep mask, q @ k / sqrt(d), fill) before the Softmax, the
+// fill -1e4 or float32's lowest. q, k, v [B=2, H=2, S=5, D=4]; keep [1, 1, 5, 5] bool, a graph input.
+std::unique_ptr<OnnxModel> where_mask_model(float fill) {
+  auto mp = std::make_unique<OnnxModel>(13);
+  OnnxModel& m = *mp;
+  for (const char* n : {"q", "k", "v"}) m.input(n, kFloat, {"2", "2", "5", "4"});
+  m.input("keep", onnx::TensorProto::BOOL, {"1", "1", "5", "5"});
+  attr_ints(m.node("Transpose", "tk", {"k"}, {"kt"}), "perm", {0, 1, 3, 2});
+  m.node("MatMul", "qk", {"q", "kt"}, {"scores"});
+  m.initializer(float_tensor("sqrt_d", {}, {2.f}));
+  m.node("Div", "scale", {"scores", "sqrt_d"}, {"scaled"});
+  m.initializer(float_tensor("fill", {}, {fill}));
+  m.node("Where", "causal", {"keep", "scaled", "fill"}, {"masked"});
+  attr_int(m.node("Softmax", "sm", {"masked"}, {"p"}), "axis", -1);
+  m.node("MatMul", "pv", {"p", "v"}, {"y"});
+  m.output("y", kFloat, {"2", "2", "5", "4"});
+  return mp;
+}
+
+std::vector<Tensor> where_mask_inputs() {
+  Tensor keep = Tensor::empty(DType::kBool, Shape{1, 1, 5, 5});
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t j = 0; j < 5; ++j) keep.data<uint8_t>()[i * 5 + j] = j <= i;
+  return {random_input({2, 2, 5, 4}, 20), random_input({2, 2, 5, 4}, 21), random_input({2, 2, 5, 4}, 22), keep};
+}
+
+TEST(FuseAttention, GptWhereMaskBecomesAnAdditiveMask) {
+  for (float fill : {-1e4f, -3.4028235e38f}) {
+    SCOPED_TRACE("fill " + std::to_string(fill));
+    Optimised o = optimise_and_compare(*where_mask_model(fill), where_mask_inputs());
+    EXPECT_EQ(o.report.attention_fused, 1);
+    const Node* a = find_op(o.fused, "Attention");
+    ASSERT_NE(a, nullptr);
+    ASSERT_EQ(a->inputs.size(), 4u);
+    EXPECT_EQ(o.fused.value(a->inputs[3]).dtype, DType::kFloat32);  // the additive form of the mask
+    EXPECT_NEAR(a->attr_float("scale", 0.f), 0.5f, 1e-7);
+  }
+  // A fill a score could reach (-100) is no mask to fuse: the pattern stays as it is.
+  Optimised o = optimise_and_compare(*where_mask_model(-100.f), where_mask_inputs());
+  EXPECT_EQ(o.report.attention_fused, 0);
+}
+
 TEST(FuseAttention, NearMissesAreLeftAlone) {
   AttnSpec wrong_axis;
   wrong_axis.softmax_axis = 1;
