@@ -108,8 +108,9 @@ int64_t known_rank(const Graph& g, ValueId v) {
 }
 
 // The rank of `v`: its known rank, else that of the input of the rank-keeping ops (Slice, Cast,
-// Not, Identity) that produce it, followed up to a few steps. GPT-2's causal mask is a Slice of a
-// Slice of a constant, cut to a length known only at run time, so its dims are not inferred.
+// Not, Identity) that produce it, followed up to a few steps. Causal masks (GPT-2's Where
+// condition, a LLaMA-style additive mask) are a Slice of a Slice of a constant, cut to a length
+// known only at run time, so their dims are not inferred.
 int64_t rank_through(const Graph& g, ValueId v) {
   for (int step = 0; step < 8 && v != kNoValue; ++step) {
     const int64_t r = known_rank(g, v);
@@ -515,13 +516,10 @@ std::optional<AttentionMatch> match_attention(const Graph& g, const ProtectedVal
   const int64_t default_axis = sm.opset > 0 && sm.opset < 13 ? 1 : -1;
   const int64_t axis = sm.attr_int("axis", default_axis);
   if (axis != -1 && axis != score_rank - 1) return std::nullopt;
-  if (m.mask != kNoValue) {
-    const int64_t mr = known_rank(g, m.mask);
+  for (ValueId mk : {m.mask, m.keep}) {
+    if (mk == kNoValue) continue;
+    const int64_t mr = rank_through(g, mk);
     if (mr < 0 || mr > score_rank) return std::nullopt;
-  }
-  if (m.keep != kNoValue) {
-    const int64_t kr = rank_through(g, m.keep);
-    if (kr < 0 || kr > score_rank) return std::nullopt;
   }
   for (ValueId x : {m.q, m.k, m.v})
     if (x == kNoValue || !is_float_value(g, x)) return std::nullopt;
