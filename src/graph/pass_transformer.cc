@@ -456,8 +456,8 @@ std::optional<AttentionMatch> match_attention(const Graph& g, const ProtectedVal
     if (const NodeId wh = absorbable_producer(g, prot, cur, reader, "Where"); wh != kNoNode) {
       const Node& n = g.node(wh);
       const auto fill = n.inputs.size() == 3 ? scalar_constant(g, n.inputs[2]) : std::nullopt;
-      if (!fill || !(*fill <= kMaskFillFloor) || g.value(n.inputs[0]).dtype != DType::kBool ||
-          n.inputs[1] == n.inputs[0])
+      if (!fill || !(*fill <= kMaskFillFloor) || n.inputs[0] == kNoValue || n.inputs[1] == kNoValue ||
+          g.value(n.inputs[0]).dtype != DType::kBool || n.inputs[1] == n.inputs[0])
         return std::nullopt;
       m.keep = n.inputs[0];
       m.fill = n.inputs[2];
