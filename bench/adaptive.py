@@ -24,11 +24,14 @@ phase is the one with the lowest p50 in the low-load phases (1 client) and the h
 in the loaded ones. Targets: adaptive within 10% of each phase's best static (p50 or throughput),
 at the highest load at least 1.3x the default's goodput, at least 99% of admitted requests within
 the SLO, refused requests answered in under 1 ms of server time. Prints a table; --json writes
-every figure.
+every figure. With --rounds N every configuration runs N times, the rounds in alternating order,
+and each figure is the median over them: on a shared machine one run of each can differ by more
+than the configurations do (the same settings measured 17% apart in one grid).
 
     .venv/bin/python bench/adaptive.py
     .venv/bin/python bench/adaptive.py --model squeezenet1_1 --slo-ms 40 --seconds 10 --warmup-s 5
     .venv/bin/python bench/adaptive.py --mix --json bench/adaptive.json
+    .venv/bin/python bench/adaptive.py --mix --rounds 3
     .venv/bin/python bench/adaptive.py --refusals --only "static 1i batch" --phases 1,32
     .venv/bin/python bench/adaptive.py --svg docs/benchmarks/adaptive.svg
 """
@@ -37,6 +40,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -178,6 +182,28 @@ def run_config(binary, c, models, args, root: Path) -> list:
     finally:
         server.stop()
     return phases
+
+
+def merge_rounds(rounds: list) -> list:
+    """Per phase and model, the median of each figure over the rounds of one configuration. The
+    decisions and refusal times are those of the round whose throughput is the median one."""
+    if len(rounds) == 1:
+        return rounds[0]
+    merged = []
+    for i, row in enumerate(rounds[0]):
+        out = {"clients": row["clients"], "models": {}}
+        for name in row["models"]:
+            ms = [rd[i]["models"][name] for rd in rounds]
+            pick = sorted(ms, key=lambda m: m.get("throughput") or 0)[len(ms) // 2]
+            m = dict(pick)
+            for key in ("throughput", "p50_ms", "p99_ms", "goodput", "within_slo", "active_instances"):
+                vals = [x[key] for x in ms if x.get(key) is not None]
+                m[key] = statistics.median(vals) if vals else None
+            for key in ("errors", "refused"):
+                m[key] = sum(x.get(key) or 0 for x in ms)
+            out["models"][name] = m
+        merged.append(out)
+    return merged
 
 
 def refusal_times(before: dict, after: dict) -> dict:
@@ -323,6 +349,9 @@ def main(argv=None) -> int:
     ap.add_argument("--admission-slo-ms", type=float, default=4,
                     help="the SLO of the admission configuration (--refusals), tighter than --slo-ms so that "
                          "the loaded phases put deadlines in danger")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="runs of every configuration, in alternating order; each figure is the median over "
+                         "them (the shared machine's drift can exceed the differences measured)")
     ap.add_argument("--json", help="write every figure to this file")
     ap.add_argument("--svg", help="draw the phases (throughput, p99 against the SLO) into this SVG file")
     args = ap.parse_args(argv)
@@ -343,10 +372,15 @@ def main(argv=None) -> int:
             keep = set(args.only.split(","))
             configs = [c for c in configs
                        if c["name"] in keep or c["name"] in ("adaptive", "default", "adaptive+admission")]
-        results = {}
-        for c in configs:
-            print(f"{c['name']}:", file=sys.stderr, flush=True)
-            results[c["name"]] = run_config(args.binary, c, models, args, root)
+        by_round = {c["name"]: [] for c in configs}
+        for r in range(args.rounds):
+            # Rounds alternate the order of the configurations, so drift in the machine's speed
+            # falls on each of them alike.
+            for c in (configs if r % 2 == 0 else list(reversed(configs))):
+                print(f"{c['name']}" + (f" (round {r + 1}/{args.rounds})" if args.rounds > 1 else "") + ":",
+                      file=sys.stderr, flush=True)
+                by_round[c["name"]].append(run_config(args.binary, c, models, args, root / f"round{r + 1}"))
+        results = {name: merge_rounds(rounds) for name, rounds in by_round.items()}
     rows = summarise(results, models, args)
     print_table(rows)
     print_refusals(results, args)
@@ -354,6 +388,8 @@ def main(argv=None) -> int:
         Path(args.svg).write_text(svg_plot(rows, args.slo_ms))
     report = {"cores": cores, "cpu": co.cpu_model(), "args": {k: v for k, v in vars(args).items()},
               "configurations": configs, "phases": results, "summary": rows}
+    if args.rounds > 1:
+        report["phases_by_round"] = by_round
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
     print(json.dumps({"summary": [{k: r[k] for k in ("phase", "clients", "model", "metric", "best_static", "vs_best",
