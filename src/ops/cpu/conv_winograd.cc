@@ -276,10 +276,42 @@ WinogradWeights winograd_weights(const float* w, int64_t m, int64_t c, int f) {
   return r;
 }
 
+namespace {
+
+// A pass over up to `count` tiles keeps, from the start of its workspace, the transformed inputs
+// v[T*T][count][C] and then the products prod[T*T][count][M], each part aligned.
+size_t inputs_bytes(const WinogradGeom& g, int64_t count) {
+  return align_up(static_cast<size_t>(g.positions() * count * g.c) * sizeof(float));
+}
+size_t pass_bytes(const WinogradGeom& g, int64_t count) {
+  return inputs_bytes(g, count) + align_up(static_cast<size_t>(g.positions() * count * g.m) * sizeof(float));
+}
+
+// Tiles [t0, t0 + count) through the three phases on `threads` threads, in a workspace laid out
+// for passes of up to `capacity` tiles (pass_bytes).
+bool run_pass(const WinogradGeom& g, const float* u, const float* x, float* y, const WinogradEpilogue& e,
+              uint8_t* workspace, int64_t capacity, int64_t t0, int64_t count, int threads) {
+  auto* v = reinterpret_cast<float*>(workspace);
+  auto* prod = reinterpret_cast<float*>(workspace + inputs_bytes(g, capacity));
+  const bool b16 = g.block == 16;
+  if (g.f == 2)
+    b16 ? transform_inputs<2, 16>(g, x, v, t0, count, threads) : transform_inputs<2, 8>(g, x, v, t0, count, threads);
+  else
+    b16 ? transform_inputs<4, 16>(g, x, v, t0, count, threads) : transform_inputs<4, 8>(g, x, v, t0, count, threads);
+  if (!multiply(g, u, v, prod, count, threads)) return false;
+  if (g.f == 2)
+    b16 ? transform_outputs<2, 16>(g, prod, y, e, t0, count, threads)
+        : transform_outputs<2, 8>(g, prod, y, e, t0, count, threads);
+  else
+    b16 ? transform_outputs<4, 16>(g, prod, y, e, t0, count, threads)
+        : transform_outputs<4, 8>(g, prod, y, e, t0, count, threads);
+  return true;
+}
+
+}  // namespace
+
 size_t WinogradGeom::workspace_bytes() const {
-  const size_t v = static_cast<size_t>(positions() * chunk * c) * sizeof(float);
-  const size_t p = static_cast<size_t>(positions() * chunk * m) * sizeof(float);
-  return align_up(v) + align_up(p);
+  return pass_bytes(*this, chunk);
 }
 
 WinogradGeom winograd_geom(int f, int64_t n, int64_t c, int64_t m, int64_t ih, int64_t iw, int64_t oh, int64_t ow,
@@ -312,35 +344,6 @@ bool winograd_worthwhile(int block, int f, int64_t c, int64_t m, int64_t n, int6
   return n * ((oh + 1) / 2) * ((ow + 1) / 2) >= 32;
 }
 
-namespace {
-
-// Tiles [t0, t0 + count) through the three phases on `threads` threads, with v and prod holding
-// room for `count` tiles.
-bool run_pass(const WinogradGeom& g, const float* u, const float* x, float* y, const WinogradEpilogue& e, float* v,
-              float* prod, int64_t t0, int64_t count, int threads) {
-  const bool b16 = g.block == 16;
-  if (g.f == 2)
-    b16 ? transform_inputs<2, 16>(g, x, v, t0, count, threads) : transform_inputs<2, 8>(g, x, v, t0, count, threads);
-  else
-    b16 ? transform_inputs<4, 16>(g, x, v, t0, count, threads) : transform_inputs<4, 8>(g, x, v, t0, count, threads);
-  if (!multiply(g, u, v, prod, count, threads)) return false;
-  if (g.f == 2)
-    b16 ? transform_outputs<2, 16>(g, prod, y, e, t0, count, threads)
-        : transform_outputs<2, 8>(g, prod, y, e, t0, count, threads);
-  else
-    b16 ? transform_outputs<4, 16>(g, prod, y, e, t0, count, threads)
-        : transform_outputs<4, 8>(g, prod, y, e, t0, count, threads);
-  return true;
-}
-
-// Bytes of one thread's transformed inputs and products for `count` tiles, each part aligned.
-size_t pass_bytes(const WinogradGeom& g, int64_t count) {
-  return align_up(static_cast<size_t>(g.positions() * count * g.c) * sizeof(float)) +
-         align_up(static_cast<size_t>(g.positions() * count * g.m) * sizeof(float));
-}
-
-}  // namespace
-
 Status winograd_conv(const WinogradGeom& g, const WinogradWeights& w, const float* x, float* y,
                      const WinogradEpilogue& e, void* workspace, int threads) {
   if (g.f != w.f || (g.f != 2 && g.f != 4)) return internal_error("winograd: filters transformed for another tile");
@@ -359,25 +362,20 @@ Status winograd_conv(const WinogradGeom& g, const WinogradWeights& w, const floa
     --per_thread;
   if (threads > 1 && per_thread >= kMinPassTiles && g.tiles >= threads * kMinPassTiles) {
     const size_t share = pass_bytes(g, per_thread);
-    const size_t v_bytes = align_up(static_cast<size_t>(g.positions() * per_thread * g.c) * sizeof(float));
     const int64_t tasks = std::max<int64_t>(threads, (g.tiles + per_thread - 1) / per_thread);
     std::atomic<bool> ok{true};
     run_tasks(tasks, threads, [&](int64_t task, int slot) {
-      auto* v = reinterpret_cast<float*>(base + static_cast<size_t>(slot) * share);
-      auto* prod = reinterpret_cast<float*>(base + static_cast<size_t>(slot) * share + v_bytes);
+      uint8_t* own = base + static_cast<size_t>(slot) * share;
       const int64_t lo = g.tiles * task / tasks, hi = g.tiles * (task + 1) / tasks;
       for (int64_t t0 = lo; t0 < hi; t0 += per_thread)
-        if (!run_pass(g, u, x, y, e, v, prod, t0, std::min(per_thread, hi - t0), 1))
+        if (!run_pass(g, u, x, y, e, own, per_thread, t0, std::min(per_thread, hi - t0), 1))
           ok.store(false, std::memory_order_relaxed);
     });
     if (!ok.load()) return internal_error("winograd: sgemm rejected its arguments");
     return ok_status();
   }
-  auto* v = reinterpret_cast<float*>(base);
-  auto* prod =
-      reinterpret_cast<float*>(base + align_up(static_cast<size_t>(g.positions() * g.chunk * g.c) * sizeof(float)));
   for (int64_t t0 = 0; t0 < g.tiles; t0 += g.chunk)
-    if (!run_pass(g, u, x, y, e, v, prod, t0, std::min(g.chunk, g.tiles - t0), threads))
+    if (!run_pass(g, u, x, y, e, base, g.chunk, t0, std::min(g.chunk, g.tiles - t0), threads))
       return internal_error("winograd: sgemm rejected its arguments");
   return ok_status();
 }
