@@ -22,20 +22,14 @@ namespace {
 // The reduced axes of `n` normalised to [0, rank), sorted; nullopt when they are not known
 // constants (an axes input computed at run time) or out of range.
 std::optional<std::vector<int64_t>> reduced_axes(const Graph& g, const Node& n, int64_t rank) {
-  std::vector<int64_t> axes;
-  if (n.inputs.size() >= 2 && n.inputs[1] != kNoValue) {
-    const Tensor* t = detail::constant_of(g, n.inputs[1]);
-    if (!t || t->dtype() != DType::kInt64) return std::nullopt;
-    axes.assign(t->data<int64_t>(), t->data<int64_t>() + t->numel());
-  } else {
-    axes = n.attr_ints("axes");
-  }
-  for (int64_t& a : axes) {
+  auto axes = detail::reduce_axes(g, n);
+  if (!axes) return std::nullopt;
+  for (int64_t& a : *axes) {
     if (a < -rank || a >= rank) return std::nullopt;
     if (a < 0) a += rank;
   }
-  std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  std::sort(axes->begin(), axes->end());
+  axes->erase(std::unique(axes->begin(), axes->end()), axes->end());
   return axes;
 }
 

@@ -133,22 +133,13 @@ bool is_float_value(const Graph& g, ValueId v) {
 // ------------------------------------------------------------------------------------------------
 // LayerNorm
 
-// ReduceMean's axes (attribute, or the constant second input from opset 18) and keepdims.
+// ReduceMean's axes (detail::reduce_axes) when it keeps its dims and reduces some axis.
 std::optional<std::vector<int64_t>> reduce_axes(const Graph& g, const Node& n) {
   if (n.attr_int("keepdims", 1) != 1) return std::nullopt;
-  if (n.has_attr("axes")) {
-    if (n.inputs.size() != 1) return std::nullopt;
-    return n.attr_ints("axes");
-  }
-  if (n.inputs.size() == 2 && n.inputs[1] != kNoValue) {
-    const Tensor* t = constant_of(g, n.inputs[1]);
-    if (!t || t->dtype() != DType::kInt64 || t->shape().rank() != 1) return std::nullopt;
-    std::vector<int64_t> axes;
-    for (int64_t i = 0; i < t->numel(); ++i) axes.push_back(t->data<int64_t>()[i]);
-    if (n.attr_int("noop_with_empty_axes", 0) != 0 && axes.empty()) return std::nullopt;
-    return axes;
-  }
-  return std::nullopt;  // no axes: every axis is reduced, which is not a LayerNorm
+  auto axes = detail::reduce_axes(g, n);
+  // No axes, or empty ones without noop_with_empty_axes: every axis is reduced, not a LayerNorm.
+  if (!axes || (axes->empty() && n.attr_int("noop_with_empty_axes", 0) != 0)) return std::nullopt;
+  return axes;
 }
 
 // The first normalized axis (negative) when `axes` is a contiguous run ending at the last axis,
@@ -584,6 +575,7 @@ int fuse_attention(Graph& g) {
   if (!order) return 0;
   const ProtectedValues prot(g);
   int count = 0;
+  ValueId zero = kNoValue;  // the 0 of every Where mask made additive, one constant for all
   for (NodeId id : *order) {
     if (g.node(id).dead) continue;
     const auto m = match_attention(g, prot, id);
@@ -593,7 +585,8 @@ int fuse_attention(Graph& g) {
     if (m->keep != kNoValue) {
       // The boolean mask as the additive one: Where(keep, 0, fill), the size of the condition.
       const std::string base = g.value(m->keep).name;
-      const ValueId zero = g.add_constant(detail::unique_value_name(g, base + "_zero"), Tensor::scalar<float>(0.f));
+      if (zero == kNoValue)
+        zero = g.add_constant(detail::unique_value_name(g, "attention_mask_zero"), Tensor::scalar<float>(0.f));
       const ValueId add =
           g.add_value(detail::unique_value_name(g, base + "_additive"), DType::kFloat32, g.value(m->keep).dims);
       const int opset = g.node(id).opset;

@@ -103,6 +103,17 @@ std::optional<std::vector<NodeId>> live_order(Graph& g) {
   return std::move(order).value();
 }
 
+std::optional<std::vector<int64_t>> reduce_axes(const Graph& g, const Node& n) {
+  if (n.has_attr("axes")) {
+    if (n.inputs.size() != 1) return std::nullopt;
+    return n.attr_ints("axes");
+  }
+  if (n.inputs.size() < 2 || n.inputs[1] == kNoValue) return std::nullopt;
+  const Tensor* t = constant_of(g, n.inputs[1]);
+  if (!t || t->dtype() != DType::kInt64 || t->shape().rank() != 1) return std::nullopt;
+  return std::vector<int64_t>(t->data<int64_t>(), t->data<int64_t>() + t->numel());
+}
+
 namespace {
 
 // Reads an optional scalar bound of Clip (opset 11+: inputs 1 and 2). False when present but not a

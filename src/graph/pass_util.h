@@ -39,6 +39,10 @@ bool is_onnx_op(const Node& n, const char* op_type);
 NodeId sole_consumer(const Graph& g, const ProtectedValues& prot, ValueId v);
 // The constant tensor of `v`, or nullptr (also for kNoValue).
 const Tensor* constant_of(const Graph& g, ValueId v);
+// A Reduce* node's axes as written: its `axes` attribute (older opsets) or its constant int64 1-D
+// second input (newer ones), not normalised. Nullopt when it has neither (every axis is reduced)
+// or the input is computed at run time.
+std::optional<std::vector<int64_t>> reduce_axes(const Graph& g, const Node& n);
 // Both shapes known in every dimension and equal (symbols compare by name).
 bool same_known_dims(const Value& a, const Value& b);
 // True when the element type is a floating type, or unknown.
