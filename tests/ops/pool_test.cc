@@ -129,6 +129,32 @@ TEST(PoolOp, GlobalPools) {
   }
 }
 
+// Global pools over channels-last and blocked inputs run streamline's own loop: inputs large enough
+// to cut each image's pixels between two threads (one channels-last group, or one block), whole
+// blocks shared between threads, channel counts that fill 32-lane chunks, 8-lane ones and neither.
+TEST(PoolOp, GlobalPoolsSplitBetweenThreads) {
+  std::mt19937 rng(61);
+  struct Case {
+    std::vector<int64_t> shape;
+    int block;  // 0: channels-last
+  };
+  const std::vector<Case> cases{{{1, 64, 40, 40}, 0}, {{1, 48, 33, 29}, 0},  {{1, 19, 61, 45}, 0},
+                                {{2, 40, 30, 30}, 0}, {{1, 16, 50, 50}, 16}, {{1, 64, 24, 24}, 16},
+                                {{2, 16, 45, 45}, 8}, {{3, 24, 20, 20}, 8}};
+  for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"})
+    for (const Case& c : cases)
+      for (int threads : {1, 2, 3}) {
+        RunOpts o;
+        o.channels_last = c.block == 0;
+        o.blocked = c.block > 0;
+        o.block = c.block > 0 ? c.block : 8;
+        o.threads = threads;
+        SCOPED_TRACE(std::string(op) + " " + Shape(c.shape).to_string() + " block " + std::to_string(c.block) + " on " +
+                     std::to_string(threads) + " threads");
+        compare(op, "", {random_tensor(Shape(c.shape), rng)}, {}, o);
+      }
+}
+
 // Channels-last in gives channels-last out, except for global pools, whose [N, C, 1, 1] output is
 // reported plain.
 TEST(PoolOp, OutputLayouts) {

@@ -19,6 +19,7 @@
 #include "ops/cpu/math_common.h"
 #include "ops/cpu/onednn_common.h"
 #include "ops/cpu/pool_direct.h"
+#include "ops/cpu/task_runner.h"
 #include "ops/op_params.h"
 
 namespace streamline::ops::cpu {
@@ -44,7 +45,13 @@ struct PoolState {
   // 2-D MaxPool on 8-channel vectors (nChw8c, nChw16c, or channels-last with C % 8 == 0) runs our
   // own loop: oneDNN 2.6's AVX2 pooling measured 5 to 10 times slower on GoogLeNet's shapes.
   bool own_max8 = false;
-  int block = 0;  // channels per block of a blocked input, else 0
+  // A global pool over a blocked or channels-last 2-D input runs our own loop (global_pool_rows):
+  // oneDNN 2.6 splits pooling work by output pixel, of which a global pool has one per image, so
+  // over a channels-last input it ran on one thread (EfficientNet-B3's squeeze-excitation pools
+  // took as long on two threads as on one).
+  bool own_global = false;
+  size_t partial_floats = 0;  // workspace floats for per-task partial results
+  int block = 0;              // channels per block of a blocked input, else 0
   size_t scratch_budget = 0;
   PrimitiveCache cache;
 };
@@ -106,6 +113,19 @@ class PoolKernel final : public Kernel {
       r.state = std::move(st);
       return r;
     }
+    st->own_global = global() && g.in.size() == 2 && g.in[0] * g.in[1] > 0 && (blocked || st->channels_last);
+    if (st->own_global) {
+      const GlobalRows rows = global_rows(*st);
+      // Room for the partial results of at least kGlobalPieces threads, or as many as planned
+      // for (a run on more threads than the room allows splits less: global_split).
+      const int room = std::max(kGlobalPieces, current_omp_threads());
+      st->partial_floats = static_cast<size_t>(rows.groups * global_split(rows, room, SIZE_MAX) * rows.lanes);
+      ReshapeResult r;
+      r.outputs.push_back(OutputInfo{DType::kFloat32, g.y, Layout::kPlain});
+      r.workspace_bytes = st->partial_floats * sizeof(float);
+      r.state = std::move(st);
+      return r;
+    }
 
     const int nthr = current_omp_threads();
     SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p, st->cache.get(nthr, [&] { return build(*st, nthr, SIZE_MAX); }));
@@ -130,6 +150,14 @@ class PoolKernel final : public Kernel {
         max_pool_separable<8>(*st, ctx.inputs[0].data<float>(), y.data<float>(), nthr);
       else
         max_pool_vec8(*st, ctx.inputs[0].data<float>(), y.data<float>(), nthr);
+      return ok_status();
+    }
+    if (st->own_global) {
+      float* partial = static_cast<float*>(ctx.workspace);
+      if (kind_ == PoolKind::kGlobalMax)
+        global_pool_rows<true>(*st, ctx.inputs[0].data<float>(), y.data<float>(), partial, nthr);
+      else
+        global_pool_rows<false>(*st, ctx.inputs[0].data<float>(), y.data<float>(), partial, nthr);
       return ok_status();
     }
     ensure_omp_threads(nthr);
@@ -349,6 +377,103 @@ class PoolKernel final : public Kernel {
         }
       }
     });
+  }
+
+  // A global pool's input as `groups` independent matrices of `pixels` rows of `lanes` contiguous
+  // channels: a channels-last image is one group of all its channels; a blocked one, one group
+  // per block. Group g's result is y[g * lanes ...], the plain [N, C, 1, 1] output in both cases.
+  struct GlobalRows {
+    int64_t groups = 0, pixels = 0, lanes = 0;
+  };
+
+  static GlobalRows global_rows(const PoolState& st) {
+    const PoolGeom& g = st.g;
+    GlobalRows r;
+    r.pixels = g.in[0] * g.in[1];
+    r.lanes = st.block ? st.block : g.c;
+    r.groups = st.block ? g.n * (g.c / st.block) : g.n;
+    return r;
+  }
+
+  // Elements a task should have at least before another thread pays for itself.
+  static constexpr int64_t kGlobalGrain = 16384;
+  // Threads whose partial results the workspace holds at least.
+  static constexpr int kGlobalPieces = 8;
+
+  // Pieces each group's pixels are cut into for `threads` threads: enough tasks for every thread
+  // when there are fewer groups than threads, none smaller than kGlobalGrain, and no more
+  // partial results than `max_partial` floats.
+  static int64_t global_split(const GlobalRows& r, int threads, size_t max_partial) {
+    if (threads <= 1 || r.groups >= threads) return 1;
+    const int64_t by_grain = std::max<int64_t>(1, r.pixels * r.lanes / kGlobalGrain);
+    int64_t s = std::min<int64_t>({(threads + r.groups - 1) / r.groups, by_grain, r.pixels});
+    while (s > 1 && static_cast<size_t>(r.groups * s * r.lanes) > max_partial) --s;
+    return s;
+  }
+
+  // Sum (or max) of pixels [p0, p1) of one group into out[0, lanes): `kChunk` channels at a time,
+  // kept in registers across the pixels.
+  template <bool kMax, int kChunk>
+  static void reduce_pixels(const float* x, int64_t lanes, int64_t p0, int64_t p1, float* out) {
+    int64_t l0 = 0;
+    for (; l0 + kChunk <= lanes; l0 += kChunk) {
+      float acc[kChunk];
+      const float* r = x + p0 * lanes + l0;
+      for (int l = 0; l < kChunk; ++l) acc[l] = r[l];
+      for (int64_t p = p0 + 1; p < p1; ++p) {
+        r += lanes;
+        for (int l = 0; l < kChunk; ++l) acc[l] = kMax ? (r[l] > acc[l] ? r[l] : acc[l]) : acc[l] + r[l];
+      }
+      for (int l = 0; l < kChunk; ++l) out[l0 + l] = acc[l];
+    }
+    for (; l0 < lanes; ++l0) {
+      float acc = x[p0 * lanes + l0];
+      for (int64_t p = p0 + 1; p < p1; ++p) {
+        const float v = x[p * lanes + l0];
+        acc = kMax ? (v > acc ? v : acc) : acc + v;
+      }
+      out[l0] = acc;
+    }
+  }
+
+  // GlobalAveragePool / GlobalMaxPool over GlobalRows: one task per (group, piece of its
+  // pixels); pieces write partial results that are combined afterwards.
+  template <bool kMax>
+  static void global_pool_rows(const PoolState& st, const float* x, float* y, float* partial, int threads) {
+    const GlobalRows r = global_rows(st);
+    if (r.groups * r.pixels * r.lanes < 2 * kGlobalGrain) threads = 1;
+    const int64_t split = global_split(r, threads, st.partial_floats);
+    const int64_t tasks = r.groups * split;
+    const int64_t group_floats = r.pixels * r.lanes;
+    const auto one = [&](int64_t t, int) {
+      const int64_t grp = t / split, piece = t % split;
+      const int64_t p0 = r.pixels * piece / split, p1 = r.pixels * (piece + 1) / split;
+      float* out = split == 1 ? y + grp * r.lanes : partial + t * r.lanes;
+      const float* xg = x + grp * group_floats;
+      if (r.lanes % 32 == 0)
+        reduce_pixels<kMax, 32>(xg, r.lanes, p0, p1, out);
+      else
+        reduce_pixels<kMax, 8>(xg, r.lanes, p0, p1, out);
+    };
+    if (threads > 1 && tasks > 1)
+      run_tasks(tasks, threads, one);
+    else
+      for (int64_t t = 0; t < tasks; ++t) one(t, 0);
+    for (int64_t grp = 0; grp < r.groups; ++grp) {
+      float* out = y + grp * r.lanes;
+      if (split > 1) {
+        const float* first = partial + grp * split * r.lanes;
+        for (int64_t l = 0; l < r.lanes; ++l) out[l] = first[l];
+        for (int64_t piece = 1; piece < split; ++piece) {
+          const float* q = first + piece * r.lanes;
+          for (int64_t l = 0; l < r.lanes; ++l) out[l] = kMax ? (q[l] > out[l] ? q[l] : out[l]) : out[l] + q[l];
+        }
+      }
+      if (!kMax) {
+        const float count = static_cast<float>(r.pixels);
+        for (int64_t l = 0; l < r.lanes; ++l) out[l] /= count;
+      }
+    }
   }
 
   static void apply_fix(const PoolState& st, float* y) {
