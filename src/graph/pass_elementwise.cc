@@ -34,7 +34,6 @@ namespace {
 using detail::constant_of;
 using detail::ProtectedValues;
 
-constexpr int kStreamlineOpset = 1;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // One node as an instruction: op, parameters and operands (kNoValue where the operand is the
@@ -189,7 +188,7 @@ std::optional<EwNode> ew_node(const Graph& g, const Node& n) {
 // Nodes whose output an epilogue can follow: convolutions and matrix products without one.
 bool epilogue_host(const Graph& g, const Node& p) {
   if (p.dead || detail::has_subgraph(p) || p.outputs.size() != 1 || !is_f32(g, p.outputs[0])) return false;
-  if (p.has_attr("ew_ops")) return false;
+  if (p.has_attr("ew_ops") || p.has_attr("x_scale")) return false;
   if (p.domain.empty())
     return (p.op_type == "Conv" && p.inputs.size() >= 2) || p.op_type == "MatMul" ||
            (p.op_type == "Gemm" && p.inputs.size() >= 2);

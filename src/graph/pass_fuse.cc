@@ -25,8 +25,6 @@ namespace {
 using detail::Activation;
 using detail::ProtectedValues;
 
-constexpr int kStreamlineOpset = 1;
-
 void to_fused(Node& n, const char* op_type) {
   n.op_type = op_type;
   n.domain = kStreamlineDomain;

@@ -17,8 +17,6 @@
 
 namespace streamline::graph::quant {
 
-inline constexpr int kStreamlineOpset = 1;
-
 // A per-tensor quantisation (scale and zero point values, and their constants in the graph).
 struct QParam {
   ValueId scale = kNoValue, zp = kNoValue;

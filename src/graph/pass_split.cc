@@ -30,7 +30,8 @@ int64_t splittable_macs(const Graph& g, const Node& n) {
   if (!(conv || fused) || n.inputs.size() < 2 || n.outputs.size() != 1) return 0;
   if (n.attr_int("group", 1) != 1) return 0;
   if (n.inputs.size() > 3 && n.inputs[3] != kNoValue) return 0;  // residual operand
-  if (n.has_attr("ew_ops")) return 0;  // an elementwise epilogue (its operands are not sliced)
+  if (n.has_attr("ew_ops")) return 0;   // an elementwise epilogue (its operands are not sliced)
+  if (n.has_attr("x_scale")) return 0;  // a per-channel input scale (kept whole with the filters)
   const Tensor* w = detail::constant_of(g, n.inputs[1]);
   if (!w || w->dtype() != DType::kFloat32 || w->shape().rank() != 4) return 0;
   if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {

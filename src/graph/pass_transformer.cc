@@ -37,8 +37,6 @@ using detail::is_onnx_op;
 using detail::ProtectedValues;
 using detail::sole_consumer;
 
-constexpr int kStreamlineOpset = 1;
-
 void make_fused(Node& n, const char* op_type) {
   n.op_type = op_type;
   n.domain = kStreamlineDomain;

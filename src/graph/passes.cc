@@ -52,6 +52,7 @@ std::string PassReport::to_string() const {
          (attention_fused ? " attention_fused=" + std::to_string(attention_fused) : "") +
          (elementwise_fused ? " elementwise_fused=" + std::to_string(elementwise_fused) : "") +
          (reductions_pooled ? " reductions_pooled=" + std::to_string(reductions_pooled) : "") +
+         (scales_into_conv ? " scales_into_conv=" + std::to_string(scales_into_conv) : "") +
          (pads_fused ? " pads_fused=" + std::to_string(pads_fused) : "") +
          (convs_split ? " convs_split=" + std::to_string(convs_split) : "") +
          (groups_widened ? " groups_widened=" + std::to_string(groups_widened) : "") +
@@ -122,8 +123,9 @@ int eliminate_dead_code(Graph& g) {
 // Gemm/MatMul fusion so that the attention MatMuls are still plain and a MatMul's bias Add is not
 // taken for part of a pattern; (6) a GELU into the product before it; (7) the remaining
 // elementwise groups into their producers' epilogues or Elementwise nodes, after every fusion
-// that names particular patterns; (8) narrow convolution groups widened (on the fused nodes, so
-// after fusion); (9) dead-code elimination; then compact.
+// that names particular patterns, then per-channel scales into the convolutions that read them
+// (after the epilogues, whose operands come after the scale); (8) narrow convolution groups widened (on the fused
+// nodes, so after fusion); (9) dead-code elimination; then compact.
 Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evaluator, PassReport* report) {
   PassReport local;
   PassReport& r = report ? *report : local;
@@ -172,12 +174,14 @@ Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evalu
   if (options.global_pool) r.reductions_pooled += reduce_to_global_pool(g);
   if (options.fuse_elementwise && options.fold_batchnorm) decompose_batchnorm(g);
   if (options.fuse_elementwise) r.elementwise_fused += fuse_elementwise(g);
+  // After the epilogues are placed: the scale goes before a convolution's epilogue operands.
+  if (options.scale_into_conv) r.scales_into_conv += fold_channel_scale_into_conv(g);
   if (options.split_conv_parts >= 2)
     r.convs_split += split_heavy_convolutions(g, options.split_conv_parts, options.split_conv_min_share);
   if (options.widen_groups_to > 1) r.groups_widened += widen_narrow_groups(g, options.widen_groups_to);
   if (options.dead_code) r.dead_removed += eliminate_dead_code(g);
   if (r.conv_fused + r.gemm_fused + r.layer_norm_fused + r.gelu_fused + r.attention_fused + r.elementwise_fused +
-          r.quant_fused >
+          r.quant_fused + r.scales_into_conv >
       0)
     g.opsets[kStreamlineDomain] = 1;
   g.compact();

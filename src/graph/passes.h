@@ -26,6 +26,8 @@
 namespace streamline::graph {
 
 inline constexpr const char* kStreamlineDomain = "streamline";
+// The opset version of every node the passes make in that domain.
+inline constexpr int kStreamlineOpset = 1;
 
 // Evaluates one node on constant inputs (implemented by the ops layer with its kernels).
 class ConstantEvaluator {
@@ -55,6 +57,10 @@ struct PassOptions {
   // ReduceMean/ReduceMax over every spatial axis (rank 4 and up) -> GlobalAveragePool/GlobalMaxPool
   // [+ Flatten], which read the convolutions' blocked layout (pass_reduce.cc)
   bool global_pool = true;
+  // Mul(x, s) with s a per-channel scale computed at run time (squeeze-excitation), read by one
+  // ungrouped convolution with enough pixels -> the convolution's x_scale input (pass_scale.cc).
+  // CPU kernels only: off for CUDA devices.
+  bool scale_into_conv = true;
   bool dead_code = true;  // drop nodes no output depends on
   // Largest tensor (bytes) constant folding may create; bigger results are left to run time.
   int64_t max_folded_bytes = int64_t{64} << 20;
@@ -82,6 +88,7 @@ struct PassReport {
   int attention_fused = 0;
   int elementwise_fused = 0;  // groups made into an epilogue or an Elementwise node
   int reductions_pooled = 0;  // spatial ReduceMean/ReduceMax made global pools
+  int scales_into_conv = 0;   // per-channel scales moved into a convolution's x_scale
   int dead_removed = 0;
   int convs_split = 0;
   int groups_widened = 0;
@@ -117,6 +124,10 @@ int fuse_matmul_gelu(Graph& g);
 // ReduceMean/ReduceMax over axes {2, ..., rank - 1} of a float32 tensor of rank >= 4 ->
 // GlobalAveragePool/GlobalMaxPool, followed by Flatten(axis 1) when keepdims = 0 (pass_reduce.cc).
 int reduce_to_global_pool(Graph& g);
+// Mul(x, s), s [N or 1, C, 1, 1] computed at run time, x [N, C, H, W], read only by an ungrouped
+// Conv/FusedConv with constant weights of at most an eighth of x's elements per image -> that
+// convolution as FusedConv(x, W, B, Z, s, ...) with x_scale = 1 (pass_scale.cc).
+int fold_channel_scale_into_conv(Graph& g);
 // Elementwise groups -> epilogues and streamline.Elementwise nodes (pass_elementwise.cc).
 int fuse_elementwise(Graph& g);
 // BatchNormalization left after folding -> Mul and Add of per-channel constants (pass_elementwise.cc).

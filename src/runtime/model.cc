@@ -75,6 +75,7 @@ graph::PassOptions pass_options(const ModelOptions& options, bool on_cuda) {
   // oneDNN's direct convolutions take groups of whole multiples of 8 channels (AVX2's vector);
   // narrower ones fall back to a GEMM per group. cuDNN has no such limit.
   if (!on_cuda) po.widen_groups_to = 8;
+  if (on_cuda) po.scale_into_conv = false;  // the CUDA convolutions take no x_scale input
   return po;
 }
 

@@ -76,6 +76,76 @@ TEST(ConvOp, BlockedLayoutMatchesReference) {
   }
 }
 
+// FusedConv's x_scale (a squeeze-excitation scale moved into the convolution): one scale for
+// the batch (weights scaled in the reorder) and one per image (X * S in the workspace), in every
+// layout, with bias, residual and activation, against the reference.
+TEST(ConvOp, FusedConvInputScaleMatchesReference) {
+  std::mt19937 rng(4327);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int iter = 0; iter < 32; ++iter) {
+    const int layout = iter % 4;  // 0 plain, 1 channels-last, 2 nChw8c, 3 nChw16c
+    const int block = layout == 3 ? 16 : 8;
+    const int64_t c = layout >= 2 ? block * pick(1, 3) : pick(3, 24);
+    const int64_t m = layout >= 2 ? block * pick(1, 2) : pick(2, 20);
+    const int64_t k = iter % 3 == 2 ? 3 : 1, s = 1 + (iter / 4) % 2, p = k / 2;
+    const int64_t n = 1 + (iter / 8) % 2, h = pick(5, 12), w = pick(5, 12);
+    const bool per_image = n > 1 && iter % 2 == 1;
+    const int64_t oh = (h + 2 * p - k) / s + 1, ow = (w + 2 * p - k) / s + 1;
+    std::vector<Tensor> in{random_tensor({n, c, h, w}, rng), random_tensor({m, c, k, k}, rng), random_tensor({m}, rng)};
+    in.push_back(iter % 5 == 0 ? random_tensor({n, m, oh, ow}, rng) : Tensor());
+    in.push_back(random_tensor({per_image ? n : 1, c, 1, 1}, rng, 0.f, 2.f));
+    std::map<std::string, graph::Attribute> attrs{{"strides", ints({s, s})},
+                                                  {"pads", ints({p, p, p, p})},
+                                                  {"activation", str(iter % 3 == 0 ? "Relu" : "")},
+                                                  {"x_scale", one_int(1)}};
+    RunOpts o;
+    o.channels_last = layout == 1;
+    o.blocked = layout >= 2;
+    o.block = block;
+    o.threads = 1 + iter % 2;
+    SCOPED_TRACE("iter " + std::to_string(iter) + " layout " + std::to_string(layout) + " scale rows " +
+                 std::to_string(per_image ? n : 1));
+    compare("FusedConv", "streamline", in, attrs, o);
+  }
+}
+
+// x_scale asks for the scale input, of [1 or N, C, 1, 1], on an ungrouped convolution.
+TEST(ConvOp, FusedConvInputScaleErrors) {
+  std::mt19937 rng(4329);
+  Tensor x = random_tensor({2, 8, 6, 6}, rng);
+  Tensor wt = random_tensor({4, 8, 1, 1}, rng);
+  const std::map<std::string, graph::Attribute> attrs{{"x_scale", one_int(1)}};
+  auto def = cpu_reg().find("FusedConv", "streamline", 1, Device::kCpu, DType::kFloat32);
+  ASSERT_TRUE(def.ok());
+  auto create = [&](const OneNode& n, const Tensor& w, size_t inputs) {
+    std::vector<const Tensor*> constants(inputs, nullptr);
+    constants[1] = &w;
+    KernelCreateArgs args{n.g, n.node(), constants, std::vector<DType>(inputs, DType::kFloat32), {}};
+    return (*def)->create(args);
+  };
+  {
+    auto n = make_node("FusedConv", "streamline", {x, wt}, attrs);
+    EXPECT_TRUE(fails_with(create(*n, wt, 2).status(), StatusCode::kInvalidArgument, {"input 4"}));
+  }
+  {
+    auto grouped = attrs;
+    grouped["group"] = one_int(2);
+    Tensor wg = random_tensor({4, 4, 1, 1}, rng);
+    auto n =
+        make_node("FusedConv", "streamline", {x, wg, Tensor(), Tensor(), random_tensor({1, 8, 1, 1}, rng)}, grouped);
+    EXPECT_TRUE(fails_with(create(*n, wg, 5).status(), StatusCode::kInvalidArgument, {"ungrouped"}));
+  }
+  for (const Shape& bad : {Shape{1, 4, 1, 1}, Shape{3, 8, 1, 1}, Shape{1, 8, 2, 1}}) {
+    SCOPED_TRACE(bad.to_string());
+    Tensor scale = random_tensor(bad, rng);
+    auto n = make_node("FusedConv", "streamline", {x, wt, Tensor(), Tensor(), scale}, attrs);
+    auto k = create(*n, wt, 5);
+    ASSERT_TRUE(k.ok()) << k.status().to_string();
+    std::vector<TensorInfo> infos{info_of(x, false), info_of(wt), TensorInfo{}, TensorInfo{}, info_of(scale, false)};
+    EXPECT_TRUE(fails_with((*k)->reshape(infos).status(), StatusCode::kInvalidArgument, {"x_scale input"}));
+  }
+}
+
 // The layouts a convolution asks for: blocked for whole blocks, plain for a first layer,
 // channels-last otherwise (grouped, odd channels, or when blocked layouts are off). With 16-channel
 // blocks, groups of exactly 16 channels stay blocked too.

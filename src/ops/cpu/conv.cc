@@ -7,6 +7,12 @@
 // 3x3 stride-1 convolutions on blocked activations with enough channels and pixels, and no
 // elementwise epilogue that oneDNN could fuse, run Winograd F(2x2, 3x3) instead (conv_winograd.h);
 // their filters are transformed once at create.
+//
+// FusedConv with x_scale = 1 takes a fifth input S [N or 1, C, 1, 1] and computes conv(X * S, W)
+// (graph/pass_scale.cc moves squeeze-excitation scales there): with one scale for the batch the
+// plain weights are reordered on every run with each input channel times its scale, a pass over
+// O x C x K weights instead of C x H x W activations; with a scale per image X * S is formed in
+// the workspace first.
 
 #include <algorithm>
 #include <climits>
@@ -18,6 +24,7 @@
 #include "ops/cpu/conv_winograd.h"
 #include "ops/cpu/ew_lower.h"
 #include "ops/cpu/families.h"
+#include "ops/cpu/math_common.h"
 #include "ops/cpu/onednn_common.h"
 #include "ops/op_params.h"
 
@@ -40,6 +47,10 @@ struct ConvState {
   size_t scratch_budget = 0;  // workspace bytes for the scratchpad
   size_t w_offset = 0;        // workspace offset of run-time reordered weights
   size_t w_bytes = 0;
+  bool x_scale = false;          // FusedConv x_scale: input 4 scales X's channels
+  bool scale_per_image = false;  // S has a row per image: X * S formed at x_offset instead
+  size_t x_offset = 0;
+  Layout x_layout = Layout::kPlain;
   PrimitiveCache cache;
   bool winograd = false;  // runs winograd_conv with `wgeom` instead of a primitive
   WinogradGeom wgeom;
@@ -121,10 +132,16 @@ class ConvKernel final : public Kernel {
       SL_ASSIGN_OR_RETURN(k->act_, parse_activation(args.node));
     }
     if (args.node.inputs.size() < 2) return invalid_argument(k->who_ + ": needs inputs X and W");
+    k->x_scale_ = k->fused_ && args.node.attr_int("x_scale", 0) != 0;
+    if (k->x_scale_ && (transposed || k->attrs_.group != 1))
+      return invalid_argument(k->who_ + ": x_scale needs an ungrouped convolution");
+    const size_t first_extra = k->x_scale_ ? 5 : 4;
+    if (k->x_scale_ && (args.node.inputs.size() < first_extra || args.node.inputs[4] == graph::kNoValue))
+      return invalid_argument(k->who_ + ": x_scale = 1 needs the scale as input 4");
     if (k->fused_ && !transposed) {
-      SL_ASSIGN_OR_RETURN(k->epi_, EwEpilogue::create(args.node, 4));
+      SL_ASSIGN_OR_RETURN(k->epi_, EwEpilogue::create(args.node, first_extra));
     }
-    const size_t max_inputs = k->fused_ ? 4 : 3;
+    const size_t max_inputs = k->fused_ ? first_extra : 3;
     if (k->epi_.empty() && args.node.inputs.size() > max_inputs)
       return invalid_argument(k->who_ + ": at most " + std::to_string(max_inputs) + " inputs");
     k->weights_const_ = args.constants.size() > 1 && args.constants[1] != nullptr;
@@ -172,6 +189,8 @@ class ConvKernel final : public Kernel {
       return invalid_argument(who_ + ": " + layout_name(layout) + " needs input and output channels divisible by " +
                               std::to_string(blk));
     const Layout out_layout = weights_const_ ? conv_out_layout(layout, g, block_) : layout;
+    st->x_layout = layout;
+    if (x_scale_) SL_RETURN_IF_ERROR(check_scale(*st, inputs));
     st->has_bias = inputs.size() > 2 && inputs[2].present();
     if (st->has_bias && (inputs[2].shape.rank() != 1 || inputs[2].shape[0] != g.m))
       return invalid_argument(who_ + ": bias " + inputs[2].shape.to_string() + " must be [" + std::to_string(g.m) +
@@ -192,8 +211,8 @@ class ConvKernel final : public Kernel {
     const int nthr = current_omp_threads();
     const void* plain_w = w.value ? w.value->raw() : nullptr;
     // The algorithm: oneDNN's direct convolution as the shape is, along the long axis, or Winograd.
-    const bool wino = winograd_applies(g, layout, out_layout);
-    const bool long_axis = !w_cl && weights_const_ && long_axis_applies(g);
+    const bool wino = !x_scale_ && winograd_applies(g, layout, out_layout);
+    const bool long_axis = !w_cl && weights_const_ && !x_scale_ && long_axis_applies(g);
     // Winograd runs by its fixed rule (winograd_applies), never by a timing: it rounds differently
     // from the direct kernel, so a measured choice would make a model's results depend on how
     // loaded the machine was. A measured choice is only between algorithms of the same arithmetic
@@ -220,12 +239,19 @@ class ConvKernel final : public Kernel {
     SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p,
                         st->cache.get(nthr, [&] { return build(*st, nthr, SIZE_MAX, plain_w); }));
     st->scratch_budget = p->scratchpad_bytes;
-    if (!weights_const_) {
-      st->w_offset = align_up(st->scratch_budget);
+    // Workspace: the scratchpad, then weights reordered per run (non-constant, or scaled), then
+    // X * S (a scale per image).
+    size_t end = st->scratch_budget;
+    if (!weights_const_ || (x_scale_ && !st->scale_per_image)) {
+      st->w_offset = align_up(end);
       st->w_bytes = std::max(p->weights_md.get_size(), st->user_w_md.get_size());
+      end = st->w_offset + st->w_bytes;
     }
-
-    r.workspace_bytes = weights_const_ ? st->scratch_budget : st->w_offset + st->w_bytes;
+    if (st->scale_per_image) {
+      st->x_offset = align_up(end);
+      end = st->x_offset + st->src_md.get_size();
+    }
+    r.workspace_bytes = end;
     r.state = std::move(st);
     return r;
   }
@@ -256,11 +282,21 @@ class ConvKernel final : public Kernel {
     SL_ASSIGN_OR_RETURN(const BuiltPrimitive* p,
                         st->cache.get(nthr, [&] { return build(*st, nthr, st->scratch_budget, w.raw()); }));
     auto* ws = static_cast<uint8_t*>(ctx.workspace);
-    SL_ASSIGN_OR_RETURN(const void* wptr,
-                        run_weights(*p, st->user_w_md, w.raw(), packed_, ws + st->w_offset, st->w_bytes, who_));
+    const void* xptr = x.raw();
+    const void* wptr = nullptr;
+    if (st->x_scale && !st->scale_per_image) {
+      SL_ASSIGN_OR_RETURN(wptr, scaled_weights(*st, *p, w.raw(), ctx.inputs[4].data<float>(), ws + st->w_offset));
+    } else {
+      SL_ASSIGN_OR_RETURN(wptr, run_weights(*p, st->user_w_md, w.raw(), packed_, ws + st->w_offset, st->w_bytes, who_));
+    }
+    if (st->scale_per_image) {
+      float* scaled = reinterpret_cast<float*>(ws + st->x_offset);
+      scale_channels(*st, x.data<float>(), ctx.inputs[4].data<float>(), scaled, nthr);
+      xptr = scaled;
+    }
     std::unordered_map<int, memory> args;
     try {
-      args.emplace(DNNL_ARG_SRC, wrap(st->src_md, x.raw()));
+      args.emplace(DNNL_ARG_SRC, wrap(st->src_md, xptr));
       args.emplace(DNNL_ARG_WEIGHTS, wrap(p->weights_md, wptr));
       if (st->has_bias) args.emplace(DNNL_ARG_BIAS, wrap(st->bias_md, ctx.inputs[2].raw()));
       args.emplace(DNNL_ARG_DST, wrap(st->dst_md, y.raw()));
@@ -275,6 +311,67 @@ class ConvKernel final : public Kernel {
 
  private:
   enum class Algo { kDirect, kLongAxis, kWinograd };
+
+  // Checks the x_scale input S against X and notes whether it has a row per image.
+  Status check_scale(ConvState& st, std::span<const TensorInfo> inputs) const {
+    const ConvGeom& g = st.geom;
+    if (inputs.size() < 5 || !inputs[4].present()) return invalid_argument(who_ + ": x_scale needs input 4");
+    const Shape& s = inputs[4].shape;
+    if (s.rank() != 4 || s[1] != g.c || s[2] != 1 || s[3] != 1 || (s[0] != 1 && s[0] != g.n) || g.in.size() != 2)
+      return invalid_argument(who_ + ": x_scale input " + s.to_string() + " must be [1 or " + std::to_string(g.n) +
+                              ", " + std::to_string(g.c) + ", 1, 1] for a 2-D input");
+    const int64_t blk = layout_block(inputs[4].layout);
+    if (blk && g.c % blk != 0)
+      return invalid_argument(who_ + ": x_scale input in " + layout_name(inputs[4].layout) + " with " +
+                              std::to_string(g.c) + " channels");
+    st.x_scale = true;
+    st.scale_per_image = s[0] > 1;
+    return ok_status();
+  }
+
+  // The weights of p's layout with input channel c times scale[c], reordered into `dst`.
+  Result<const void*> scaled_weights(const ConvState& st, const BuiltPrimitive& p, const void* plain_w,
+                                     const float* scale, void* dst) const {
+    if (!p.scaled_weights_reorder) return internal_error(who_ + ": no scaled weights reorder");
+    try {
+      std::unordered_map<int, memory> args;
+      args.emplace(DNNL_ARG_FROM, wrap(st.user_w_md, plain_w));
+      args.emplace(DNNL_ARG_TO, memory(p.weights_md, cpu_engine(), dst));
+      args.emplace(DNNL_ARG_ATTR_OUTPUT_SCALES, wrap(plain_md({st.geom.c}), scale));
+      p.scaled_weights_reorder->execute(thread_stream(), args);
+    } catch (const dnnl::error& e) {
+      return dnnl_error_status(e, who_ + ": scaled weights");
+    }
+    return static_cast<const void*>(dst);
+  }
+
+  // y = x * scale per image and channel, in x's layout (plain, channels-last or blocked).
+  static void scale_channels(const ConvState& st, const float* x, const float* scale, float* y, int threads) {
+    const ConvGeom& g = st.geom;
+    const int64_t c = g.c, pixels = g.in[0] * g.in[1];
+    const int64_t blk = layout_block(st.x_layout);
+    // Rows of `len` floats with one scale each (plain: a channel's pixels) or a vector of scales
+    // (channels-last: a pixel's channels; blocked: a block's pixels of `blk` lanes).
+    const int64_t rows = st.x_layout == Layout::kChannelsLast ? g.n * pixels : blk ? g.n * (c / blk) : g.n * c;
+    const int64_t len = st.x_layout == Layout::kChannelsLast ? c : blk ? pixels * blk : pixels;
+    math::parallel_chunks(rows, std::max<int64_t>(1, math::kCheapGrain / len), threads, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const float* xr = x + r * len;
+        float* yr = y + r * len;
+        if (st.x_layout == Layout::kChannelsLast) {
+          const float* sr = scale + (r / pixels) * c;
+          for (int64_t i = 0; i < len; ++i) yr[i] = xr[i] * sr[i];
+        } else if (blk) {
+          const float* sr = scale + (r / (c / blk)) * c + (r % (c / blk)) * blk;
+          for (int64_t p = 0; p < pixels; ++p)
+            for (int64_t l = 0; l < blk; ++l) yr[p * blk + l] = xr[p * blk + l] * sr[l];
+        } else {
+          const float sv = scale[r];
+          for (int64_t i = 0; i < len; ++i) yr[i] = xr[i] * sv;
+        }
+      }
+    });
+  }
 
   // oneDNN's descriptors of `st` for its geometry (st.prim: st.geom, its spatial axes exchanged
   // when st.long_axis) and layouts.
@@ -450,6 +547,18 @@ class ConvKernel final : public Kernel {
     // The copy packed at create has the unexchanged axes: a long-axis primitive packs from plain.
     SL_RETURN_IF_ERROR(resolve_weights(*p, nthr, st.user_w_md, weights_const_, st.long_axis ? PackedWeights{} : packed_,
                                        plain_w, who_));
+    if (st.x_scale && !st.scale_per_image) {
+      OmpThreadsGuard guard(nthr);
+      try {
+        dnnl::primitive_attr ra;
+        ra.set_output_scales(1 << 1, {DNNL_RUNTIME_F32_VAL});  // per input channel (dim 1 of OIHW)
+        const auto& eng = cpu_engine();
+        p->scaled_weights_reorder =
+            dnnl::reorder(dnnl::reorder::primitive_desc(eng, st.user_w_md, eng, p->weights_md, ra));
+      } catch (const dnnl::error& e) {
+        return dnnl_error_status(e, who_ + ": scaled weights reorder");
+      }
+    }
     return p;
   }
 
@@ -483,7 +592,7 @@ class ConvKernel final : public Kernel {
   // slower than without Winograd.
   void prepare_winograd(const KernelCreateArgs& args) {
     const Tensor& w = *args.constants[1];
-    if (!args.options.winograd || !args.options.blocked()) return;
+    if (!args.options.winograd || !args.options.blocked() || x_scale_) return;
     if (w.dtype() != DType::kFloat32 || !winograd_shape(w.shape())) return;
     if (epi_.has_post_ops()) return;
     const int64_t m = w.shape()[0], c = w.shape()[1];
@@ -563,6 +672,7 @@ class ConvKernel final : public Kernel {
   ConvAttrs attrs_;
   Activation act_;  // fused (streamline-domain) nodes only
   bool weights_const_ = false;
+  bool x_scale_ = false;  // FusedConv x_scale: input 4 scales X's channels
   ConvAlgorithm algo_ = ConvAlgorithm::kMeasure;
   int block_ = 0;         // channels per block of blocked outputs allowed, 0: none (conv_out_layout)
   PackedWeights packed_;  // constant weights reordered at create, if any

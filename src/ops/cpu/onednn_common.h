@@ -102,6 +102,9 @@ struct BuiltPrimitive {
   std::shared_ptr<AlignedBuffer> packed_weights;
   // For non-constant weights not already in weights_md: reorders the input into the workspace.
   std::optional<dnnl::reorder> weights_reorder;
+  // For a convolution whose input channels are scaled per run (FusedConv's x_scale): reorders
+  // the plain weights into weights_md, each input channel times its scale (run-time scales).
+  std::optional<dnnl::reorder> scaled_weights_reorder;
   // Scratchpad bytes taken from the front of the workspace (0 when oneDNN owns its scratchpad).
   size_t scratchpad_bytes = 0;
   bool user_scratchpad = true;

@@ -26,6 +26,7 @@ class RefConv final : public RefKernel {
     SL_ASSIGN_OR_RETURN(act_, RefActivation::parse(node_));
     if (node_.domain != "streamline") act_ = RefActivation{};
     SL_ASSIGN_OR_RETURN(epilogue_, graph::read_program_attrs(node_));
+    x_scale_ = node_.domain == "streamline" && node_.attr_int("x_scale", 0) != 0;
     return ok_status();
   }
 
@@ -105,12 +106,30 @@ class RefConv final : public RefKernel {
       return invalid_argument(node_.describe() + ": bias must be [M]");
     if (present.size() > 3 && present[3] && in[3] != g.y)
       return invalid_argument(node_.describe() + ": residual must have the output's shape");
+    if (x_scale_ && (present.size() < 5 || !present[4] || !scale_fits(in[4], g)))
+      return invalid_argument(node_.describe() + ": x_scale needs input 4 of shape [1 or N, C, 1...]");
     return std::vector<Shape>{g.y};
   }
 
   Status compute(std::span<const Tensor> in, std::span<Tensor> out) const override {
     SL_ASSIGN_OR_RETURN(Geom3 g, geometry(in[0].shape(), in[1].shape()));
     const float* x = in[0].data<float>();
+    // x_scale: the convolution reads X with each image's channels times S.
+    std::vector<float> scaled;
+    if (x_scale_) {
+      if (in.size() < 5 || !in[4].defined() || !scale_fits(in[4].shape(), g))
+        return invalid_argument(node_.describe() + ": x_scale needs input 4 of shape [1 or N, C, 1...]");
+      const float* sv = in[4].data<float>();
+      const int64_t sp = in[0].shape().numel() / std::max<int64_t>(1, g.n * g.c);
+      scaled.resize(static_cast<size_t>(in[0].shape().numel()));
+      for (int64_t n = 0; n < g.n; ++n)
+        for (int64_t c = 0; c < g.c; ++c) {
+          const float f = sv[(in[4].shape()[0] == 1 ? 0 : n) * g.c + c];
+          for (int64_t p = 0; p < sp; ++p)
+            scaled[static_cast<size_t>((n * g.c + c) * sp + p)] = x[(n * g.c + c) * sp + p] * f;
+        }
+      x = scaled.data();
+    }
     const float* w = in[1].data<float>();
     const float* b = in.size() > 2 && in[2].defined() ? in[2].data<float>() : nullptr;
     const float* z = in.size() > 3 && in[3].defined() ? in[3].data<float>() : nullptr;
@@ -168,12 +187,22 @@ class RefConv final : public RefKernel {
           }
     const int64_t total = g.y.numel();
     for (int64_t i = 0; i < total; ++i) y[i] = act_(z ? y[i] + z[i] : y[i]);
-    if (epilogue_ && in.size() >= 4) ref_apply_program(*epilogue_, y, g.y, in.subspan(4));
+    const size_t first_extra = x_scale_ ? 5 : 4;
+    if (epilogue_ && in.size() >= first_extra) ref_apply_program(*epilogue_, y, g.y, in.subspan(first_extra));
     return ok_status();
   }
 
  private:
+  // S of x_scale: [1 or N, C] followed by unit axes, as many as X has spatial ones.
+  static bool scale_fits(const Shape& s, const Geom3& g) {
+    if (s.rank() < 3 || (s[0] != 1 && s[0] != g.n) || s[1] != g.c) return false;
+    for (size_t i = 2; i < s.rank(); ++i)
+      if (s[i] != 1) return false;
+    return true;
+  }
+
   bool transposed_;
+  bool x_scale_ = false;  // streamline.FusedConv x_scale: input 4 scales X's channels
   RefActivation act_;
   std::optional<graph::EwProgram> epilogue_;  // streamline.FusedConv's ew_* attributes
 };
