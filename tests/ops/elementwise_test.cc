@@ -87,6 +87,30 @@ TEST(VecMath, SpecialValues) {
   EXPECT_EQ(vec::reduce_sum(x, 37), 16206.f);
 }
 
+// The softmax exponentials: e^x where that is a normal float, exactly 0 below (subnormals cost a
+// microcode assist each), NaN kept; the sum they return matches libm's.
+TEST(VecMath, ExpShiftedSumLeavesOutSubnormals) {
+  EXPECT_EQ(vec::exp_or_zero(-87.5f), 0.f);
+  EXPECT_EQ(vec::exp_or_zero(-INFINITY), 0.f);
+  EXPECT_TRUE(std::isnan(vec::exp_or_zero(NAN)));
+  EXPECT_LE(ulp_error(vec::exp_or_zero(-86.9f), std::exp(static_cast<double>(-86.9f))), 2.0);
+  std::vector<float> x(203), y(203);
+  double want = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = 3.f - static_cast<float>(i);  // 3 down to -199 around the shift of 3: far below -87
+    want += std::exp(static_cast<double>(x[i]) - 3.0);
+  }
+  const float got = vec::exp_shifted_sum(x.data(), y.data(), static_cast<int64_t>(x.size()), 3.f);
+  EXPECT_NEAR(got, want, 1e-6 * want);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double e = std::exp(static_cast<double>(x[i]) - 3.0);
+    if (static_cast<double>(x[i]) - 3.0 < vec::kExpNormalMin)
+      EXPECT_EQ(y[i], 0.f) << "x " << x[i];
+    else
+      EXPECT_LE(ulp_error(y[i], e), 2.0) << "x " << x[i];
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 
 struct BinaryCase {
