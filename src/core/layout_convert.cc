@@ -32,11 +32,14 @@ void nhwc_to_nchw(const T* s, T* d, int64_t n, int64_t c, int64_t hw, int thread
 // Element (b, ch, p) of an n x c x hw tensor sits at offset(layout, ...) in memory.
 inline int64_t offset_of(Layout l, int64_t b, int64_t ch, int64_t p, int64_t c, int64_t hw) {
   switch (l) {
-    case Layout::kChannelsLast: return (b * hw + p) * c + ch;
-    case Layout::kBlocked8: return ((b * (c / 8) + ch / 8) * hw + p) * 8 + (ch & 7);
+    case Layout::kChannelsLast:
+      return (b * hw + p) * c + ch;
+    case Layout::kBlocked8:
+      return ((b * (c / 8) + ch / 8) * hw + p) * 8 + (ch & 7);
     case Layout::kBlocked16:
       return ((b * (c / 16) + ch / 16) * hw + p) * 16 + (ch & 15);
-    default: return (b * c + ch) * hw + p;
+    default:
+      return (b * c + ch) * hw + p;
   }
 }
 
@@ -44,29 +47,32 @@ inline int64_t offset_of(Layout l, int64_t b, int64_t ch, int64_t p, int64_t c, 
 // both are blocked), which is read or written contiguously. The common pairs have their own
 // loops: blocked <-> channels-last moves runs of B contiguous elements, blocked <-> plain
 // transposes B x 8 tiles so that both sides are touched in whole cache lines.
+// Blocked <-> channels-last split the pixels between threads (every thread takes all the blocks
+// of its pixels): a split by block left threads idle where there are few blocks (48 channels are
+// three 16-channel blocks, two for one thread and one for the other).
 template <typename T, int B>
 void blocked_from_nhwc(const T* s, T* d, int64_t n, int64_t c, int64_t hw, int threads) {
   const int64_t cb = c / B;
-#pragma omp parallel for collapse(2) num_threads(threads) if (n * c * hw > 32768)
+#pragma omp parallel for collapse(2) num_threads(threads) if (n * c * hw > 32768) schedule(static)
   for (int64_t b = 0; b < n; ++b)
-    for (int64_t blk = 0; blk < cb; ++blk) {
-      const T* sp = s + b * hw * c + blk * B;
-      T* dp = d + (b * cb + blk) * hw * B;
-      for (int64_t p = 0; p < hw; ++p)
-        for (int j = 0; j < B; ++j) dp[p * B + j] = sp[p * c + j];
+    for (int64_t p = 0; p < hw; ++p) {
+      const T* sp = s + (b * hw + p) * c;
+      T* dp = d + b * cb * hw * B + p * B;
+      for (int64_t blk = 0; blk < cb; ++blk)
+        for (int j = 0; j < B; ++j) dp[blk * hw * B + j] = sp[blk * B + j];
     }
 }
 
 template <typename T, int B>
 void nhwc_from_blocked(const T* s, T* d, int64_t n, int64_t c, int64_t hw, int threads) {
   const int64_t cb = c / B;
-#pragma omp parallel for collapse(2) num_threads(threads) if (n * c * hw > 32768)
+#pragma omp parallel for collapse(2) num_threads(threads) if (n * c * hw > 32768) schedule(static)
   for (int64_t b = 0; b < n; ++b)
-    for (int64_t blk = 0; blk < cb; ++blk) {
-      const T* sp = s + (b * cb + blk) * hw * B;
-      T* dp = d + b * hw * c + blk * B;
-      for (int64_t p = 0; p < hw; ++p)
-        for (int j = 0; j < B; ++j) dp[p * c + j] = sp[p * B + j];
+    for (int64_t p = 0; p < hw; ++p) {
+      const T* sp = s + b * cb * hw * B + p * B;
+      T* dp = d + (b * hw + p) * c;
+      for (int64_t blk = 0; blk < cb; ++blk)
+        for (int j = 0; j < B; ++j) dp[blk * B + j] = sp[blk * hw * B + j];
     }
 }
 
@@ -165,11 +171,20 @@ Status convert_layout(const Tensor& src, Tensor& dst, int num_threads) {
                               std::to_string(layout_block(l)) + ", got " + src.describe());
   // Same-size element types move as raw bits.
   switch (dtype_size(src.dtype())) {
-    case 1: convert_typed<uint8_t>(src, dst, num_threads); break;
-    case 2: convert_typed<uint16_t>(src, dst, num_threads); break;
-    case 4: convert_typed<uint32_t>(src, dst, num_threads); break;
-    case 8: convert_typed<uint64_t>(src, dst, num_threads); break;
-    default: return unsupported(std::string("convert_layout: dtype ") + dtype_name(src.dtype()));
+    case 1:
+      convert_typed<uint8_t>(src, dst, num_threads);
+      break;
+    case 2:
+      convert_typed<uint16_t>(src, dst, num_threads);
+      break;
+    case 4:
+      convert_typed<uint32_t>(src, dst, num_threads);
+      break;
+    case 8:
+      convert_typed<uint64_t>(src, dst, num_threads);
+      break;
+    default:
+      return unsupported(std::string("convert_layout: dtype ") + dtype_name(src.dtype()));
   }
   return ok_status();
 }

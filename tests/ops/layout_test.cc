@@ -121,6 +121,32 @@ TEST(LayoutConvertOp, Blocked16RoundTrips) {
   EXPECT_NE(r.status().message().find("divisible by 16"), std::string::npos) << r.status().message();
 }
 
+// Tensors large enough to split between threads (by pixel), with a block count that does not
+// divide evenly between them: every element lands where the layout puts it, and back.
+TEST(LayoutConvertOp, LargeBlockedChannelsLastOnSeveralThreads) {
+  std::mt19937 rng(83);
+  for (int block : {8, 16})
+    for (int threads : {2, 3}) {
+      const int64_t N = 2, C = 3 * block, H = 31, W = 29;
+      Tensor x = random_tensor({N, C, H, W}, rng);
+      const std::string tag = block == 8 ? "nChw8c" : "nChw16c";
+      SCOPED_TRACE(tag + " on " + std::to_string(threads) + " threads");
+      auto cl = convert(x, "channels_last", threads);
+      ASSERT_TRUE(cl.ok()) << cl.status().to_string();
+      auto b = convert(*cl, tag, threads);
+      ASSERT_TRUE(b.ok()) << b.status().to_string();
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t p = 0; p < H * W; ++p)
+            ASSERT_EQ(b->data<float>()[((n * (C / block) + c / block) * H * W + p) * block + c % block],
+                      x.data<float>()[(n * C + c) * H * W + p])
+                << "n " << n << " c " << c << " pixel " << p;
+      auto back = convert(*b, "channels_last", threads);
+      ASSERT_TRUE(back.ok()) << back.status().to_string();
+      for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(back->data<float>()[i], cl->data<float>()[i]);
+    }
+}
+
 TEST(LayoutConvertOp, BlockedNeedsWholeBlocks) {
   std::mt19937 rng(83);
   auto r = convert(random_tensor({1, 12, 2, 2}, rng), "nChw8c", 1);
