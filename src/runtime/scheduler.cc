@@ -107,11 +107,12 @@ void Scheduler::note_depth_locked() {
   control_.depth_max = std::max(control_.depth_max, depth);
 }
 
+// Only active workers wait on cv_, so one wake-up reaches a worker that can take the request.
+// (While inactive ones shared it, every request woke all of them, each only to go back to sleep:
+// a controlled model starts with one of its instances active, so that was every request at low
+// load, on cores the other models share.)
 void Scheduler::notify_locked() {
-  if (active_ < options_.serving.instances)
-    cv_.notify_all();  // an inactive worker woken alone would take nothing and wake no one
-  else
-    cv_.notify_one();
+  cv_.notify_one();
 }
 
 void Scheduler::set_control(const ControlSettings& c) {
@@ -131,6 +132,7 @@ void Scheduler::set_control(const ControlSettings& c) {
     active_ = std::clamp(c.active_instances, 1, options_.serving.instances);
   }
   cv_.notify_all();
+  idle_cv_.notify_all();
 }
 
 ControlSettings Scheduler::control_settings() const {
@@ -186,6 +188,7 @@ void Scheduler::refuse(const InferRequest& request, Status status, const InferCa
 void Scheduler::wake() {
   { std::lock_guard<std::mutex> lock(mu_); }
   cv_.notify_all();
+  idle_cv_.notify_all();
 }
 
 void Scheduler::shutdown(ShutdownMode mode) {
@@ -198,6 +201,7 @@ void Scheduler::shutdown(ShutdownMode mode) {
     note_depth_locked();
   }
   cv_.notify_all();
+  idle_cv_.notify_all();
   stats_.on_dequeued(static_cast<int>(cancelled.size()));
   answer_all(cancelled, streamline::cancelled("the model was shut down before the request ran"));
   for (auto& t : threads_) t.join();
@@ -229,7 +233,7 @@ void Scheduler::worker_main(int instance) {
   for (;;) {
     if (instance >= active_) {  // inactive: takes no batch until set_control() activates it
       if (stopping_) break;
-      cv_.wait(lock);
+      idle_cv_.wait(lock);
       continue;
     }
     if (queue_.empty()) {

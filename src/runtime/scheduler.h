@@ -137,11 +137,12 @@ class Scheduler {
   StatsRecorder stats_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  PendingList queue_;            // arrival order
-  int busy_ = 0;                 // instances running a batch
-  RunTimeModel run_times_;       // every batch's run, for admission
-  int64_t last_run_end_us_ = 0;  // when the last batch finished (admission's staleness); 0 = none yet
+  std::condition_variable cv_;       // active workers wait here for requests and deadlines
+  std::condition_variable idle_cv_;  // inactive workers wait here for set_control() or shutdown
+  PendingList queue_;                // arrival order
+  int busy_ = 0;                     // instances running a batch
+  RunTimeModel run_times_;           // every batch's run, for admission
+  int64_t last_run_end_us_ = 0;      // when the last batch finished (admission's staleness); 0 = none yet
   uint64_t next_seq_ = 0;
   int active_ = 1;              // instances that take batches
   ControlCounters control_;     // for control_counters()

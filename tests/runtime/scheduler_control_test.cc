@@ -126,6 +126,30 @@ TEST(SchedulerControl, InactiveInstanceTakesNoBatchUntilActivated) {
   EXPECT_TRUE(f1.get().status.ok());
 }
 
+// Inactive workers wait apart from the active ones: a request reaches a free active instance
+// while another is busy and a third inactive, an instance deactivated takes nothing more, and
+// shutdown wakes the inactive ones.
+TEST(SchedulerControl, RequestsReachTheFreeActiveInstanceOnly) {
+  Fixture fx(policy(1, 0), /*instances=*/3, /*active=*/2);
+  fx.exec.hold(0);
+  fx.exec.hold(1);
+  auto f0 = submit(*fx.sched, 0);
+  ASSERT_TRUE(fx.exec.wait_runs(1));
+  auto f1 = submit(*fx.sched, 1);
+  ASSERT_TRUE(fx.exec.wait_runs(2));  // the other active instance, woken by the one notification
+  std::set<int> used;
+  for (const auto& r : fx.exec.runs()) used.insert(r.first);
+  EXPECT_EQ(used, (std::set<int>{0, 1}));
+  fx.exec.release_all();
+  EXPECT_TRUE(f0.get().status.ok());
+  EXPECT_TRUE(f1.get().status.ok());
+  fx.sched->set_control(settings(0, 0, 1));
+  for (uint64_t i = 2; i < 6; ++i) EXPECT_TRUE(submit(*fx.sched, i).get().status.ok());
+  const auto runs = fx.exec.runs();
+  ASSERT_EQ(runs.size(), 6u);
+  for (size_t i = 2; i < runs.size(); ++i) EXPECT_EQ(runs[i].first, 0) << "run " << i;
+}
+
 TEST(SchedulerControl, QueueDelayChangeAppliesAtTheNextDecision) {
   Fixture fx(policy(8, 1'000'000), 1, 1);
   std::vector<std::future<InferResponse>> fs;
