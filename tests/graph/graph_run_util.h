@@ -74,4 +74,12 @@ inline Result<std::vector<Tensor>> run_graph(const Graph& g, const std::map<std:
   return run_graph(g, inputs, reg);
 }
 
+// The op types of the live nodes, in node order: what a pass left of a small graph.
+inline std::vector<std::string> live_ops(const Graph& g) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < g.num_nodes(); ++i)
+    if (!g.node(static_cast<NodeId>(i)).dead) out.push_back(g.node(static_cast<NodeId>(i)).op_type);
+  return out;
+}
+
 }  // namespace streamline::graph::testing

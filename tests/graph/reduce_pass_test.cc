@@ -14,12 +14,7 @@
 namespace streamline::graph {
 namespace {
 
-std::vector<std::string> live_ops(const Graph& g) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < g.num_nodes(); ++i)
-    if (!g.node(static_cast<NodeId>(i)).dead) out.push_back(g.node(static_cast<NodeId>(i)).op_type);
-  return out;
-}
+using testing::live_ops;
 
 // x (dims) -> op(axes as an attribute, or as a constant input from opset 18) -> y -> Relu -> z.
 struct ReduceGraph {

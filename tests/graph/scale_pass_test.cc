@@ -9,25 +9,14 @@
 #include <vector>
 
 #include "graph/graph_run_util.h"
+#include "graph/pass_util.h"
 #include "graph/passes.h"
 #include "ops/op_test_util.h"
 
 namespace streamline::graph {
 namespace {
 
-std::vector<std::string> live_ops(const Graph& g) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < g.num_nodes(); ++i)
-    if (!g.node(static_cast<NodeId>(i)).dead) out.push_back(g.node(static_cast<NodeId>(i)).op_type);
-  return out;
-}
-
-Attribute ints(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
+using testing::live_ops;
 
 struct SeOptions {
   Dim batch = Dim(1);
@@ -73,7 +62,7 @@ struct SeGraph {
     conv = g.add_node("Conv", "project", {product, w, b}, {y});
     g.node(conv).opset = 13;
     g.node(conv).attrs["group"] = ops::testing::one_int(o.group);
-    g.node(conv).attrs["pads"] = ints({o.k / 2, o.k / 2, o.k / 2, o.k / 2});
+    g.node(conv).attrs["pads"] = detail::ints_attr({o.k / 2, o.k / 2, o.k / 2, o.k / 2});
     g.add_output(y);
     if (o.second_reader) g.add_output(product);
     g.rebuild_edges();
