@@ -45,11 +45,10 @@ inline int64_t offset_of(Layout l, int64_t b, int64_t ch, int64_t p, int64_t c, 
 
 // Blocked <-> anything: one pass over the blocks of the blocked side (the smaller block when
 // both are blocked), which is read or written contiguously. The common pairs have their own
-// loops: blocked <-> channels-last moves runs of B contiguous elements, blocked <-> plain
+// loops: blocked <-> channels-last moves runs of B contiguous elements and splits the pixels
+// between threads (a split by block left threads idle where there are few blocks: 48 channels
+// are three 16-channel blocks, two for one thread and one for the other), blocked <-> plain
 // transposes B x 8 tiles so that both sides are touched in whole cache lines.
-// Blocked <-> channels-last split the pixels between threads (every thread takes all the blocks
-// of its pixels): a split by block left threads idle where there are few blocks (48 channels are
-// three 16-channel blocks, two for one thread and one for the other).
 template <typename T, int B>
 void blocked_from_nhwc(const T* s, T* d, int64_t n, int64_t c, int64_t hw, int threads) {
   const int64_t cb = c / B;

@@ -136,4 +136,8 @@ Result<std::optional<EwProgram>> read_program_attrs(const Node& n) {
   return std::optional<EwProgram>(std::move(p));
 }
 
+size_t conv_epilogue_first_input(const Node& n) {
+  return n.domain == "streamline" && n.attr_int("x_scale", 0) != 0 ? 5 : 4;
+}
+
 }  // namespace streamline::graph

@@ -109,5 +109,8 @@ struct EwProgram {
 void set_program_attrs(Node& n, const EwProgram& p);
 // Reads them back; nullopt when the node has none, InvalidArgument when they are malformed.
 Result<std::optional<EwProgram>> read_program_attrs(const Node& n);
+// Index of a convolution's first epilogue input: after X, W, B, Z, and after the scale S when
+// the node is a streamline.FusedConv with x_scale = 1 (pass_scale.cc).
+size_t conv_epilogue_first_input(const Node& n);
 
 }  // namespace streamline::graph

@@ -32,11 +32,9 @@ const Dim* dim_of(const Graph& g, ValueId v, size_t i, size_t rank) {
   return &(*dims)[i];
 }
 
-// Provably equal: the same fixed size or the same symbol.
+// Both present and provably equal (detail::same_dim).
 bool same_dim(const Dim* a, const Dim* b) {
-  if (!a || !b) return false;
-  if (a->fixed() && b->fixed()) return a->value == b->value;
-  return !a->symbol.empty() && a->symbol == b->symbol;
+  return a && b && detail::same_dim(*a, *b);
 }
 
 bool is_one(const Dim* d) {

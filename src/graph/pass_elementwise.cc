@@ -199,7 +199,7 @@ bool epilogue_host(const Graph& g, const Node& p) {
 // Index of the host's first epilogue input: after X, W, B, Z of a convolution, after A, B and the
 // bias / C of a product.
 size_t first_extra_input(const Node& p) {
-  return p.op_type == "Conv" || p.op_type == "FusedConv" ? 4 : 3;
+  return p.op_type == "Conv" || p.op_type == "FusedConv" ? conv_epilogue_first_input(p) : 3;
 }
 
 // Makes `p` the fused form of its op, with its own inputs padded to first_extra_input().

@@ -20,11 +20,6 @@
 namespace streamline::graph {
 namespace {
 
-bool same_dim(const Dim& a, const Dim& b) {
-  if (a.fixed() || b.fixed()) return a.fixed() && b.fixed() && a.value == b.value;
-  return !a.symbol.empty() && a.symbol == b.symbol;
-}
-
 // Whether `s` is a [N or 1, C, 1, 1] per-channel scale of `x` [N, C, H, W] (all known but N).
 bool channel_scale_of(const Value& x, const Value& s) {
   if (!x.dims || !s.dims || x.dims->size() != 4 || s.dims->size() != 4) return false;
@@ -35,7 +30,7 @@ bool channel_scale_of(const Value& x, const Value& s) {
   if (!sd[1].fixed() || sd[1].value != xd[1].value || !sd[2].fixed() || sd[2].value != 1 || !sd[3].fixed() ||
       sd[3].value != 1)
     return false;
-  return (sd[0].fixed() && sd[0].value == 1) || same_dim(sd[0], xd[0]);
+  return (sd[0].fixed() && sd[0].value == 1) || detail::same_dim(sd[0], xd[0]);
 }
 
 // Scaling a weight in oneDNN's reorder (into the convolution's blocked layout) costs about seven

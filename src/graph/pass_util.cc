@@ -67,19 +67,15 @@ const Tensor* constant_of(const Graph& g, ValueId v) {
   return c && c->defined() ? &*c : nullptr;
 }
 
+bool same_dim(const Dim& a, const Dim& b) {
+  if (a.fixed() || b.fixed()) return a.fixed() && b.fixed() && a.value == b.value;
+  return !a.symbol.empty() && a.symbol == b.symbol;
+}
+
 bool same_known_dims(const Value& a, const Value& b) {
   if (!a.dims || !b.dims || a.dims->size() != b.dims->size()) return false;
-  for (size_t i = 0; i < a.dims->size(); ++i) {
-    const Dim& x = (*a.dims)[i];
-    const Dim& y = (*b.dims)[i];
-    if (x.fixed() && y.fixed()) {
-      if (x.value != y.value) return false;
-    } else if (!x.fixed() && !y.fixed() && !x.symbol.empty()) {
-      if (x.symbol != y.symbol) return false;
-    } else {
-      return false;
-    }
-  }
+  for (size_t i = 0; i < a.dims->size(); ++i)
+    if (!same_dim((*a.dims)[i], (*b.dims)[i])) return false;
   return true;
 }
 

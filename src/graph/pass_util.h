@@ -43,6 +43,8 @@ const Tensor* constant_of(const Graph& g, ValueId v);
 // second input (newer ones), not normalised. Nullopt when it has neither (every axis is reduced)
 // or the input is computed at run time.
 std::optional<std::vector<int64_t>> reduce_axes(const Graph& g, const Node& n);
+// Provably equal: the same fixed size or the same symbol.
+bool same_dim(const Dim& a, const Dim& b);
 // Both shapes known in every dimension and equal (symbols compare by name).
 bool same_known_dims(const Value& a, const Value& b);
 // True when the element type is a floating type, or unknown.

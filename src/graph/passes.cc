@@ -124,8 +124,8 @@ int eliminate_dead_code(Graph& g) {
 // taken for part of a pattern; (6) a GELU into the product before it; (7) the remaining
 // elementwise groups into their producers' epilogues or Elementwise nodes, after every fusion
 // that names particular patterns, then per-channel scales into the convolutions that read them
-// (after the epilogues, whose operands come after the scale); (8) narrow convolution groups widened (on the fused
-// nodes, so after fusion); (9) dead-code elimination; then compact.
+// (after the epilogues, whose operands come after the scale); (8) narrow convolution groups
+// widened (on the fused nodes, so after fusion); (9) dead-code elimination; then compact.
 Status run_passes(Graph& g, const PassOptions& options, ConstantEvaluator* evaluator, PassReport* report) {
   PassReport local;
   PassReport& r = report ? *report : local;

@@ -135,7 +135,7 @@ class ConvKernel final : public Kernel {
     k->x_scale_ = k->fused_ && args.node.attr_int("x_scale", 0) != 0;
     if (k->x_scale_ && (transposed || k->attrs_.group != 1))
       return invalid_argument(k->who_ + ": x_scale needs an ungrouped convolution");
-    const size_t first_extra = k->x_scale_ ? 5 : 4;
+    const size_t first_extra = graph::conv_epilogue_first_input(args.node);
     if (k->x_scale_ && (args.node.inputs.size() < first_extra || args.node.inputs[4] == graph::kNoValue))
       return invalid_argument(k->who_ + ": x_scale = 1 needs the scale as input 4");
     if (k->fused_ && !transposed) {

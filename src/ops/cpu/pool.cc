@@ -411,6 +411,12 @@ class PoolKernel final : public Kernel {
     return s;
   }
 
+  // One step of a global pool's reduction: the larger value, or the sum.
+  template <bool kMax>
+  static float combine(float acc, float v) {
+    return kMax ? (v > acc ? v : acc) : acc + v;
+  }
+
   // Sum (or max) of pixels [p0, p1) of one group into out[0, lanes): `kChunk` channels at a time,
   // kept in registers across the pixels.
   template <bool kMax, int kChunk>
@@ -422,16 +428,13 @@ class PoolKernel final : public Kernel {
       for (int l = 0; l < kChunk; ++l) acc[l] = r[l];
       for (int64_t p = p0 + 1; p < p1; ++p) {
         r += lanes;
-        for (int l = 0; l < kChunk; ++l) acc[l] = kMax ? (r[l] > acc[l] ? r[l] : acc[l]) : acc[l] + r[l];
+        for (int l = 0; l < kChunk; ++l) acc[l] = combine<kMax>(acc[l], r[l]);
       }
       for (int l = 0; l < kChunk; ++l) out[l0 + l] = acc[l];
     }
     for (; l0 < lanes; ++l0) {
       float acc = x[p0 * lanes + l0];
-      for (int64_t p = p0 + 1; p < p1; ++p) {
-        const float v = x[p * lanes + l0];
-        acc = kMax ? (v > acc ? v : acc) : acc + v;
-      }
+      for (int64_t p = p0 + 1; p < p1; ++p) acc = combine<kMax>(acc, x[p * lanes + l0]);
       out[l0] = acc;
     }
   }
@@ -466,7 +469,7 @@ class PoolKernel final : public Kernel {
         for (int64_t l = 0; l < r.lanes; ++l) out[l] = first[l];
         for (int64_t piece = 1; piece < split; ++piece) {
           const float* q = first + piece * r.lanes;
-          for (int64_t l = 0; l < r.lanes; ++l) out[l] = kMax ? (q[l] > out[l] ? q[l] : out[l]) : out[l] + q[l];
+          for (int64_t l = 0; l < r.lanes; ++l) out[l] = combine<kMax>(out[l], q[l]);
         }
       }
       if (!kMax) {

@@ -187,7 +187,7 @@ class RefConv final : public RefKernel {
           }
     const int64_t total = g.y.numel();
     for (int64_t i = 0; i < total; ++i) y[i] = act_(z ? y[i] + z[i] : y[i]);
-    const size_t first_extra = x_scale_ ? 5 : 4;
+    const size_t first_extra = graph::conv_epilogue_first_input(node_);
     if (epilogue_ && in.size() >= first_extra) ref_apply_program(*epilogue_, y, g.y, in.subspan(first_extra));
     return ok_status();
   }
