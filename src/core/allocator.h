@@ -12,7 +12,9 @@ namespace streamline {
 
 inline constexpr size_t kAlignment = 64;
 
-inline size_t align_up(size_t n, size_t a = kAlignment) { return (n + a - 1) / a * a; }
+inline size_t align_up(size_t n, size_t a = kAlignment) {
+  return (n + a - 1) / a * a;
+}
 
 // Process-wide counters of bytes held by AlignedBuffer (for memory tests and metrics).
 struct AllocationStats {
@@ -22,7 +24,8 @@ struct AllocationStats {
 };
 AllocationStats& allocation_stats();
 
-// An owned, 64-byte aligned, zero-initialised block of host memory. Not copyable.
+// An owned, 64-byte aligned, zero-initialised block of host memory. Not copyable. Blocks of
+// 2 MiB or more start on a 2 MiB boundary and ask for transparent huge pages.
 class AlignedBuffer {
  public:
   // Returns nullptr only if the system is out of memory.
@@ -33,12 +36,16 @@ class AlignedBuffer {
 
   void* data() const { return data_; }
   size_t size() const { return size_; }
-  template <typename T> T* as() const { return static_cast<T*>(data_); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
 
  private:
-  AlignedBuffer(void* d, size_t n) : data_(d), size_(n) {}
+  AlignedBuffer(void* d, size_t n, bool mapped) : data_(d), size_(n), mapped_(mapped) {}
   void* data_;
   size_t size_;
+  bool mapped_;  // true: a page mapping of its own (large buffers), released with munmap
 };
 
 }  // namespace streamline
