@@ -96,4 +96,18 @@ bool pin_current_thread(const std::vector<int>& cpus) {
   return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
 }
 
+bool set_current_thread_role(ThreadRole role) {
+  const int policy = sched_getscheduler(0);
+  const int want = role == ThreadRole::kBackground ? SCHED_BATCH : SCHED_OTHER;
+  if (policy == want) return true;
+  if (policy != SCHED_OTHER && policy != SCHED_BATCH) return true;  // someone else's choice
+  sched_param param{};
+  param.sched_priority = 0;
+  return sched_setscheduler(0, want, &param) == 0;  // 0: the calling thread (its own policy)
+}
+
+ThreadRole current_thread_role() {
+  return sched_getscheduler(0) == SCHED_BATCH ? ThreadRole::kBackground : ThreadRole::kCompute;
+}
+
 }  // namespace streamline::core

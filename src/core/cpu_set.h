@@ -1,6 +1,6 @@
 #pragma once
 // Thread and core policy in one place: how many cores this process may use, which ones, how a
-// thread count is shared out, and pinning a thread to a set of cores.
+// thread count is shared out, pinning a thread to a set of cores, and a thread's scheduling role.
 //
 //   const int n = core::usable_cores();                     // e.g. 2 in a container limited to 2 CPUs
 //   const int t = core::share_threads(0, n, /*parts=*/4);   // 0 = no explicit count: n / 4, at least 1
@@ -38,6 +38,20 @@ std::vector<int> core_block(int first, int count);
 
 // Pins the calling thread to `cpus` (no-op for an empty set). False when the system refuses.
 bool pin_current_thread(const std::vector<int>& cpus);
+
+// How the kernel's scheduler treats a thread: a background thread (network I/O, request decoding)
+// that wakes up does not preempt a running one, it waits for the next scheduling tick or a free
+// core (SCHED_BATCH); a compute thread (one running inferences) keeps the default policy, so
+// background wake-ups do not cut into a running inference. Threads inherit the role of the thread
+// that creates them.
+enum class ThreadRole { kCompute, kBackground };
+
+// Gives the calling thread `role`, moving it only between the default policy and SCHED_BATCH: a
+// real-time or idle policy chosen from outside (chrt) is left alone. False when the system refuses.
+bool set_current_thread_role(ThreadRole role);
+
+// The calling thread's role: kBackground under SCHED_BATCH, kCompute otherwise.
+ThreadRole current_thread_role();
 
 // Parses a cgroup v2 "cpu.max" line ("max 100000" or "150000 100000") into a core count,
 // rounded up; 0 when there is no quota or the text is malformed. Exposed for tests.

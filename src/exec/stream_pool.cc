@@ -6,7 +6,8 @@ namespace streamline::exec {
 
 StreamPool::StreamPool(int workers, std::vector<std::vector<int>> affinity) {
   for (int i = 0; i < workers; ++i) {
-    std::vector<int> cores = static_cast<size_t>(i + 1) < affinity.size() ? affinity[static_cast<size_t>(i + 1)] : std::vector<int>{};
+    std::vector<int> cores =
+        static_cast<size_t>(i + 1) < affinity.size() ? affinity[static_cast<size_t>(i + 1)] : std::vector<int>{};
     threads_.emplace_back(&StreamPool::worker_main, this, i + 1, std::move(cores));
   }
   if (!affinity.empty()) core::pin_current_thread(affinity[0]);
@@ -23,6 +24,7 @@ StreamPool::~StreamPool() {
 
 void StreamPool::worker_main(int index, std::vector<int> cores) {
   core::pin_current_thread(cores);
+  (void)core::set_current_thread_role(core::ThreadRole::kCompute);
   uint64_t seen = 0;
   for (;;) {
     Job job;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <exception>
 
+#include "core/cpu_set.h"
 #include "core/logging.h"
 #include "runtime/pipeline_impl.h"
 
@@ -164,6 +165,7 @@ void PipelineImpl::submit(InferRequest request, InferCallback done) {
 }
 
 void PipelineImpl::worker_main(StageRuntime& st, int worker) {
+  (void)core::set_current_thread_role(core::ThreadRole::kCompute);  // stages compute, whoever started them
   std::unique_lock<std::mutex> lock(st.mu);
   for (;;) {
     st.not_empty.wait(lock, [&] { return st.stop || !st.queue.empty() || worker >= st.active; });

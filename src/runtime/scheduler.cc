@@ -5,6 +5,7 @@
 #include <exception>
 #include <string>
 
+#include "core/cpu_set.h"
 #include "core/logging.h"
 
 namespace streamline::runtime {
@@ -218,6 +219,9 @@ void Scheduler::shutdown(ShutdownMode mode) {
 }
 
 void Scheduler::worker_main(int instance) {
+  // A server's front end runs its threads in the background role, and this thread may have been
+  // started from one of them (a model loaded on request): inferences run as compute threads.
+  (void)core::set_current_thread_role(core::ThreadRole::kCompute);
   Status s = options_.on_instance_start ? options_.on_instance_start(instance) : ok_status();
   {
     std::lock_guard<std::mutex> lock(start_mu_);

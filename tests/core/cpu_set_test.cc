@@ -26,6 +26,28 @@ TEST(CpuSet, AllowedCpusAreTheProcessAffinity) {
   EXPECT_LE(usable_cores(), static_cast<int>(cpus.size()));
 }
 
+// Roles move a thread between the default policy and SCHED_BATCH, and a new thread inherits its
+// creator's (the serve command relies on that for every front-end thread).
+TEST(CpuSet, ThreadRolesAndTheirInheritance) {
+  std::thread t([] {
+    EXPECT_EQ(current_thread_role(), ThreadRole::kCompute);
+    ASSERT_TRUE(set_current_thread_role(ThreadRole::kBackground));
+    EXPECT_EQ(sched_getscheduler(0), SCHED_BATCH);
+    EXPECT_EQ(current_thread_role(), ThreadRole::kBackground);
+    int child_policy = -1;
+    std::thread child([&] { child_policy = sched_getscheduler(0); });
+    child.join();
+    EXPECT_EQ(child_policy, SCHED_BATCH);
+    ASSERT_TRUE(set_current_thread_role(ThreadRole::kBackground));  // already: no change
+    ASSERT_TRUE(set_current_thread_role(ThreadRole::kCompute));
+    EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+    EXPECT_EQ(current_thread_role(), ThreadRole::kCompute);
+  });
+  t.join();
+  // The test's own thread was never touched.
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+}
+
 TEST(CpuSet, ShareThreads) {
   EXPECT_EQ(share_threads(3, 16, 4), 3);  // an explicit count wins
   EXPECT_EQ(share_threads(0, 16, 4), 4);

@@ -13,6 +13,8 @@
 #include <set>
 #include <thread>
 
+#include "core/cpu_set.h"
+
 namespace streamline::runtime {
 namespace {
 
@@ -373,6 +375,35 @@ TEST(Scheduler, FailedInstanceStartFailsStart) {
   const Status st = s.start();
   EXPECT_EQ(st.code(), StatusCode::kUnavailable);
   EXPECT_NE(st.message().find("instance 1"), std::string::npos);
+}
+
+// A server's front-end threads run in the background role and may start a model's scheduler (a
+// load on request); its workers, which run the inferences, take the compute role all the same.
+TEST(Scheduler, WorkersRunAsComputeThreadsWhoeverStartsThem) {
+  FakeClock clock;
+  FakeExecutor exec;
+  std::mutex mu;
+  std::vector<core::ThreadRole> roles;
+  core::ThreadRole starter = core::ThreadRole::kCompute;
+  std::thread front_end([&] {
+    ASSERT_TRUE(core::set_current_thread_role(core::ThreadRole::kBackground));
+    starter = core::current_thread_role();
+    SchedulerOptions so;
+    so.serving.instances = 2;
+    so.serving.clock = &clock;
+    so.on_instance_start = [&](int) {
+      std::lock_guard<std::mutex> lock(mu);
+      roles.push_back(core::current_thread_role());
+      return ok_status();
+    };
+    Scheduler s(so, exec.fn());
+    ASSERT_TRUE(s.start().ok());
+    s.shutdown(ShutdownMode::kDrain);
+  });
+  front_end.join();
+  EXPECT_EQ(starter, core::ThreadRole::kBackground);
+  ASSERT_EQ(roles.size(), 2u);
+  for (core::ThreadRole r : roles) EXPECT_EQ(r, core::ThreadRole::kCompute);
 }
 
 TEST(Scheduler, PreserveOrderingDeliversInSubmissionOrder) {
