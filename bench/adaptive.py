@@ -151,7 +151,7 @@ def run_config(binary, c, models, args, root: Path) -> list:
         os.symlink(path, repo / name / "1" / "model.onnx")
         (repo / name / "config.pbtxt").write_text(config_text(name, c, args))
     slo = slo_of(c, args)
-    server = Server(binary, repo, extra=["--metrics-buckets-ms", f"{slo:g}"])
+    server = Server(binary, repo, extra=["--metrics-buckets-ms", f"{slo:g}", *args.server_arg])
     phases = []
     try:
         for clients in args.phases:
@@ -378,6 +378,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=1,
                     help="runs of every configuration, in alternating order; each figure is the median over "
                          "them (the shared machine's drift can exceed the differences measured)")
+    ap.add_argument("--server-arg", action="append", default=[], metavar="FLAG",
+                    help="one more flag for `streamline serve` in every configuration (repeatable)")
     ap.add_argument("--json", help="write every figure to this file")
     ap.add_argument("--svg", help="draw the phases (throughput, p99 against the SLO) into this SVG file")
     args = ap.parse_args(argv)
