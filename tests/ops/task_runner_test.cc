@@ -10,8 +10,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/cpu_set.h"
 
 namespace streamline::ops::cpu {
 namespace {
@@ -112,6 +115,26 @@ TEST(TaskRunner, RightAfterAnOpenMpRegionTasksRunOnItsWorkers) {
   }
   EXPECT_EQ(total.load(), 16);
   EXPECT_EQ(nested_inside.load(), 0);
+}
+
+// The pool's helpers run kernels: compute threads even when a background thread (a server's front
+// end loading a model) is the one that starts them. 16 threads: more helpers than earlier tests
+// started, so some are started here.
+TEST(TaskRunner, HelpersAreComputeThreadsWhoeverStartsThem) {
+  std::mutex mu;
+  std::vector<core::ThreadRole> helper_roles;
+  std::thread background([&] {
+    ASSERT_TRUE(core::set_current_thread_role(core::ThreadRole::kBackground));
+    run_tasks(64, 16, [&](int64_t, int slot) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      if (slot == 0) return;  // the caller itself
+      std::lock_guard<std::mutex> lock(mu);
+      helper_roles.push_back(core::current_thread_role());
+    });
+  });
+  background.join();
+  ASSERT_FALSE(helper_roles.empty());
+  for (core::ThreadRole r : helper_roles) EXPECT_EQ(r, core::ThreadRole::kCompute);
 }
 
 }  // namespace

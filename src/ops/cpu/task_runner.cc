@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu_set.h"
+
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
 #define SL_PAUSE() _mm_pause()
@@ -119,6 +121,9 @@ class Pool {
   }
 
   void helper_loop() {
+    // Helpers run kernels' tasks: compute threads, whichever thread first needed them (in a
+    // server that may be a front-end thread loading a model).
+    (void)core::set_current_thread_role(core::ThreadRole::kCompute);
     omp_set_num_threads(1);
     for (;;) {
       std::shared_ptr<Job> job;
