@@ -45,7 +45,7 @@ class AlignedBuffer {
   AlignedBuffer(void* d, size_t n, bool mapped) : data_(d), size_(n), mapped_(mapped) {}
   void* data_;
   size_t size_;
-  bool mapped_;  // true: a page mapping of its own (large buffers), released with munmap
+  bool mapped_;  // true: a page mapping of its own (large buffers), given back to the mapping cache
 };
 
 }  // namespace streamline
