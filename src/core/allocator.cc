@@ -101,6 +101,14 @@ AllocationStats& allocation_stats() {
 }
 
 std::shared_ptr<AlignedBuffer> AlignedBuffer::allocate(size_t bytes) {
+  return make(bytes, /*zero=*/true);
+}
+
+std::shared_ptr<AlignedBuffer> AlignedBuffer::allocate_for_overwrite(size_t bytes) {
+  return make(bytes, /*zero=*/false);
+}
+
+std::shared_ptr<AlignedBuffer> AlignedBuffer::make(size_t bytes, bool zero) {
   size_t n = align_up(bytes == 0 ? kAlignment : bytes);
   bool mapped = false;
   void* p = nullptr;
@@ -113,7 +121,7 @@ std::shared_ptr<AlignedBuffer> AlignedBuffer::allocate(size_t bytes) {
   if (!p) p = std::aligned_alloc(kAlignment, n);
   if (!p) return nullptr;
   // Also faults every page in now, at load, rather than in the first request.
-  std::memset(p, 0, n);
+  if (zero) std::memset(p, 0, n);
   auto& s = allocation_stats();
   const int64_t live = s.live_bytes.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
   int64_t peak = s.peak_bytes.load();

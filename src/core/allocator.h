@@ -24,12 +24,16 @@ struct AllocationStats {
 };
 AllocationStats& allocation_stats();
 
-// An owned, 64-byte aligned, zero-initialised block of host memory. Not copyable. Blocks of
+// An owned, 64-byte aligned, zero-initialised (unless allocated for overwrite) block of host
+// memory. Not copyable. Blocks of
 // 2 MiB or more start on a 2 MiB boundary and ask for transparent huge pages.
 class AlignedBuffer {
  public:
   // Returns nullptr only if the system is out of memory.
   static std::shared_ptr<AlignedBuffer> allocate(size_t bytes);
+  // The same, not zeroed: for a block the caller overwrites whole at once (a copy). Zeroing a
+  // 25 MB output every run only to copy over it cost as much as the copy.
+  static std::shared_ptr<AlignedBuffer> allocate_for_overwrite(size_t bytes);
   ~AlignedBuffer();
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
@@ -43,6 +47,7 @@ class AlignedBuffer {
 
  private:
   AlignedBuffer(void* d, size_t n, bool mapped) : data_(d), size_(n), mapped_(mapped) {}
+  static std::shared_ptr<AlignedBuffer> make(size_t bytes, bool zero);
   void* data_;
   size_t size_;
   bool mapped_;  // true: a page mapping of its own (large buffers), given back to the mapping cache

@@ -55,13 +55,18 @@ class Tensor {
 
   // Allocates owned, zeroed, 64-byte aligned memory.
   static Tensor empty(DType dtype, const Shape& shape, Layout layout = Layout::kPlain);
+  // The same, its bytes unspecified (string elements empty): for a tensor the caller then fills
+  // whole, as a copy does.
+  static Tensor for_overwrite(DType dtype, const Shape& shape, Layout layout = Layout::kPlain);
   // Borrows `data`; the caller keeps it alive and sized for the shape.
   static Tensor view(DType dtype, const Shape& shape, void* data, Layout layout = Layout::kPlain);
   // Owned tensor filled from host values.
   template <typename T>
   static Tensor from_vector(const Shape& shape, const std::vector<T>& values);
   template <typename T>
-  static Tensor scalar(T value) { return from_vector<T>(Shape{}, {value}); }
+  static Tensor scalar(T value) {
+    return from_vector<T>(Shape{}, {value});
+  }
   // Owned string tensor; `values` fills it in order (missing elements stay "").
   static Tensor from_strings(const Shape& shape, const std::vector<std::string>& values);
 
@@ -73,7 +78,10 @@ class Tensor {
   bool defined() const { return dtype_ != DType::kUndefined; }
 
   void* raw() const { return data_; }
-  template <typename T> T* data() const { return static_cast<T*>(data_); }
+  template <typename T>
+  T* data() const {
+    return static_cast<T*>(data_);
+  }
   // The elements of a kString tensor; nullptr for any other dtype.
   std::string* strings() const { return dtype_ == DType::kString ? static_cast<std::string*>(data_) : nullptr; }
 
@@ -88,6 +96,8 @@ class Tensor {
   std::string describe() const;  // "float32[1,3,224,224]"
 
  private:
+  static Tensor allocated(DType dtype, const Shape& shape, Layout layout, bool zero);
+
   DType dtype_ = DType::kUndefined;
   Shape shape_;
   Layout layout_ = Layout::kPlain;

@@ -277,7 +277,7 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
         } else {
           Shape s = t.shape();
           s[0] = rows;
-          Tensor part = Tensor::empty(t.dtype(), s);
+          Tensor part = Tensor::for_overwrite(t.dtype(), s);  // filled whole below
           if (strings)
             std::copy(t.strings() + at, t.strings() + at + size, part.strings());
           else

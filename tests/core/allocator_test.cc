@@ -76,5 +76,30 @@ TEST(AlignedBuffer, ReleasedLargeBlocksAreReusedZeroed) {
   EXPECT_TRUE(all_zero(*again));
 }
 
+// A block allocated for overwrite (a copy's destination) comes from the same places, aligned and
+// counted alike; what it leaves in a kept mapping never shows through a later zeroed allocation.
+TEST(AlignedBuffer, BlocksForOverwriteShareThePoolsButNeverLeakIntoZeroedOnes) {
+  const int64_t live_before = allocation_stats().live_bytes.load();
+  for (const size_t bytes : {size_t{1000}, (size_t{3} << 20) + 4096}) {
+    void* first = nullptr;
+    {
+      auto b = AlignedBuffer::allocate_for_overwrite(bytes);
+      ASSERT_NE(b, nullptr);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data()) % kAlignment, 0u);
+      EXPECT_GE(b->size(), bytes);
+      EXPECT_EQ(allocation_stats().live_bytes.load(), live_before + static_cast<int64_t>(b->size()));
+      first = b->data();
+      std::memset(b->data(), 0x5a, b->size());
+    }
+    EXPECT_EQ(allocation_stats().live_bytes.load(), live_before);
+    auto zeroed = AlignedBuffer::allocate(bytes);
+    ASSERT_NE(zeroed, nullptr);
+    if (bytes >= (size_t{2} << 20)) {
+      EXPECT_EQ(zeroed->data(), first);  // the kept mapping, handed out again
+    }
+    EXPECT_TRUE(all_zero(*zeroed)) << bytes << " bytes";
+  }
+}
+
 }  // namespace
 }  // namespace streamline

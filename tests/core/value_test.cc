@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -32,6 +33,30 @@ TEST(StringTensor, HoldsStringsAndClonesThemDeeply) {
   Tensor e = Tensor::empty(DType::kString, Shape{0, 3});
   EXPECT_TRUE(e.defined());
   EXPECT_EQ(e.numel(), 0);
+}
+
+TEST(Tensor, ClonesCopyEveryByteAndOwnTheirStorage) {
+  // Large enough for a kept mapping of its own; the clone's storage is not zeroed first, so every
+  // byte must come from the copy.
+  const Shape shape{3, 1 << 18};
+  Tensor t = Tensor::empty(DType::kFloat32, shape, Layout::kChannelsLast);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>(i % 977) - 400.f;
+  for (int round = 0; round < 2; ++round) {  // the second one may reuse the first one's mapping
+    Tensor c = t.clone();
+    ASSERT_NE(c.raw(), t.raw());
+    EXPECT_EQ(c.shape(), shape);
+    EXPECT_EQ(c.layout(), Layout::kChannelsLast);
+    EXPECT_EQ(std::memcmp(c.raw(), t.raw(), t.nbytes()), 0);
+    c.data<float>()[5] = 1e9f;
+  }
+  EXPECT_EQ(p[5], 5.f - 400.f);
+  // for_overwrite: storage of the right size, to be filled by the caller.
+  Tensor w = Tensor::for_overwrite(DType::kInt64, Shape{4, 5});
+  ASSERT_NE(w.raw(), nullptr);
+  EXPECT_EQ(w.nbytes(), 4u * 5u * 8u);
+  Tensor s = Tensor::for_overwrite(DType::kString, Shape{2});
+  EXPECT_EQ(s.strings()[1], "");
 }
 
 TEST(AnyValue, KindsAndAccessors) {
