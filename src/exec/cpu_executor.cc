@@ -166,6 +166,39 @@ Status CpuExecutionContext::bind(const plan::ExecutionPlan& plan, Binding** out)
     b.step_inputs.push_back(std::move(ins));
     b.step_outputs.push_back(std::move(outs));
   }
+  // Outputs written in memory of their own (Binding::direct_outputs).
+  {
+    std::unordered_map<int, int> outputs_in_buffer;
+    for (int o : plan.output_slots)
+      if (plan.slots[static_cast<size_t>(o)].kind == plan::SlotKind::kArena)
+        ++outputs_in_buffer[plan.slots[static_cast<size_t>(o)].buffer];
+    for (size_t o = 0; o < plan.output_slots.size(); ++o) {
+      const plan::TensorSlot& out = plan.slots[static_cast<size_t>(plan.output_slots[o])];
+      if (out.kind != plan::SlotKind::kArena || out.buffer < 0 || outputs_in_buffer[out.buffer] != 1) continue;
+      Binding::DirectOutput d;
+      d.output = static_cast<int>(o);
+      d.base = out.offset;
+      d.end = out.offset + out.bytes;
+      for (const plan::TensorSlot& t : plan.slots)
+        if (t.kind == plan::SlotKind::kArena && t.buffer == out.buffer) {
+          d.base = std::min(d.base, t.offset);
+          d.end = std::max(d.end, t.offset + t.bytes);
+        }
+      for (size_t i = 0; i < plan.steps.size(); ++i) {
+        const plan::Step& st = plan.steps[i];
+        for (const bool output : {false, true}) {
+          const std::vector<int>& slots = output ? st.outputs : st.inputs;
+          for (size_t a = 0; a < slots.size(); ++a) {
+            if (slots[a] < 0) continue;
+            const plan::TensorSlot& t = plan.slots[static_cast<size_t>(slots[a])];
+            if (t.kind == plan::SlotKind::kArena && t.buffer == out.buffer)
+              d.uses.push_back({static_cast<int>(i), static_cast<int>(a), output, slots[a]});
+          }
+        }
+      }
+      b.direct_outputs.push_back(std::move(d));
+    }
+  }
   // Safe mode: a buffer is poisoned after the access that every other access happens-before
   // (when there is one); graph outputs never are.
   b.poison_after.assign(plan.steps.size(), {});
@@ -208,6 +241,31 @@ Status CpuExecutionContext::bind(const plan::ExecutionPlan& plan, Binding** out)
   }
   auto [pos, _] = bindings_.insert_or_assign(plan.id, std::move(b));
   *out = &pos->second;
+  return ok_status();
+}
+
+Status CpuExecutionContext::point_direct_outputs(const plan::ExecutionPlan& plan, Binding& b, bool direct,
+                                                 std::vector<std::shared_ptr<AlignedBuffer>>* owners) {
+  if (!direct && !b.redirected) return ok_status();
+  char* arena = static_cast<char*>(b.arena_base);
+  for (const Binding::DirectOutput& d : b.direct_outputs) {
+    char* base = arena + d.base;
+    if (direct) {
+      auto buf = AlignedBuffer::allocate_for_overwrite(d.end - d.base);
+      if (!buf)
+        return resource_exhausted("cannot allocate " + std::to_string(d.end - d.base) + " bytes for output '" +
+                                  plan.output_names[static_cast<size_t>(d.output)] + "'");
+      base = static_cast<char*>(buf->data());
+      owners->push_back(std::move(buf));
+    }
+    for (const Binding::SlotUse& u : d.uses) {
+      const plan::TensorSlot& t = plan.slots[static_cast<size_t>(u.slot)];
+      auto& list = u.output ? b.step_outputs : b.step_inputs;
+      list[static_cast<size_t>(u.step)][static_cast<size_t>(u.arg)] =
+          Tensor::view(t.dtype, t.shape, base + (t.offset - d.base), t.layout);
+    }
+  }
+  b.redirected = direct;
   return ok_status();
 }
 
@@ -269,6 +327,11 @@ Status CpuExecutionContext::run(const plan::ExecutionPlan& plan, std::span<const
     const int idx = plan.slots[static_cast<size_t>(slot)].input_index;
     b->step_inputs[static_cast<size_t>(step)][static_cast<size_t>(arg)] = inputs[static_cast<size_t>(idx)];
   }
+  // Outputs handed out as copies are written where they are handed out (not in safe mode, whose
+  // guard bytes live in the arena).
+  const bool direct = options.copy_outputs && outputs && !options.safe && !b->direct_outputs.empty();
+  std::vector<std::shared_ptr<AlignedBuffer>> owners;
+  SL_RETURN_IF_ERROR(point_direct_outputs(plan, *b, direct, &owners));
   // Pass 3: run the streams (a single stream on the threads its measured choice gives).
   RunOptions effective = options;
   ThreadChoice* choice = nullptr;
@@ -298,8 +361,24 @@ Status CpuExecutionContext::run(const plan::ExecutionPlan& plan, std::span<const
   // Pass 4: hand the outputs back.
   if (outputs) {
     char* base = static_cast<char*>(b->arena_base);
-    collect_outputs(plan, inputs, options.copy_outputs, outputs,
+    collect_outputs(plan, inputs, options.copy_outputs && !direct, outputs,
                     [base](size_t, const plan::TensorSlot& s) { return base + s.offset; });
+    if (direct) {
+      // The direct ones in their own memory, the others copied out of the arena.
+      std::vector<char> done(outputs->size(), 0);
+      for (size_t k = 0; k < b->direct_outputs.size(); ++k) {
+        const Binding::DirectOutput& d = b->direct_outputs[k];
+        const auto o = static_cast<size_t>(d.output);
+        const plan::TensorSlot& s = plan.slots[static_cast<size_t>(plan.output_slots[o])];
+        Tensor t =
+            Tensor::view(s.dtype, s.shape, static_cast<char*>(owners[k]->data()) + (s.offset - d.base), s.layout);
+        t.set_owner(owners[k]);
+        (*outputs)[o] = std::move(t);
+        done[o] = 1;
+      }
+      for (size_t o = 0; o < outputs->size(); ++o)
+        if (!done[o]) (*outputs)[o] = (*outputs)[o].clone();
+    }
   }
   return ok_status();
 }

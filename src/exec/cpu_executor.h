@@ -58,8 +58,30 @@ class CpuExecutionContext final : public ExecutionContext {
     // Safe mode: per step, arena ranges whose value is dead after it (poisoned).
     std::vector<std::vector<std::pair<size_t, size_t>>> poison_after;
     void* arena_base = nullptr;
+    // Graph outputs a run that hands out copies (RunOptions::copy_outputs) writes straight into
+    // memory of their own instead of the arena, sparing the copy: an arena output whose memory
+    // buffer (the output and every slot aliasing it, such as the input of an in-place step or a
+    // view) holds no other graph output. Each run allocates the buffer and points the uses at it;
+    // a run that keeps views into the arena points them back.
+    struct SlotUse {
+      int step = 0;
+      int arg = 0;
+      bool output = false;  // of step_outputs, else step_inputs
+      int slot = 0;
+    };
+    struct DirectOutput {
+      int output = 0;            // index into plan.output_slots
+      size_t base = 0, end = 0;  // the buffer's arena range
+      std::vector<SlotUse> uses;
+    };
+    std::vector<DirectOutput> direct_outputs;
+    bool redirected = false;  // the uses point outside the arena (the last run's outputs)
   };
   Status bind(const plan::ExecutionPlan& plan, Binding** out);
+  // Points the direct outputs' uses at fresh buffers (`direct` true: *owners gets one per direct
+  // output, in b.direct_outputs order) or back at the arena.
+  Status point_direct_outputs(const plan::ExecutionPlan& plan, Binding& b, bool direct,
+                              std::vector<std::shared_ptr<AlignedBuffer>>* owners);
   Status prepare_streams(const plan::ExecutionPlan& plan);
 
   ContextOptions options_;

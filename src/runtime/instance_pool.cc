@@ -249,8 +249,10 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
     for (const TensorDesc& d : model_->outputs()) names.push_back(d.name);
   } else {
     names = plan->output_names;
-    // Pass 3: run; outputs stay in the arena until they are split.
+    // Pass 3: run; a batch's outputs stay in the arena until they are split, a lone request's are
+    // its own (written straight into their own memory where the plan allows: no copy).
     exec::RunOptions ro = run_options(threads);
+    ro.copy_outputs = n == 1;
     if (traced) ro.observer = &*steps;
     SL_RETURN_IF_ERROR(context->run(*plan, in.inputs, &in.outputs, ro));
     in.arena.store(context->arena_bytes(), std::memory_order_relaxed);
@@ -273,7 +275,7 @@ Status InstancePool::run(Instance& in, std::span<const InferRequest* const> requ
       const size_t size = static_cast<size_t>(rows) * row_size;
       if (wanted(*requests[i], name)) {
         if (n == 1) {
-          responses[i].outputs.emplace(name, t.clone());
+          responses[i].outputs.emplace(name, plan->eager ? t.clone() : t);
         } else {
           Shape s = t.shape();
           s[0] = rows;

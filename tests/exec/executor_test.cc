@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "exec/cpu_executor.h"
 #include "exec/trace.h"
+#include "ops/registry.h"
 #include "plan/stream_test_graphs.h"
 
 namespace streamline {
@@ -223,6 +226,78 @@ TEST(Executor, RunErrorsNameTheNodeAndBadInputsAreRejected) {
   s = ctx.run(**planned, {&wrong, 1}, &outs, {});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("input 'x'"), std::string::npos) << s.message();
+}
+
+// Outputs handed out as copies are written straight into memory of their own: the values are
+// right whatever aliases the arena had (an output read by a later step, two outputs on one buffer,
+// an output that is an input), they outlive the next run, and a run that keeps arena views (as a
+// serving instance does) gets views again.
+TEST(Executor, CopiedOutputsAreWrittenInTheirOwnMemory) {
+  Graph g;
+  g.opsets[""] = 13;
+  ValueId x = g.add_value("x", DType::kFloat32, graph::DimList{1, kN});
+  g.add_input(x);
+  const auto v = [&](const char* name) { return g.add_value(name); };
+  ValueId neg = v("neg"), relu = v("relu"), twice = v("twice"), same = v("same"), flat = v("flat"), echo = v("echo");
+  ValueId shape = g.add_constant("shape", Tensor::from_vector<int64_t>(Shape{1}, {kN}));
+  g.add_node("Neg", "neg", {x}, {neg});
+  g.add_node("Relu", "relu", {neg}, {relu});          // may run in place over neg
+  g.add_node("Add", "twice", {relu, relu}, {twice});  // reads an output
+  g.add_node("Identity", "same", {twice}, {same});
+  g.add_node("Reshape", "flat", {same, shape}, {flat});  // twice, same, flat: possibly one buffer
+  g.add_node("Identity", "echo", {x}, {echo});           // the input itself
+  for (ValueId o : {relu, twice, flat, echo}) g.add_output(o);
+  auto ks = plan::create_kernels(g, ops::default_cpu_registry(), {});
+  ASSERT_TRUE(ks.ok()) << ks.status().to_string();
+  plan::PlannerOptions po;
+  auto planned = plan::make_plan(g, *ks, {{"x", Shape{1, kN}}}, po);
+  ASSERT_TRUE(planned.ok()) << planned.status().to_string();
+  const plan::ExecutionPlan& p = **planned;
+  exec::CpuExecutionContext ctx;
+  const auto input = [](float scale) {
+    Tensor t = Tensor::empty(DType::kFloat32, Shape{1, kN});
+    for (int64_t i = 0; i < kN; ++i) t.data<float>()[i] = scale * static_cast<float>(i % 7 - 3);
+    return t;
+  };
+  const auto check = [&](const std::vector<Tensor>& outs, const Tensor& in, float scale) {
+    ASSERT_EQ(outs.size(), 4u);
+    EXPECT_EQ(outs[2].shape(), Shape{kN});
+    for (int64_t i = 0; i < kN; ++i) {
+      const float r = std::max(0.f, -scale * static_cast<float>(i % 7 - 3));
+      ASSERT_EQ(outs[0].data<float>()[i], r) << i;
+      ASSERT_EQ(outs[1].data<float>()[i], 2 * r) << i;
+      ASSERT_EQ(outs[2].data<float>()[i], 2 * r) << i;
+      ASSERT_EQ(outs[3].data<float>()[i], in.data<float>()[i]) << i;
+    }
+  };
+  std::vector<Tensor> first, second, views;
+  Tensor in1 = input(1), in2 = input(-2);
+  exec::RunOptions copy;
+  ASSERT_TRUE(ctx.run(p, {&in1, 1}, &first, copy).ok());
+  check(first, in1, 1);
+  exec::RunOptions keep;
+  keep.copy_outputs = false;
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(ctx.run(p, {&in2, 1}, &second, copy).ok());
+    check(second, in2, -2);
+    check(first, in1, 1);  // the first run's outputs are still its own
+    ASSERT_TRUE(ctx.run(p, {&in1, 1}, &views, keep).ok());
+    check(views, in1, 1);
+  }
+  // A run that copies out writes relu (its own buffer, neg's if it ran in place) outside the
+  // arena: the arena still holds the previous run's relu.
+  ASSERT_TRUE(ctx.run(p, {&in2, 1}, &second, copy).ok());
+  check(second, in2, -2);
+  for (int64_t i = 0; i < kN; ++i)
+    ASSERT_EQ(views[0].data<float>()[i], std::max(0.f, -static_cast<float>(i % 7 - 3))) << i;
+  // Copies never share memory with each other, the arena or the input.
+  for (size_t i = 0; i < first.size(); ++i) {
+    EXPECT_NE(first[i].raw(), in1.raw()) << i;
+    EXPECT_NE(first[i].raw(), views[i].raw()) << i;
+    for (size_t j = i + 1; j < first.size(); ++j) EXPECT_NE(first[i].raw(), first[j].raw()) << i << " " << j;
+  }
+  first[1].data<float>()[0] = 1e9f;
+  EXPECT_NE(first[2].data<float>()[0], 1e9f);
 }
 
 }  // namespace
