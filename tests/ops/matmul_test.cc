@@ -189,6 +189,29 @@ TEST(MatMulOp, MatrixVectorPathMatchesReference) {
   }
 }
 
+// Zero rows (a detector's second stage when the first proposes no box): the output is empty, with
+// and without prepacked weights, bias, activation or epilogue; nothing reads missing state.
+TEST(MatMulOp, ZeroRowsGiveEmptyOutputs) {
+  std::mt19937 rng(41);
+  const int64_t k = 12, n = 9;
+  for (bool const_b : {true, false})
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::string(const_b ? "constant" : "computed") + " B, threads " + std::to_string(threads));
+      RunOpts o;
+      o.threads = threads;
+      o.const_weights = const_b;
+      o.constant_mask = {false, const_b, true};
+      Tensor a = random_tensor({0, k}, rng);
+      Tensor bt = random_tensor({n, k}, rng);
+      Tensor c = random_tensor({n}, rng);
+      compare("Gemm", "", {a, bt, c}, {{"transB", one_int(1)}}, o);
+      compare("FusedGemm", "streamline", {a, bt, c}, {{"transB", one_int(1)}, {"activation", str("Relu")}}, o);
+      compare("MatMul", "", {a, random_tensor({k, n}, rng)}, {}, o);
+      compare("MatMul", "", {random_tensor({3, 0, k}, rng), random_tensor({k, n}, rng)}, {}, o);
+      compare("FusedMatMul", "streamline", {a, random_tensor({k, n}, rng), c}, {{"activation", str("Sigmoid")}}, o);
+    }
+}
+
 TEST(MatMulOp, BadShapesAreErrors) {
   std::mt19937 rng(43);
   auto status_of = [&](const std::string& op, const std::vector<Tensor>& in,

@@ -2,6 +2,8 @@
 // CPU kernels fold (known values) and match the reference on random inputs (fixed seed); with
 // non-constant inputs they report Unsupported instead of guessing a shape.
 
+#include <limits>
+
 #include "ops/op_test_util.h"
 
 namespace streamline::ops::testing {
@@ -67,6 +69,34 @@ TEST(ValueShaped, NonMaxSuppressionByHand) {
              1, all_constant(4));
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   EXPECT_EQ(values<int64_t>((*out)[0]), (std::vector<int64_t>{0, 0, 0, 0, 0, 2}));
+}
+
+// Exporters (torchvision's detectors) pass INT64_MAX for "no limit", which no double holds: read
+// through a double it became a negative count and selected nothing. A negative count selects nothing.
+TEST(ValueShaped, NonMaxSuppressionLimitIsReadExactly) {
+  Tensor boxes = Tensor::from_vector<float>(Shape{1, 3, 4}, {0, 0, 1, 1, 0, 0.1f, 1, 1.1f, 0, 5, 1, 6});
+  Tensor scores = Tensor::from_vector<float>(Shape{1, 1, 3}, {0.9f, 0.8f, 0.7f});
+  const Tensor iou = Tensor::from_vector<float>(Shape{1}, {0.5f});
+  for (int64_t limit : {std::numeric_limits<int64_t>::max(), int64_t{-3}}) {
+    SCOPED_TRACE("limit " + std::to_string(limit));
+    NodeCase nc("NonMaxSuppression", 11, 4);
+    const std::vector<Tensor> in{boxes, scores, Tensor::from_vector<int64_t>(Shape{1}, {limit}), iou};
+    auto out = nc.run(cpu_reg(), in, 1, all_constant(4));
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    const std::vector<int64_t> want = limit > 0 ? std::vector<int64_t>{0, 0, 0, 0, 0, 2} : std::vector<int64_t>{};
+    EXPECT_EQ(values<int64_t>((*out)[0]), want);
+    auto ref = nc.run(ref_reg(), in, 1, all_constant(4));
+    ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+    EXPECT_EQ(values<int64_t>((*ref)[0]), want);
+  }
+  // Many boxes, no limit: the CPU kernel against the reference.
+  std::mt19937 rng(1204);
+  Tensor many_boxes = random_tensor(Shape{2, 300, 4}, rng, 0.f, 20.f);
+  Tensor many_scores = random_tensor(Shape{2, 3, 300}, rng, 0.f, 1.f);
+  NodeCase nc("NonMaxSuppression", 11, 4);
+  expect_cpu_matches_reference(
+      nc, {many_boxes, many_scores, Tensor::from_vector<int64_t>(Shape{1}, {std::numeric_limits<int64_t>::max()}), iou},
+      0.0, "NMS without a limit", 1, all_constant(4));
 }
 
 TEST(ValueShaped, WindowsMatchReference) {

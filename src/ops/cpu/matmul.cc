@@ -197,9 +197,9 @@ class MatmulKernel final : public Kernel {
 
   Status run(const RunContext& ctx) const override {
     const auto* st = static_cast<const MatmulState*>(ctx.state);
-    if (!st) return internal_error(who_ + ": run without reshape state");
     Tensor& y = ctx.outputs[0];
-    if (y.numel() == 0) return ok_status();
+    if (y.numel() == 0) return ok_status();  // reshape keeps no state for an empty output
+    if (!st) return internal_error(who_ + ": run without reshape state");
     const int nthr = std::max(1, ctx.num_threads);
     ensure_omp_threads(nthr);
     const Tensor& a = ctx.inputs[0];

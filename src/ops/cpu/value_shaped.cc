@@ -205,6 +205,11 @@ class ValueShapedKernel final : public DataKernel {
     return std::vector<Tensor>{y};
   }
 
+  // Greedy per class, highest score first (ties: the lower index), with ONNX Runtime's float
+  // arithmetic for the overlap. max_output_boxes_per_class is read as the integer it is: exporters
+  // pass INT64_MAX for "no limit", which no double holds. Corners and areas are computed once per
+  // batch; the boxes kept so far sit in arrays of their own, so a candidate is tested against them
+  // in vector loops (torchvision's detectors keep thousands of boxes out of tens of thousands).
   Result<std::vector<Tensor>> nms(const std::vector<Tensor>& in) const {
     if (in.size() < 2) return invalid("expected boxes and scores");
     const Tensor& boxes = in[0];
@@ -212,58 +217,78 @@ class ValueShapedKernel final : public DataKernel {
     if (boxes.shape().rank() != 3 || boxes.shape()[2] != 4 || scores.shape().rank() != 3 ||
         scores.shape()[0] != boxes.shape()[0] || scores.shape()[2] != boxes.shape()[1])
       return invalid("boxes must be [B, N, 4] and scores [B, C, N]");
-    auto scalar = [&](size_t i, double def) {
-      return i < in.size() && in[i].defined() && in[i].numel() > 0 ? load_f(in[i].dtype(), in[i].raw(), 0) : def;
-    };
-    const int64_t max_out = static_cast<int64_t>(scalar(2, 0));
-    const double iou_threshold = scalar(3, 0);
-    const bool has_score_threshold = in.size() > 4 && in[4].defined();
-    const double score_threshold = scalar(4, 0);
+    auto present = [&](size_t i) { return i < in.size() && in[i].defined() && in[i].numel() > 0; };
+    auto scalar = [&](size_t i, double def) { return present(i) ? load_f(in[i].dtype(), in[i].raw(), 0) : def; };
+    const int64_t max_out = present(2) ? std::max<int64_t>(0, load_int(in[2].dtype(), in[2].raw(), 0)) : 0;
+    const auto iou_threshold = static_cast<float>(scalar(3, 0));
+    const bool has_score_threshold = present(4);
+    const auto score_threshold = static_cast<float>(scalar(4, 0));
     const bool center = node_.attr_int("center_point_box", 0) != 0;
     const int64_t nb = boxes.shape()[0], nc = scores.shape()[1], n = boxes.shape()[1];
-    auto corners = [&](int64_t b, int64_t i, double c[4]) {  // y1, x1, y2, x2 with y1 <= y2, x1 <= x2
-      double v[4];
-      for (int k = 0; k < 4; ++k) v[k] = load_f(boxes.dtype(), boxes.raw(), (b * n + i) * 4 + k);
-      if (center) {
-        c[0] = v[1] - v[3] / 2;
-        c[1] = v[0] - v[2] / 2;
-        c[2] = v[1] + v[3] / 2;
-        c[3] = v[0] + v[2] / 2;
-      } else {
-        c[0] = std::min(v[0], v[2]);
-        c[1] = std::min(v[1], v[3]);
-        c[2] = std::max(v[0], v[2]);
-        c[3] = std::max(v[1], v[3]);
-      }
-    };
-    auto suppresses = [&](int64_t b, int64_t i, int64_t j) {
-      double a[4], c[4];
-      corners(b, i, a);
-      corners(b, j, c);
-      const double area_a = (a[2] - a[0]) * (a[3] - a[1]), area_c = (c[2] - c[0]) * (c[3] - c[1]);
-      if (area_a <= 0 || area_c <= 0) return false;
-      const double ih = std::min(a[2], c[2]) - std::max(a[0], c[0]), iw = std::min(a[3], c[3]) - std::max(a[1], c[1]);
-      if (ih <= 0 || iw <= 0) return false;
-      const double inter = ih * iw;
-      return inter / (area_a + area_c - inter) > iou_threshold;
-    };
+    const auto un = static_cast<size_t>(n);
+    std::vector<float> y1(un), x1(un), y2(un), x2(un), area(un);  // every box of the batch
+    std::vector<float> ky1, kx1, ky2, kx2, karea;                 // the boxes kept so far
+    std::vector<std::pair<float, int64_t>> cand;
+    std::vector<int64_t> kept;
     std::vector<int64_t> selected;
-    for (int64_t b = 0; b < nb; ++b)
+    // Whether a box with corners (ay1, ax1, ay2, ax2) and area aa overlaps one of kept boxes
+    // [j0, j1) by more than the threshold.
+    auto overlaps = [&](float ay1, float ax1, float ay2, float ax2, float aa, size_t j0, size_t j1) {
+      int hit = 0;
+      for (size_t j = j0; j < j1; ++j) {  // branch-free, so that it vectorises
+        const float ih = std::min(ay2, ky2[j]) - std::max(ay1, ky1[j]);
+        const float iw = std::min(ax2, kx2[j]) - std::max(ax1, kx1[j]);
+        const float inter = ih * iw;
+        const float uni = aa + karea[j] - inter;
+        const float iou = inter / uni;
+        hit |= static_cast<int>(ih > 0.f) & static_cast<int>(iw > 0.f) & static_cast<int>(karea[j] > 0.f) &
+               static_cast<int>(uni > 0.f) & static_cast<int>(iou > iou_threshold);
+      }
+      return hit != 0;
+    };
+    for (int64_t b = 0; b < nb; ++b) {
+      for (size_t i = 0; i < un; ++i) {
+        float v[4];
+        for (int k = 0; k < 4; ++k)
+          v[k] = static_cast<float>(load_f(boxes.dtype(), boxes.raw(), (b * n + static_cast<int64_t>(i)) * 4 + k));
+        if (center) {
+          y1[i] = v[1] - v[3] / 2;
+          x1[i] = v[0] - v[2] / 2;
+          y2[i] = v[1] + v[3] / 2;
+          x2[i] = v[0] + v[2] / 2;
+        } else {
+          y1[i] = std::min(v[0], v[2]);
+          x1[i] = std::min(v[1], v[3]);
+          y2[i] = std::max(v[0], v[2]);
+          x2[i] = std::max(v[1], v[3]);
+        }
+        area[i] = (y2[i] - y1[i]) * (x2[i] - x1[i]);
+      }
       for (int64_t c = 0; c < nc; ++c) {
-        std::vector<std::pair<double, int64_t>> cand;
+        cand.clear();
         for (int64_t i = 0; i < n; ++i) {
-          const double s = load_f(scores.dtype(), scores.raw(), (b * nc + c) * n + i);
+          const auto s = static_cast<float>(load_f(scores.dtype(), scores.raw(), (b * nc + c) * n + i));
           if (!has_score_threshold || s > score_threshold) cand.emplace_back(s, i);
         }
         std::stable_sort(cand.begin(), cand.end(), [](const auto& p, const auto& q) { return p.first > q.first; });
-        std::vector<int64_t> kept;
+        kept.clear();
+        ky1.clear(), kx1.clear(), ky2.clear(), kx2.clear(), karea.clear();
+        constexpr size_t kChunk = 256;  // kept boxes tested between checks for an early stop
         for (const auto& [s, i] : cand) {
           if (static_cast<int64_t>(kept.size()) >= max_out) break;
-          if (std::none_of(kept.begin(), kept.end(), [&, &i = i](int64_t j) { return suppresses(b, i, j); }))
-            kept.push_back(i);
+          const auto ui = static_cast<size_t>(i);
+          bool suppressed = false;
+          if (area[ui] > 0.f)
+            for (size_t j0 = 0; j0 < kept.size() && !suppressed; j0 += kChunk)
+              suppressed = overlaps(y1[ui], x1[ui], y2[ui], x2[ui], area[ui], j0, std::min(kept.size(), j0 + kChunk));
+          if (suppressed) continue;
+          kept.push_back(i);
+          ky1.push_back(y1[ui]), kx1.push_back(x1[ui]), ky2.push_back(y2[ui]), kx2.push_back(x2[ui]);
+          karea.push_back(area[ui]);
         }
         for (int64_t i : kept) selected.insert(selected.end(), {b, c, i});
       }
+    }
     return std::vector<Tensor>{
         Tensor::from_vector<int64_t>(Shape{static_cast<int64_t>(selected.size() / 3), 3}, selected)};
   }

@@ -18,6 +18,7 @@ namespace {
 
 using math_util::prefix;
 using math_util::read_f;
+using math_util::read_i;
 using math_util::write_f;
 
 class RefValueShapedKernel final : public Kernel {
@@ -148,7 +149,7 @@ class RefValueShapedKernel final : public Kernel {
     const Tensor& boxes = in[0];
     const Tensor& scores = in[1];
     auto opt = [&](size_t i) { return i < in.size() && in[i].defined(); };
-    const int64_t max_out = opt(2) ? static_cast<int64_t>(read_f(in[2], 0)) : 0;
+    const int64_t max_out = opt(2) ? std::max<int64_t>(0, read_i(in[2], 0)) : 0;  // exactly: INT64_MAX is common
     const double iou_t = opt(3) ? read_f(in[3], 0) : 0.0;
     const bool center = node_.attr_int("center_point_box", 0) != 0;
     const int64_t B = boxes.shape()[0], N = boxes.shape()[1], C = scores.shape()[1];
@@ -183,7 +184,7 @@ class RefValueShapedKernel final : public Kernel {
         });
         std::vector<int64_t> kept;
         for (int64_t i : order) {
-          if (static_cast<int64_t>(kept.size()) == max_out) break;
+          if (static_cast<int64_t>(kept.size()) >= max_out) break;
           bool ok = true;
           for (int64_t j : kept) ok = ok && !(iou(i, j) > iou_t);
           if (ok) kept.push_back(i);
