@@ -181,9 +181,14 @@ class ConvKernel final : public Kernel {
     auto st = std::make_shared<ConvState>();
     SL_ASSIGN_OR_RETURN(st->geom, conv_geometry(who_, attrs_, x.shape, w.shape));
     const ConvGeom& g = st->geom;
-    const Layout layout = x.layout;
+    Layout layout = x.layout;
     if (layout != Layout::kPlain && (x.shape.rank() != 4 || attrs_.transposed))
       return invalid_argument(who_ + ": " + layout_name(layout) + " input must be rank 4");
+    // An input of one pixel ([N, C, 1, 1]) has the same bytes in every layout, so the planner hands
+    // it over in the layout it has; a blocked one whose output channels do not fill blocks (an SSD
+    // head on its last 1x1 feature map) is read as channels-last.
+    if (layout_block(layout) && g.m % layout_block(layout) != 0 && x.shape[2] * x.shape[3] == 1)
+      layout = Layout::kChannelsLast;
     const int64_t blk = layout_block(layout);
     if (blk && (g.c % blk != 0 || g.m % blk != 0))
       return invalid_argument(who_ + ": " + layout_name(layout) + " needs input and output channels divisible by " +
