@@ -21,6 +21,15 @@ namespace {
 constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kPage = 4096;
 
+// The size of the mapping that holds `n` bytes (n >= kHugePage): `n` rounded up to one of eight
+// classes per power of two, so at most 1/8 of a block is never used.
+size_t mapped_size(size_t n) {
+  size_t top = kHugePage;
+  while (top * 2 <= n) top *= 2;
+  const size_t step = top / 8;
+  return (n + step - 1) / step * step;
+}
+
 // Maps `n` bytes (a multiple of kPage) starting at a kHugePage boundary; nullptr if the system
 // refuses. The mapping is trimmed to exactly `n` bytes so nothing is held beyond the request:
 // the whole 2 MiB ranges inside it become huge pages, the tail stays in 4 KiB pages.
@@ -42,12 +51,16 @@ void* map_huge(size_t n) {
 
 // Released mappings kept for reuse. A run that allocates and frees an output of the same size
 // every time would otherwise map, fault in and unmap it on every run (a model with a 4.8 MB output
-// ran 38% slower per run that way); the heap reused such blocks before. Like glibc's heap, only
-// blocks up to 32 MiB are kept, at most kCacheBytes in all, the oldest given back first.
+// ran 38% slower per run that way); the heap reused such blocks before. Mappings come in size
+// classes (mapped_size), so that a block of a slightly different size reuses one too: a loop that
+// grows a tensor by concatenation (Mask R-CNN pastes each mask into an image-sized row of its
+// output) asks for a new, larger block every iteration, and each fresh mapping is zeroed by the
+// kernel page by page. Blocks up to kMaxBlock are kept, at most kCacheBytes in all, the oldest
+// given back first.
 class MappingCache {
  public:
-  static constexpr size_t kMaxBlock = size_t{32} << 20;
-  static constexpr size_t kCacheBytes = size_t{64} << 20;
+  static constexpr size_t kMaxBlock = size_t{128} << 20;
+  static constexpr size_t kCacheBytes = size_t{128} << 20;
 
   static MappingCache& instance() {
     static MappingCache* cache = new MappingCache();  // never destroyed: buffers may outlive statics
@@ -112,16 +125,25 @@ std::shared_ptr<AlignedBuffer> AlignedBuffer::make(size_t bytes, bool zero) {
   size_t n = align_up(bytes == 0 ? kAlignment : bytes);
   bool mapped = false;
   void* p = nullptr;
+  bool fresh = false;  // a new mapping: the kernel hands its pages out zeroed
   if (n >= kHugePage) {
-    n = align_up(n, kPage);
+    n = mapped_size(n);
     p = MappingCache::instance().take(n);
-    if (!p) p = map_huge(n);
+    if (!p) {
+      p = map_huge(n);
+      fresh = p != nullptr;
+    }
     mapped = p != nullptr;
   }
   if (!p) p = std::aligned_alloc(kAlignment, n);
   if (!p) return nullptr;
-  // Also faults every page in now, at load, rather than in the first request.
-  if (zero) std::memset(p, 0, n);
+  // Every page is faulted in now (at load, for weights and the arena) rather than in the first
+  // request: a fresh mapping by a write to each page, anything else by the zeroing itself.
+  if (fresh) {
+    for (size_t off = 0; off < n; off += kPage) static_cast<volatile char*>(p)[off] = 0;
+  } else if (zero) {
+    std::memset(p, 0, n);
+  }
   auto& s = allocation_stats();
   const int64_t live = s.live_bytes.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
   int64_t peak = s.peak_bytes.load();

@@ -92,6 +92,9 @@ class Tensor {
   void set_layout(Layout l) { layout_ = l; }
   // Keeps `owner` alive as long as this tensor (used by views into shared storage).
   void set_owner(std::shared_ptr<void> owner) { owner_ = std::move(owner); }
+  // True when this tensor owns its storage and no other tensor, view or owner shares it: nothing
+  // else can read or write its elements.
+  bool sole_owner() const { return data_ && owner_ && owner_.use_count() == 1; }
 
   std::string describe() const;  // "float32[1,3,224,224]"
 

@@ -297,17 +297,26 @@ Result<std::vector<AnyValue>> run_graph(const graph::Graph& g, const KernelFor& 
     outer_names(node, names);
     for (const auto& name : names) release(g.find_value(name));
   }
+  std::vector<int> output_uses(g.num_values());
+  for (graph::ValueId v : g.outputs()) ++output_uses[static_cast<size_t>(v)];
   std::vector<AnyValue> result;
   for (graph::ValueId v : g.outputs()) {
     const graph::Value& val = g.value(v);
     AnyValue t = values[static_cast<size_t>(v)];
+    if (--output_uses[static_cast<size_t>(v)] == 0) values[static_cast<size_t>(v)] = AnyValue();
     if (!t.defined() && val.constant) t = AnyValue(*val.constant);
     if (!t.defined() && options.outer && is_outer_reference(g, v))
       if (const AnyValue* o = options.outer(val.name)) t = *o;
     if (!t.defined()) return invalid_argument("graph output '" + val.name + "' is never computed");
-    // Deep copies: a value may share memory with a caller's input or a constant (a known value
-    // that is a view, an input passed straight through).
-    result.push_back(t.clone());
+    // Deep copies where a value may share memory with anything else: a caller's input or a
+    // constant (a known value that is a view, an input passed straight through), an outer value,
+    // another output. A tensor that alone holds storage made in this run goes out as it is: a Loop
+    // body that grows a tensor by concatenation would otherwise copy all of it every iteration.
+    if (t.is_tensor() && t.tensor().sole_owner()) {
+      result.push_back(std::move(t));
+    } else {
+      result.push_back(t.clone());
+    }
   }
   return result;
 }

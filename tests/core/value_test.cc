@@ -59,6 +59,26 @@ TEST(Tensor, ClonesCopyEveryByteAndOwnTheirStorage) {
   EXPECT_EQ(s.strings()[1], "");
 }
 
+// sole_owner: only a tensor that holds its storage alone, so that nothing else can see a write.
+TEST(Tensor, SoleOwnerOnlyWhenNothingElseSharesTheStorage) {
+  Tensor a = Tensor::empty(DType::kFloat32, Shape{2, 3});
+  EXPECT_TRUE(a.sole_owner());
+  {
+    const Tensor copy = a;  // NOLINT(performance-unnecessary-copy-initialization): the point of the test
+    EXPECT_FALSE(a.sole_owner());
+    EXPECT_FALSE(copy.sole_owner());
+  }
+  EXPECT_TRUE(a.sole_owner());
+  Tensor r = a.reshaped(Shape{6});
+  EXPECT_FALSE(a.sole_owner());
+  EXPECT_FALSE(r.sole_owner());
+  a = Tensor();
+  EXPECT_TRUE(r.sole_owner());  // the last holder
+  float borrowed[4] = {};
+  EXPECT_FALSE(Tensor::view(DType::kFloat32, Shape{4}, borrowed).sole_owner());
+  EXPECT_FALSE(Tensor().sole_owner());
+}
+
 TEST(AnyValue, KindsAndAccessors) {
   const Tensor a = Tensor::scalar<float>(1.f);
   const Tensor b = Tensor::from_vector<float>(Shape{2}, {2.f, 3.f});

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <tuple>
 
@@ -146,6 +147,92 @@ TEST(ControlFlow, LoopCarriesValuesAndStacksScanOutputs) {
   ASSERT_TRUE(none.ok()) << none.status().to_string();
   for (int64_t i = 0; i < 3; ++i) EXPECT_EQ((*none)[0].data<float>()[i], s0.data<float>()[i]);
   EXPECT_EQ((*none)[1].shape()[0], 0);
+}
+
+// A Loop that grows a tensor by concatenation (as torchvision's Mask R-CNN pastes masks): each
+// iteration appends i * x. The body's new tensor leaves the body without a copy; an output that is
+// an input passed through, or shares storage with another output, is still a copy.
+TEST(ControlFlow, LoopGrowsATensorByConcatenation) {
+  graph::Graph body;
+  body.opsets[""] = 13;
+  const auto i = body.add_value("i", DType::kInt64, DimList{});
+  const auto c_in = body.add_value("c_in", DType::kBool, DimList{});
+  const auto acc_in = body.add_value("acc_in", DType::kFloat32);
+  body.add_input(i);
+  body.add_input(c_in);
+  body.add_input(acc_in);
+  const auto c_out = body.add_value("c_out");
+  const auto fi = body.add_value("fi");
+  const auto row = body.add_value("row");
+  const auto acc_out = body.add_value("acc_out");
+  body.add_node("Identity", "keep_going", {c_in}, {c_out});
+  const auto cast = body.add_node("Cast", "to_float", {i}, {fi});
+  body.node(cast).attrs["to"] = one_int(static_cast<int64_t>(DType::kFloat32));
+  body.add_node("Mul", "scale", {fi, body.add_value("x")}, {row});
+  const auto cat = body.add_node("Concat", "append", {acc_in, row}, {acc_out});
+  body.node(cat).attrs["axis"] = one_int(0);
+  body.add_output(c_out);
+  body.add_output(acc_out);
+
+  graph::Graph g;
+  g.opsets[""] = 13;
+  const auto m = g.add_value("m", DType::kInt64, DimList{});
+  const auto cond = g.add_value("cond", DType::kBool, DimList{});
+  const auto acc0 = g.add_value("acc0", DType::kFloat32);
+  const auto x = g.add_value("x", DType::kFloat32);
+  for (auto v : {m, cond, acc0, x}) g.add_input(v);
+  const auto fin = g.add_value("fin");
+  const auto same = g.add_value("same");
+  const auto lp = g.add_node("Loop", "grow", {m, cond, acc0}, {fin});
+  g.node(lp).attrs["body"] = graph_attr(std::move(body));
+  g.add_node("Identity", "alias", {fin}, {same});
+  g.add_output(fin);
+  g.add_output(same);
+  g.add_output(x);
+
+  const int64_t width = 1024, trips = 24;
+  const Tensor xv = random_tensor(Shape{1, width}, 5);
+  const Tensor acc0v = random_tensor(Shape{1, width}, 6);
+  auto outs = run_graph(g, {Tensor::scalar<int64_t>(trips), Tensor::scalar<bool>(true), acc0v, xv});
+  ASSERT_TRUE(outs.ok()) << outs.status().to_string();
+  ASSERT_EQ(outs->size(), 3u);
+  const Tensor& got = (*outs)[0];
+  ASSERT_EQ(got.shape(), (Shape{trips + 1, width}));
+  for (int64_t j = 0; j < width; ++j) EXPECT_EQ(got.data<float>()[j], acc0v.data<float>()[j]);
+  for (int64_t r = 0; r < trips; ++r)
+    for (int64_t j = 0; j < width; j += 97)
+      EXPECT_FLOAT_EQ(got.data<float>()[(r + 1) * width + j], static_cast<float>(r) * xv.data<float>()[j]) << r;
+  // Outputs sharing storage, or an input's, come back as copies of their own.
+  const Tensor& alias = (*outs)[1];
+  ASSERT_EQ(alias.shape(), got.shape());
+  EXPECT_NE(alias.raw(), got.raw());
+  EXPECT_EQ(std::memcmp(alias.raw(), got.raw(), got.nbytes()), 0);
+  EXPECT_NE((*outs)[2].raw(), xv.raw());
+  got.data<float>()[0] += 1.f;
+  EXPECT_NE(alias.data<float>()[0], got.data<float>()[0]);
+}
+
+// A tensor a graph makes goes out as it is; a run of x -> Relu allocates the output (and a
+// workspace), not a copy of it as well.
+TEST(ControlFlow, SubgraphOutputsAreNotCopiedTwice) {
+  graph::Graph g;
+  g.opsets[""] = 13;
+  const auto x = g.add_value("x", DType::kFloat32, DimList{4096});
+  g.add_input(x);
+  const auto y = g.add_value("y");
+  g.add_node("Relu", "relu", {x}, {y});
+  g.add_output(y);
+  SubgraphRunner runner(std::make_shared<const graph::Graph>(std::move(g)), {});
+  const std::vector<AnyValue> in{AnyValue(random_tensor(Shape{4096}, 7))};
+  ASSERT_TRUE(runner.run(in, {}).ok());  // kernels made on first use
+  const int64_t before = allocation_stats().allocations.load();
+  auto outs = runner.run(in, {});
+  const int64_t allocated = allocation_stats().allocations.load() - before;
+  ASSERT_TRUE(outs.ok()) << outs.status().to_string();
+  EXPECT_GE(allocated, 1);
+  EXPECT_LE(allocated, 2) << "the output was copied";
+  for (int64_t j = 0; j < 4096; ++j)
+    EXPECT_EQ((*outs)[0].tensor().data<float>()[j], std::max(0.f, in[0].tensor().data<float>()[j]));
 }
 
 // Scan-9 summing rows of x[T, 2]: state s[2]; scan output s after each step.
