@@ -333,51 +333,84 @@ class RoiAlignKernel final : public DataKernel {
       if (b < 0 || b >= n) return invalid("batch index " + std::to_string(b) + " out of range");
     }
     const float off = half_pixel_ ? 0.5f : 0.f;
+    // Where a ROI's samples fall and how they weigh is the same for every channel: worked out once
+    // per ROI (per chunk of work) and applied to each channel's plane.
     math::parallel_chunks(rois * c, 1, ctx.num_threads, [&](int64_t b0, int64_t b1) {
+      std::vector<Sample> samples;
+      int64_t sampled_roi = -1, gh = 1, gw = 1;
       for (int64_t rc = b0; rc < b1; ++rc) {
         const int64_t r = rc / c, ci = rc % c;
-        const float* box = roi + r * 4;
-        const float* plane = x + (load_index(ctx.inputs[2], r) * c + ci) * h * w;
-        const float x0 = box[0] * scale_ - off, y0 = box[1] * scale_ - off;
-        float rw = box[2] * scale_ - off - x0, rh = box[3] * scale_ - off - y0;
-        if (!half_pixel_) {
-          rw = std::max(rw, 1.f);
-          rh = std::max(rh, 1.f);
+        if (r != sampled_roi) {
+          sample_roi(roi + r * 4, off, h, w, samples, gh, gw);
+          sampled_roi = r;
         }
-        const float bh = rh / static_cast<float>(out_h_), bw = rw / static_cast<float>(out_w_);
-        const int64_t gh = sampling_ > 0 ? sampling_ : static_cast<int64_t>(std::ceil(rh / static_cast<float>(out_h_)));
-        const int64_t gw = sampling_ > 0 ? sampling_ : static_cast<int64_t>(std::ceil(rw / static_cast<float>(out_w_)));
+        const float* plane = x + (load_index(ctx.inputs[2], r) * c + ci) * h * w;
         const float count = static_cast<float>(std::max<int64_t>(gh * gw, 1));
-        for (int64_t ph = 0; ph < out_h_; ++ph)
-          for (int64_t pw = 0; pw < out_w_; ++pw) {
-            float acc = 0.f;
-            bool first = true;
-            for (int64_t iy = 0; iy < gh; ++iy) {
-              const float yy =
-                  y0 + static_cast<float>(ph) * bh + (static_cast<float>(iy) + 0.5f) * bh / static_cast<float>(gh);
-              for (int64_t ix = 0; ix < gw; ++ix) {
-                const float xx =
-                    x0 + static_cast<float>(pw) * bw + (static_cast<float>(ix) + 0.5f) * bw / static_cast<float>(gw);
-                const float v = bilinear(plane, h, w, yy, xx);
-                if (max_) {
-                  acc = first ? v : std::max(acc, v);
-                  first = false;
-                } else {
-                  acc += v;
-                }
-              }
+        const Sample* s = samples.data();
+        for (int64_t p = 0; p < out_h_ * out_w_; ++p) {
+          float acc = 0.f;
+          for (int64_t k = 0; k < gh * gw; ++k, ++s) {
+            float a = 0.f, b = 0.f, cc = 0.f, d = 0.f;
+            if (s->inside) {
+              a = s->w[0] * plane[s->at[0]];
+              b = s->w[1] * plane[s->at[1]];
+              cc = s->w[2] * plane[s->at[2]];
+              d = s->w[3] * plane[s->at[3]];
             }
-            y[(rc * out_h_ + ph) * out_w_ + pw] = max_ ? acc : acc / count;
+            if (max_) {
+              const float v = std::max(std::max(a, b), std::max(cc, d));
+              acc = k == 0 ? v : std::max(acc, v);
+            } else {
+              acc += a + b + cc + d;
+            }
           }
+          y[rc * out_h_ * out_w_ + p] = max_ ? acc : acc / count;
+        }
       }
     });
     return ok_status();
   }
 
  private:
-  // Bilinear value at (y, x); max mode takes the largest weighted corner, as ONNX Runtime does.
-  float bilinear(const float* plane, int64_t h, int64_t w, float y, float x) const {
-    if (y < -1.f || y > static_cast<float>(h) || x < -1.f || x > static_cast<float>(w)) return 0.f;
+  // One bilinear sample: the offsets of its four corners in a plane and their weights; a point
+  // outside the map has the value 0.
+  struct Sample {
+    int64_t at[4];
+    float w[4];
+    bool inside;
+  };
+
+  // The samples of one ROI, output pixel by output pixel, gh x gw each (row-major); max mode
+  // takes the largest weighted corner of a sample, as ONNX Runtime does.
+  void sample_roi(const float* box, float off, int64_t h, int64_t w, std::vector<Sample>& out, int64_t& gh,
+                  int64_t& gw) const {
+    const float x0 = box[0] * scale_ - off, y0 = box[1] * scale_ - off;
+    float rw = box[2] * scale_ - off - x0, rh = box[3] * scale_ - off - y0;
+    if (!half_pixel_) {
+      rw = std::max(rw, 1.f);
+      rh = std::max(rh, 1.f);
+    }
+    const float bh = rh / static_cast<float>(out_h_), bw = rw / static_cast<float>(out_w_);
+    gh = sampling_ > 0 ? sampling_ : static_cast<int64_t>(std::ceil(rh / static_cast<float>(out_h_)));
+    gw = sampling_ > 0 ? sampling_ : static_cast<int64_t>(std::ceil(rw / static_cast<float>(out_w_)));
+    out.clear();
+    out.reserve(static_cast<size_t>(out_h_ * out_w_ * std::max<int64_t>(gh * gw, 0)));
+    for (int64_t ph = 0; ph < out_h_; ++ph)
+      for (int64_t pw = 0; pw < out_w_; ++pw)
+        for (int64_t iy = 0; iy < gh; ++iy) {
+          const float yy =
+              y0 + static_cast<float>(ph) * bh + (static_cast<float>(iy) + 0.5f) * bh / static_cast<float>(gh);
+          for (int64_t ix = 0; ix < gw; ++ix) {
+            const float xx =
+                x0 + static_cast<float>(pw) * bw + (static_cast<float>(ix) + 0.5f) * bw / static_cast<float>(gw);
+            out.push_back(corners(h, w, yy, xx));
+          }
+        }
+  }
+
+  static Sample corners(int64_t h, int64_t w, float y, float x) {
+    if (y < -1.f || y > static_cast<float>(h) || x < -1.f || x > static_cast<float>(w))
+      return Sample{{0, 0, 0, 0}, {}, false};
     y = std::max(y, 0.f);
     x = std::max(x, 0.f);
     int64_t yl = static_cast<int64_t>(y), xl = static_cast<int64_t>(x), yh, xh;
@@ -394,9 +427,7 @@ class RoiAlignKernel final : public DataKernel {
       xh = xl + 1;
     }
     const float ly = y - static_cast<float>(yl), lx = x - static_cast<float>(xl), hy = 1.f - ly, hx = 1.f - lx;
-    const float a = hy * hx * plane[yl * w + xl], b = hy * lx * plane[yl * w + xh], c = ly * hx * plane[yh * w + xl],
-                d = ly * lx * plane[yh * w + xh];
-    return max_ ? std::max(std::max(a, b), std::max(c, d)) : a + b + c + d;
+    return Sample{{yl * w + xl, yl * w + xh, yh * w + xl, yh * w + xh}, {hy * hx, hy * lx, ly * hx, ly * lx}, true};
   }
 
   bool max_ = false;
