@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <thread>
+#include <tuple>
 
 #include "ops/op_test_util.h"
 
@@ -421,6 +422,31 @@ TEST(ConvTransposeOp, RandomShapesMatchReference) {
     SCOPED_TRACE("iter " + std::to_string(iter));
     compare("ConvTranspose", "", {x, w, iter % 3 == 2 ? Tensor() : b}, attrs, o);
   }
+}
+
+// Stride equal to the kernel (2x2 stride 2 upsampling and its relatives) runs as matrix products
+// over blocks of input rows and a scatter: square and oblong kernels, with and without bias, one
+// and two threads, constant and computed weights, and an image tall enough for several blocks.
+TEST(ConvTransposeOp, StrideEqualToKernelMatchesReference) {
+  std::mt19937 rng(44);
+  const std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>> cases{// c, m, kh, kw, h, w
+                                                                                            {8, 6, 2, 2, 5, 7},
+                                                                                            {3, 4, 3, 3, 4, 4},
+                                                                                            {16, 8, 2, 1, 6, 5},
+                                                                                            {5, 7, 1, 3, 3, 9},
+                                                                                            {64, 512, 2, 2, 40, 24}};
+  int iter = 0;
+  for (const auto& [c, m, kh, kw, h, w] : cases)
+    for (int variant = 0; variant < 2; ++variant, ++iter) {
+      Tensor x = random_tensor({1 + variant, c, h, w}, rng);
+      Tensor wt = random_tensor({c, m, kh, kw}, rng);
+      Tensor b = random_tensor({m}, rng);
+      RunOpts o;
+      o.const_weights = variant == 0;
+      o.threads = 1 + variant;
+      SCOPED_TRACE("case " + std::to_string(iter));
+      compare("ConvTranspose", "", {x, wt, variant ? b : Tensor()}, {{"strides", ints({kh, kw})}}, o);
+    }
 }
 
 TEST(ConvTransposeOp, OutputShapeAndAutoPad) {
