@@ -24,7 +24,7 @@ import io
 import numpy as np
 import pytest
 
-from conftest import run_cli_ok
+from conftest import streamline_run
 
 import onnx
 import onnxruntime as ort
@@ -50,17 +50,6 @@ def ort_run(path, feeds):
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(None, feeds)))
-
-
-def streamline_run(path, feeds, out_dir):
-    """`streamline run` with every input from a .npy file; returns the outputs it wrote."""
-    args = ["run", path, "--threads", 2, "--output-dir", out_dir]
-    for name, value in feeds.items():
-        f = out_dir.parent / f"{out_dir.name}_{name}.npy"
-        np.save(f, value)
-        args += ["--input", f"{name}={f}"]
-    run_cli_ok(args)
-    return {p.stem: np.load(p) for p in out_dir.glob("*.npy")}
 
 
 def compare(model, feeds, tmp_path, name):

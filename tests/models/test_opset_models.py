@@ -22,7 +22,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import run_cli, run_cli_ok
+from conftest import run_cli, run_cli_ok, streamline_run
 
 import onnx
 import onnxruntime as ort
@@ -44,17 +44,6 @@ def ort_run(path, feeds):
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(None, feeds)))
-
-
-def streamline_run(path, feeds, out_dir, extra=()):
-    """`streamline run` with every input from a .npy file; returns the outputs it wrote."""
-    args = ["run", path, "--threads", 2, "--output-dir", out_dir, *extra]
-    for name, value in feeds.items():
-        f = out_dir.parent / f"{out_dir.name}_{name}.npy"
-        np.save(f, value)
-        args += ["--input", f"{name}={f}"]
-    run_cli_ok(args)
-    return {p.stem: np.load(p) for p in out_dir.glob("*.npy")}
 
 
 def default_opset(model):
