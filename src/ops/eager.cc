@@ -297,13 +297,12 @@ Result<std::vector<AnyValue>> run_graph(const graph::Graph& g, const KernelFor& 
     outer_names(node, names);
     for (const auto& name : names) release(g.find_value(name));
   }
-  std::vector<int> output_uses(g.num_values());
-  for (graph::ValueId v : g.outputs()) ++output_uses[static_cast<size_t>(v)];
+  // What is left of `reads` now counts each value's places among the graph's outputs.
   std::vector<AnyValue> result;
   for (graph::ValueId v : g.outputs()) {
     const graph::Value& val = g.value(v);
     AnyValue t = values[static_cast<size_t>(v)];
-    if (--output_uses[static_cast<size_t>(v)] == 0) values[static_cast<size_t>(v)] = AnyValue();
+    release(v);  // the last of its places hands the scope's reference over to `t`
     if (!t.defined() && val.constant) t = AnyValue(*val.constant);
     if (!t.defined() && options.outer && is_outer_reference(g, v))
       if (const AnyValue* o = options.outer(val.name)) t = *o;
