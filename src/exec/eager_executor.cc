@@ -35,6 +35,8 @@ Status EagerExecutionContext::run_values(const plan::ExecutionPlan& plan, std::s
   if (!plan.eager || !plan.eager->graph) return invalid_argument("the eager executor runs eager plans only");
   ops::EagerOptions eo;
   eo.num_threads = options.num_threads;
+  eo.reshapes = plan.eager->reshapes.get();
+  eo.layouts = plan.eager->layouts;
   std::optional<StepHooks> hooks;
   if (options.observer) {
     hooks.emplace(plan, *options.observer);

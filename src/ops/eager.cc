@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/allocator.h"
@@ -81,10 +82,37 @@ std::vector<int> count_reads(const graph::Graph& g, const std::vector<graph::Nod
   return reads;
 }
 
+// `t` in `layout`, converted on up to `num_threads` threads (t itself when already so).
+Result<Tensor> in_layout(const Tensor& t, Layout layout, int num_threads) {
+  if (t.layout() == layout) return t;
+  Tensor out = Tensor::empty(t.dtype(), t.shape(), layout);
+  if (t.numel() > 0 && !out.raw()) return resource_exhausted("cannot allocate " + out.describe());
+  SL_RETURN_IF_ERROR(convert_layout(t, out, num_threads));
+  return out;
+}
+
+// The signature a cached reshape result is found by: per input its dtype, layout and shape, and
+// for a constant the address of its data (reshape read that value).
+std::vector<int64_t> signature(std::span<const TensorInfo> infos) {
+  std::vector<int64_t> s;
+  s.reserve(infos.size() * 8);
+  for (const TensorInfo& t : infos) {
+    s.push_back(static_cast<int64_t>(t.dtype));
+    s.push_back(static_cast<int64_t>(t.layout));
+    s.push_back(t.shape.rank());
+    for (int64_t d : t.shape.dims()) s.push_back(d);
+    s.push_back(t.value ? static_cast<int64_t>(reinterpret_cast<intptr_t>(t.value->raw())) : 0);
+  }
+  return s;
+}
+
 // Runs one kernel on known inputs: known values when reshape gives them, otherwise allocated
-// outputs and run(). Outputs come back plain.
+// outputs and run(). Outputs come back plain. With a cache, reshape is first asked with values for
+// the constants alone (`constant[i]`), and that answer, when it gives one, serves every later run
+// with the same signature.
 Result<std::vector<Tensor>> evaluate(const graph::Node& node, const Kernel& kernel, std::span<const Tensor> inputs,
-                                     int num_threads) {
+                                     int num_threads, std::span<const char> constant = {},
+                                     ReshapeCache* cache = nullptr, bool plain_outputs = true) {
   std::vector<TensorInfo> infos(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined()) continue;
@@ -93,10 +121,32 @@ Result<std::vector<Tensor>> evaluate(const graph::Node& node, const Kernel& kern
     infos[i].layout = inputs[i].layout();
     infos[i].value = &inputs[i];
   }
-  auto rr = kernel.reshape(infos);
-  // Name the opset too: an op's accepted inputs and types change with it.
-  if (!rr.ok()) return rr.status().with_context(node.describe() + " (opset " + std::to_string(node.opset) + ")");
-  ReshapeResult& r = *rr;
+  std::shared_ptr<const ReshapeCache::Entry> entry;
+  if (cache) {
+    std::vector<TensorInfo> bare = infos;
+    for (size_t i = 0; i < bare.size(); ++i)
+      if (i >= constant.size() || !constant[i]) bare[i].value = nullptr;
+    std::vector<int64_t> sig = signature(bare);
+    entry = cache->find(&kernel, sig);
+    if (!entry) {
+      auto made = std::make_shared<ReshapeCache::Entry>();
+      made->signature = std::move(sig);
+      auto rr = kernel.reshape(bare);
+      if (rr.ok() && rr->outputs.size() >= node.outputs.size()) made->result = std::move(rr).value();
+      cache->put(&kernel, made);
+      entry = std::move(made);
+    }
+  }
+  ReshapeResult fresh;
+  const ReshapeResult* rp = entry && entry->result ? &*entry->result : nullptr;
+  if (!rp) {
+    auto rr = kernel.reshape(infos);
+    // Name the opset too: an op's accepted inputs and types change with it.
+    if (!rr.ok()) return rr.status().with_context(node.describe() + " (opset " + std::to_string(node.opset) + ")");
+    fresh = std::move(rr).value();
+    rp = &fresh;
+  }
+  const ReshapeResult& r = *rp;
   if (r.outputs.size() < node.outputs.size())
     return internal_error(node.describe() + ": kernel returned " + std::to_string(r.outputs.size()) + " outputs for " +
                           std::to_string(node.outputs.size()));
@@ -104,7 +154,7 @@ Result<std::vector<Tensor>> evaluate(const graph::Node& node, const Kernel& kern
   const bool known = !r.known_values.empty() && std::all_of(r.known_values.begin(), r.known_values.end(),
                                                             [](const auto& t) { return t.has_value(); });
   if (known) {
-    for (auto& t : r.known_values) outs.push_back(std::move(*t));
+    for (const auto& t : r.known_values) outs.push_back(*t);
   } else {
     for (const OutputInfo& o : r.outputs) {
       outs.push_back(Tensor::empty(o.dtype, o.shape, o.layout));
@@ -123,11 +173,61 @@ Result<std::vector<Tensor>> evaluate(const graph::Node& node, const Kernel& kern
     rc.num_threads = num_threads;
     SL_RETURN_IF_ERROR(kernel.run(rc).with_context(node.describe()));
   }
-  for (Tensor& t : outs)
-    if (t.defined() && t.layout() != Layout::kPlain) {
-      SL_ASSIGN_OR_RETURN(t, to_layout(t, Layout::kPlain));
-    }
+  if (plain_outputs)
+    for (Tensor& t : outs)
+      if (t.defined() && t.layout() != Layout::kPlain) {
+        SL_ASSIGN_OR_RETURN(t, in_layout(t, Layout::kPlain, num_threads));
+      }
   return outs;
+}
+
+// The layout each input of a tensor kernel gets, by the planner's rules (plan/planner.cc,
+// choose_layouts): rank-4 activations the layout the kernel prefers, or the one they share when
+// it takes any layout and accepts them so, else plain. A one-pixel tensor [N, C, 1, 1] has the
+// same bytes in every layout and keeps its own unless the kernel takes plain inputs only.
+std::vector<Layout> input_layouts(const Kernel& kernel, std::span<const TensorInfo> infos,
+                                  std::span<const char> constant, const EagerLayouts& layouts) {
+  auto one_pixel = [&](size_t i) {
+    const Shape& s = infos[i].shape;
+    return s.rank() == 4 && s[2] * s[3] == 1;
+  };
+  auto activation = [&](size_t i) {
+    return infos[i].present() && !constant[i] && infos[i].shape.rank() == 4 && !one_pixel(i);
+  };
+  const LayoutSupport support = kernel.layout_support();
+  Layout target = Layout::kPlain;
+  if (layouts.channels_last && support == LayoutSupport::kPreferChannelsLast) {
+    target = kernel.preferred_layout(infos, layouts.block);
+  } else if (support == LayoutSupport::kAny) {
+    std::optional<Layout> common;
+    bool mixed = false;
+    for (size_t i = 0; i < infos.size(); ++i)
+      if (activation(i)) {
+        if (common && *common != infos[i].layout) mixed = true;
+        common = infos[i].layout;
+      }
+    if (common && *common != Layout::kPlain && !mixed) target = kernel.accepts(infos) ? *common : Layout::kPlain;
+  }
+  std::vector<Layout> want(infos.size(), Layout::kPlain);
+  for (size_t i = 0; i < infos.size(); ++i) {
+    if (!infos[i].present()) continue;
+    want[i] = infos[i].layout;
+    if (activation(i)) {
+      want[i] = target;
+    } else if (infos[i].layout != Layout::kPlain && (support == LayoutSupport::kPlainOnly || !one_pixel(i))) {
+      want[i] = Layout::kPlain;
+    }
+  }
+  if (support == LayoutSupport::kAny) {
+    // One-pixel tensors left in their own layout: the kernel must take them so, or they get the
+    // target layout too.
+    std::vector<TensorInfo> with(infos.begin(), infos.end());
+    for (size_t i = 0; i < with.size(); ++i) with[i].layout = want[i];
+    if (!kernel.accepts(with))
+      for (size_t i = 0; i < infos.size(); ++i)
+        if (infos[i].present() && !activation(i) && !constant[i] && infos[i].shape.rank() == 4) want[i] = target;
+  }
+  return want;
 }
 
 // Sets the OpenMP thread count for the calling thread and restores it on exit (oneDNN sizes its
@@ -194,16 +294,26 @@ Result<std::vector<Tensor>> as_tensors(const graph::Graph& g, const graph::Node&
   return tensors;
 }
 
-// One node: a value kernel gets whole values (and runs its subgraphs in this scope), Identity passes
-// any value on, any other kernel is reshaped and run on tensors.
+// Gives input `i` of the node being run in `layout` (converting it, or reusing a conversion made
+// for an earlier reader).
+using ConvertInput = std::function<Result<Tensor>(size_t i, Layout layout)>;
+
+// One node: a value kernel gets whole values (tensors plain; it runs its subgraphs in this scope),
+// Identity passes any value on, any other kernel is reshaped and run on tensors in the layouts
+// input_layouts picks, its outputs left in the layouts it wrote.
 Result<std::vector<AnyValue>> run_node(const graph::Graph& g, const graph::Node& node, const Kernel& kernel,
-                                       std::span<const AnyValue> ins,
+                                       std::vector<AnyValue>& ins,
                                        const std::function<const AnyValue*(const std::string&)>& scope,
-                                       int num_threads) {
+                                       const EagerOptions& options, const ConvertInput& convert) {
   std::vector<AnyValue> outs;
   if (const auto* vk = dynamic_cast<const ValueKernel*>(&kernel)) {
+    for (size_t i = 0; i < ins.size(); ++i)
+      if (ins[i].is_tensor() && ins[i].tensor().layout() != Layout::kPlain) {
+        SL_ASSIGN_OR_RETURN(Tensor t, convert(i, Layout::kPlain));
+        ins[i] = AnyValue(std::move(t));
+      }
     EagerOptions inner;
-    inner.num_threads = num_threads;
+    inner.num_threads = options.num_threads;
     inner.outer = scope;
     SL_ASSIGN_OR_RETURN(outs, vk->run_values(ins, inner));
     if (outs.size() < node.outputs.size())
@@ -217,7 +327,22 @@ Result<std::vector<AnyValue>> run_node(const graph::Graph& g, const graph::Node&
     return outs;
   }
   SL_ASSIGN_OR_RETURN(std::vector<Tensor> tensors, as_tensors(g, node, ins));
-  SL_ASSIGN_OR_RETURN(std::vector<Tensor> results, evaluate(node, kernel, tensors, num_threads));
+  // Constants of this graph: the same tensors every run (a graph input with a default is not one).
+  std::vector<char> constant(node.inputs.size(), 0);
+  std::vector<TensorInfo> infos(tensors.size());
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const graph::ValueId v = node.inputs[i];
+    constant[i] = v != graph::kNoValue && g.value(v).constant && !g.is_graph_input(v);
+    if (!tensors[i].defined()) continue;
+    infos[i] = TensorInfo{tensors[i].dtype(), tensors[i].shape(), tensors[i].layout(), nullptr};
+  }
+  const std::vector<Layout> want = input_layouts(kernel, infos, constant, options.layouts);
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].defined() && tensors[i].layout() != want[i]) {
+      SL_ASSIGN_OR_RETURN(tensors[i], convert(i, want[i]));
+    }
+  SL_ASSIGN_OR_RETURN(std::vector<Tensor> results, evaluate(node, kernel, tensors, options.num_threads, constant,
+                                                            options.reshapes, !options.layouts.channels_last));
   outs.assign(std::make_move_iterator(results.begin()), std::make_move_iterator(results.end()));
   return outs;
 }
@@ -266,8 +391,24 @@ Result<std::vector<AnyValue>> run_graph(const graph::Graph& g, const KernelFor& 
     }
     return options.outer ? options.outer(name) : nullptr;
   };
+  // Per value: a copy in another layout made for a reader, kept for the value's other readers.
+  std::vector<Tensor> converted(g.num_values());
   auto release = [&](graph::ValueId v) {
-    if (v != graph::kNoValue && --reads[static_cast<size_t>(v)] <= 0) values[static_cast<size_t>(v)] = AnyValue();
+    if (v != graph::kNoValue && --reads[static_cast<size_t>(v)] <= 0) {
+      values[static_cast<size_t>(v)] = AnyValue();
+      converted[static_cast<size_t>(v)] = Tensor();
+    }
+  };
+  // Values of this scope that subgraphs read by name go to them plain.
+  auto plain_in_scope = [&](const std::string& name) -> Status {
+    const graph::ValueId v = g.find_value(name);
+    if (v == graph::kNoValue) return ok_status();
+    AnyValue& t = values[static_cast<size_t>(v)];
+    if (t.is_tensor() && t.tensor().layout() != Layout::kPlain) {
+      SL_ASSIGN_OR_RETURN(Tensor p, in_layout(t.tensor(), Layout::kPlain, options.num_threads));
+      t = AnyValue(std::move(p));
+    }
+    return ok_status();
   };
   for (graph::NodeId n : order) {
     const graph::Node& node = g.node(n);
@@ -282,8 +423,18 @@ Result<std::vector<AnyValue>> run_graph(const graph::Graph& g, const KernelFor& 
       ins.push_back(std::move(t));
     }
     SL_ASSIGN_OR_RETURN(const Kernel* kernel, kernel_for(n, ins));
+    std::unordered_set<std::string> names;
+    outer_names(node, names);
+    for (const auto& name : names) SL_RETURN_IF_ERROR(plain_in_scope(name));
+    const ConvertInput convert = [&](size_t i, Layout layout) -> Result<Tensor> {
+      const Tensor& t = ins[i].tensor();
+      Tensor& alt = converted[static_cast<size_t>(node.inputs[i])];
+      if (alt.defined() && alt.layout() == layout && alt.shape() == t.shape()) return alt;
+      SL_ASSIGN_OR_RETURN(alt, in_layout(t, layout, options.num_threads));
+      return alt;
+    };
     if (options.hooks) options.hooks->on_node_begin(n);
-    Result<std::vector<AnyValue>> ran = run_node(g, node, *kernel, ins, scope, options.num_threads);
+    Result<std::vector<AnyValue>> ran = run_node(g, node, *kernel, ins, scope, options, convert);
     if (options.hooks) options.hooks->on_node_end(n);
     SL_ASSIGN_OR_RETURN(std::vector<AnyValue> outs, std::move(ran));
     ins.clear();
@@ -293,8 +444,6 @@ Result<std::vector<AnyValue>> run_graph(const graph::Graph& g, const KernelFor& 
       if (reads[static_cast<size_t>(v)] > 0) values[static_cast<size_t>(v)] = std::move(outs[i]);
     }
     for (graph::ValueId v : node.inputs) release(v);
-    std::unordered_set<std::string> names;
-    outer_names(node, names);
     for (const auto& name : names) release(g.find_value(name));
   }
   // What is left of `reads` now counts each value's places among the graph's outputs.
@@ -307,6 +456,10 @@ Result<std::vector<AnyValue>> run_graph(const graph::Graph& g, const KernelFor& 
     if (!t.defined() && options.outer && is_outer_reference(g, v))
       if (const AnyValue* o = options.outer(val.name)) t = *o;
     if (!t.defined()) return invalid_argument("graph output '" + val.name + "' is never computed");
+    if (t.is_tensor() && t.tensor().layout() != Layout::kPlain) {
+      SL_ASSIGN_OR_RETURN(Tensor p, in_layout(t.tensor(), Layout::kPlain, options.num_threads));
+      t = AnyValue(std::move(p));
+    }
     // Deep copies where a value may share memory with anything else: a caller's input or a
     // constant (a known value that is a view, an input passed straight through), an outer value,
     // another output. A tensor that alone holds storage made in this run goes out as it is: a Loop
@@ -321,6 +474,44 @@ Result<std::vector<AnyValue>> run_graph(const graph::Graph& g, const KernelFor& 
 }
 
 }  // namespace
+
+struct ReshapeCache::Impl {
+  mutable std::mutex mu;
+  // Per kernel, newest first.
+  std::unordered_map<const Kernel*, std::vector<std::shared_ptr<const Entry>>> entries;
+};
+
+ReshapeCache::ReshapeCache() : impl_(std::make_unique<Impl>()) {}
+ReshapeCache::~ReshapeCache() = default;
+
+size_t ReshapeCache::size() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  size_t n = 0;
+  for (const auto& [kernel, list] : impl_->entries) n += list.size();
+  return n;
+}
+
+std::shared_ptr<const ReshapeCache::Entry> ReshapeCache::find(const Kernel* kernel,
+                                                              const std::vector<int64_t>& signature) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->entries.find(kernel);
+  if (it == impl_->entries.end()) return nullptr;
+  for (const auto& e : it->second)
+    if (e->signature == signature) return e;
+  return nullptr;
+}
+
+void ReshapeCache::put(const Kernel* kernel, std::shared_ptr<const Entry> entry) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto& list = impl_->entries[kernel];
+  for (auto it = list.begin(); it != list.end(); ++it)
+    if ((*it)->signature == entry->signature) {
+      list.erase(it);  // another thread put it first: keep one
+      break;
+    }
+  list.insert(list.begin(), std::move(entry));
+  if (list.size() > kPerKernel) list.resize(kPerKernel);
+}
 
 Result<ReshapeResult> ValueKernel::reshape(std::span<const TensorInfo>) const {
   return unsupported(eager_reason());
@@ -351,6 +542,7 @@ Result<std::vector<Tensor>> run_eager(const graph::Graph& g, KernelTable kernels
 
 // Per node, kernels by the kinds and element types of their inputs.
 struct SubgraphRunner::Cache {
+  ReshapeCache reshapes;
   std::mutex mu;
   std::vector<std::map<std::vector<std::pair<ValueKind, DType>>, std::unique_ptr<Kernel>>> kernels;
 };
@@ -419,7 +611,10 @@ Result<std::vector<AnyValue>> SubgraphRunner::run(std::span<const AnyValue> inpu
     by_dtype.emplace(std::move(key), std::move(k).value());
     return made;
   };
-  return run_graph(g, kernel_for, inputs, options);
+  EagerOptions with_cache = options;
+  with_cache.reshapes = &cache_->reshapes;
+  with_cache.layouts = EagerLayouts::of(options_);
+  return run_graph(g, kernel_for, inputs, with_cache);
 }
 
 Result<ShapeProbe> probe_shapes(const graph::Graph& g, KernelTable kernels, std::span<const Shape> shapes) {

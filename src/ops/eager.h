@@ -9,8 +9,11 @@
 //   if (probe.value_dependent) ...                      // run eagerly from now on
 //
 //   // Every run:
+//   ops::ReshapeCache reshapes;                         // kept beside the graph, across runs
 //   ops::EagerOptions eo;
 //   eo.num_threads = 4;
+//   eo.reshapes = &reshapes;
+//   eo.layouts = ops::EagerLayouts::of(kernel_options); // the options the kernels were made with
 //   SL_ASSIGN_OR_RETURN(std::vector<Tensor> outs, ops::run_eager(graph, kernels, inputs, eo));
 //   SL_ASSIGN_OR_RETURN(std::vector<AnyValue> vals, ops::run_eager_values(graph, kernels, values, eo));
 //
@@ -20,15 +23,21 @@
 // Each node's kernel gets reshape() with every input's value known (TensorInfo::value non-null),
 // so value-dependent kernels can answer; when reshape returns known values those are the outputs,
 // otherwise the outputs (in the layout reshape asked for) and the workspace are allocated and run()
-// is called. Every value is handed to kernels in plain layout and stored plain: outputs a kernel
-// writes in another layout are converted back. A value is released after its last reader.
+// is called. With a ReshapeCache (EagerOptions::reshapes) a kernel is first asked as a planner asks
+// (values for constants only); that answer, when it gives one, serves every later run with the same
+// input shapes and layouts. With EagerLayouts on, rank-4 activations stay in the layout their
+// producer wrote (a convolution's nChw16c, say) and are converted only for a reader that takes
+// another, by the planner's rules; off, every value is handed over and stored plain. Graph outputs
+// are plain either way. A value is released after its last reader.
 //
-// This is slower than a plan (reshape on every run, allocation per node, no in-place reuse); the
-// runtime uses it only for shape sets that cannot be planned.
-// Thread-safety: both functions only read the graph and the kernels; concurrent calls are fine.
+// This is slower than a plan (allocation per node, no in-place reuse, value-dependent kernels
+// reshaped every run); the runtime uses it only for shape sets that cannot be planned.
+// Thread-safety: both functions only read the graph and the kernels (and use the cache, which is
+// thread-safe); concurrent calls are fine.
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -51,9 +60,60 @@ class NodeHooks {
   virtual void on_node_end(graph::NodeId node) = 0;
 };
 
+// Reshape results kept between eager runs. A kernel whose reshape answers with values only for
+// the graph's constants (as a planner calls it) gives a result that holds for any inputs of the
+// same dtypes, shapes and layouts, so later runs with those skip reshape: a convolution's weight
+// reorder and primitive, a matrix product's packed weights. Up to kPerKernel input signatures per
+// kernel, the newest kept. Thread-safe; the kernels must outlive the cache.
+class ReshapeCache {
+ public:
+  static constexpr size_t kPerKernel = 4;
+  ReshapeCache();
+  ~ReshapeCache();
+  ReshapeCache(const ReshapeCache&) = delete;
+  ReshapeCache& operator=(const ReshapeCache&) = delete;
+
+  // Reshape results held (entries that found the kernel needs run-time values included).
+  size_t size() const;
+
+  struct Entry;
+  // The entry for `kernel` with this input signature, or null. A held entry with no result means
+  // the kernel needs run-time values for these inputs.
+  std::shared_ptr<const Entry> find(const Kernel* kernel, const std::vector<int64_t>& signature) const;
+  void put(const Kernel* kernel, std::shared_ptr<const Entry> entry);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct ReshapeCache::Entry {
+  std::vector<int64_t> signature;
+  std::optional<ReshapeResult> result;  // empty: reshape needs run-time values
+};
+
+// Where the interpreter keeps rank-4 activations between nodes. Off, every value is plain; on,
+// conv-like kernels get the layout they prefer (ops::Kernel::preferred_layout) and kernels that take
+// any layout get the one their inputs share, by the planner's rules, and values stay in the layout
+// their producer wrote until a reader needs another. Graph outputs, the inputs of value kernels
+// and values read by subgraphs are plain.
+struct EagerLayouts {
+  bool channels_last = false;
+  int block = 0;  // channels per block kernels may choose (8: nChw8c, 16: nChw16c); 0: no blocked layout
+  // The model's choices as its kernels were made with them.
+  static EagerLayouts of(const KernelOptions& o) {
+    return EagerLayouts{o.channels_last, o.channels_last && o.blocked() ? o.block() : 0};
+  }
+};
+
 struct EagerOptions {
   // Intra-op threads kernels may use (RunContext::num_threads and the OpenMP thread count).
   int num_threads = 1;
+  // Where this graph's reshape results are kept between runs (not its subgraphs', which their
+  // runners keep); not owned. Null: every node is reshaped on every run.
+  ReshapeCache* reshapes = nullptr;
+  // Layouts between this graph's nodes; subgraphs take their runner's.
+  EagerLayouts layouts;
   // Values of enclosing scopes, by name, for graphs that are subgraphs (If/Loop/Scan/SequenceMap
   // bodies): a value with no producer that is neither a graph input nor a constant is looked up
   // here. Null: no enclosing scope. The returned value must outlive the call.

@@ -75,13 +75,15 @@ int ExecutionPlan::layout_converts() const {
 
 Result<std::unique_ptr<ExecutionPlan>> make_eager_plan(const graph::Graph& g,
                                                        std::span<const std::unique_ptr<ops::Kernel>> kernels,
-                                                       std::span<const Shape> shapes, std::string reason) {
+                                                       std::span<const Shape> shapes, std::string reason,
+                                                       ops::EagerLayouts layouts) {
   SL_ASSIGN_OR_RETURN(std::vector<graph::NodeId> order, g.topological_order());
   auto p = std::make_unique<ExecutionPlan>();
   EagerProgram e;
   e.graph = &g;
   e.kernels = kernels;
   e.reason = std::move(reason);
+  e.layouts = layouts;
   e.step_of_node.assign(g.num_nodes(), -1);
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     p->input_names.push_back(g.value(g.inputs()[i]).name);

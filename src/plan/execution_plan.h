@@ -19,6 +19,7 @@
 
 #include "core/tensor.h"
 #include "graph/ir.h"
+#include "ops/eager.h"
 #include "ops/kernel.h"
 
 namespace streamline::plan {
@@ -68,6 +69,9 @@ struct EagerProgram {
   std::span<const std::unique_ptr<ops::Kernel>> kernels;  // one per node, by NodeId
   std::vector<int> step_of_node;                          // by NodeId: index into steps, -1 for none
   std::string reason;  // why these shapes cannot be planned (the first value-dependent node)
+  // Reshape results kept between runs, shared by every context that runs this plan.
+  std::shared_ptr<ops::ReshapeCache> reshapes = std::make_shared<ops::ReshapeCache>();
+  ops::EagerLayouts layouts;  // where activations may stay between nodes (the model's choices)
 };
 
 struct ExecutionPlan {
@@ -108,9 +112,11 @@ struct ExecutionPlan {
   std::string to_dot() const;
 };
 
-// An eager plan for `g` run with `kernels` (by NodeId) on inputs of `shapes` (graph-input order).
+// An eager plan for `g` run with `kernels` (by NodeId) on inputs of `shapes` (graph-input order),
+// keeping activations in `layouts` between nodes (those the kernels were made for).
 Result<std::unique_ptr<ExecutionPlan>> make_eager_plan(const graph::Graph& g,
                                                        std::span<const std::unique_ptr<ops::Kernel>> kernels,
-                                                       std::span<const Shape> shapes, std::string reason);
+                                                       std::span<const Shape> shapes, std::string reason,
+                                                       ops::EagerLayouts layouts = {});
 
 }  // namespace streamline::plan

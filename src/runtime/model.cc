@@ -317,6 +317,17 @@ Result<Model::Prepared> Model::prepare(const std::vector<Shape>& shapes) const {
   return r;
 }
 
+namespace {
+
+// Where eager runs keep activations: the layouts the model's kernels were made for.
+ops::EagerLayouts eager_layouts(const ModelOptions& options) {
+  ops::KernelOptions ko;
+  static_cast<KernelChoices&>(ko) = options;
+  return ops::EagerLayouts::of(ko);
+}
+
+}  // namespace
+
 Result<Model::Prepared> Model::plan_shapes(const std::vector<Shape>& shapes, const std::string& key) const {
   if (shapes.size() != inputs_.size())
     return invalid_argument("model has " + std::to_string(inputs_.size()) + " inputs, got " +
@@ -326,8 +337,8 @@ Result<Model::Prepared> Model::plan_shapes(const std::vector<Shape>& shapes, con
     if (impl_->device_.kind != ops::Device::kCpu)
       return unsupported(impl_->always_eager_ + ", on the CPU only").with_context(impl_->device_.to_string());
     Prepared eager;
-    SL_ASSIGN_OR_RETURN(eager.plan,
-                        plan::make_eager_plan(impl_->graph_, impl_->kernels_.kernels, shapes, impl_->always_eager_));
+    SL_ASSIGN_OR_RETURN(eager.plan, plan::make_eager_plan(impl_->graph_, impl_->kernels_.kernels, shapes,
+                                                          impl_->always_eager_, eager_layouts(options_)));
     return eager;
   }
   plan::InputShapes in;
@@ -351,8 +362,8 @@ Result<Model::Prepared> Model::plan_shapes(const std::vector<Shape>& shapes, con
     if (p.status().code() != StatusCode::kUnsupported) return p.status();
     auto probe = ops::probe_shapes(impl_->graph_, impl_->kernels_.kernels, shapes);
     if (!probe.ok() || !probe->value_dependent) return p.status();
-    SL_ASSIGN_OR_RETURN(prepared.plan,
-                        plan::make_eager_plan(impl_->graph_, impl_->kernels_.kernels, shapes, probe->reason));
+    SL_ASSIGN_OR_RETURN(prepared.plan, plan::make_eager_plan(impl_->graph_, impl_->kernels_.kernels, shapes,
+                                                             probe->reason, eager_layouts(options_)));
     SL_LOG(kInfo) << "shapes " << key << " run eagerly: " << probe->reason;
   }
   return prepared;

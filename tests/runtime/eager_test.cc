@@ -168,9 +168,10 @@ TEST(Eager, NonMaxSuppressionWithRunTimeInputs) {
   EXPECT_EQ((*none)[0].shape(), (Shape{0, 3}));
 }
 
-// x[1,32] -> Reshape(x, shape) -> Conv 2->8 (3x3, pad 1) -> Conv 8->8 (1x1) -> Relu. Conv kernels
-// prefer channels-last or nChw8c; eagerly they get plain inputs and their outputs come back plain.
-graph::Graph conv_graph(bool constant_shape) {
+// x[1,32] -> Reshape(x, shape) -> Conv 2->c (3x3, pad 1) -> Conv c->c (1x1) -> Relu. Conv kernels
+// prefer channels-last or a blocked layout, which eager runs keep between them (32 channels fill
+// nChw16c and nChw8c blocks); graph outputs come back plain.
+graph::Graph conv_graph(bool constant_shape, int64_t c = 8) {
   graph::Graph g;
   g.opsets[""] = 13;
   const auto x = g.add_value("x", DType::kFloat32, DimList{1, 32});
@@ -182,9 +183,9 @@ graph::Graph conv_graph(bool constant_shape) {
     shape = g.add_value("shape", DType::kInt64, DimList{4});
     g.add_input(shape);
   }
-  const auto w1 = g.add_constant("w1", random_tensor(Shape{8, 2, 3, 3}, 11));
-  const auto b1 = g.add_constant("b1", random_tensor(Shape{8}, 12));
-  const auto w2 = g.add_constant("w2", random_tensor(Shape{8, 8, 1, 1}, 13));
+  const auto w1 = g.add_constant("w1", random_tensor(Shape{c, 2, 3, 3}, 11));
+  const auto b1 = g.add_constant("b1", random_tensor(Shape{c}, 12));
+  const auto w2 = g.add_constant("w2", random_tensor(Shape{c, c, 1, 1}, 13));
   const auto r = g.add_value("r", DType::kFloat32);
   const auto c1 = g.add_value("c1", DType::kFloat32);
   const auto c2 = g.add_value("c2", DType::kFloat32);
@@ -200,28 +201,34 @@ graph::Graph conv_graph(bool constant_shape) {
 }
 
 TEST(Eager, ChannelsLastKernelsGivePlainOutputs) {
-  auto eager = load(conv_graph(false));
-  auto planned = load(conv_graph(true));
-  ASSERT_TRUE(eager && planned);
-  const Tensor x = random_tensor(Shape{1, 32}, 3);
-  const Tensor shape = Tensor::from_vector<int64_t>(Shape{4}, {1, 2, 4, 4});
-  auto mode = eager->execution_mode({x.shape(), shape.shape()});
-  ASSERT_TRUE(mode.ok()) << mode.status().to_string();
-  EXPECT_EQ(*mode, ExecutionMode::kEager);
-  Session es(eager), ps(planned);
-  auto got = es.run(std::vector<Tensor>{x, shape});
-  ASSERT_TRUE(got.ok()) << got.status().to_string();
-  auto want = ps.run(std::vector<Tensor>{x});
-  ASSERT_TRUE(want.ok()) << want.status().to_string();
-  ASSERT_EQ(got->size(), 2u);
-  for (size_t o = 0; o < 2; ++o) {
-    const Tensor& a = (*got)[o];
-    const Tensor& b = (*want)[o];
-    ASSERT_EQ(a.layout(), Layout::kPlain);
-    ASSERT_EQ(a.shape(), (Shape{1, 8, 4, 4}));
-    ASSERT_EQ(a.shape(), b.shape());
-    for (int64_t k = 0; k < a.numel(); ++k)
-      ASSERT_NEAR(a.data<float>()[k], b.data<float>()[k], 1e-4f) << "output " << o << " element " << k;
+  for (int64_t c : {8, 32}) {
+    auto eager = load(conv_graph(false, c));
+    auto planned = load(conv_graph(true, c));
+    ASSERT_TRUE(eager && planned);
+    const Tensor x = random_tensor(Shape{1, 32}, 3);
+    const Tensor shape = Tensor::from_vector<int64_t>(Shape{4}, {1, 2, 4, 4});
+    auto mode = eager->execution_mode({x.shape(), shape.shape()});
+    ASSERT_TRUE(mode.ok()) << mode.status().to_string();
+    EXPECT_EQ(*mode, ExecutionMode::kEager);
+    Session es(eager), ps(planned);
+    auto want = ps.run(std::vector<Tensor>{x});
+    ASSERT_TRUE(want.ok()) << want.status().to_string();
+    // The second run reuses the first one's reshape results.
+    for (int run = 0; run < 2; ++run) {
+      auto got = es.run(std::vector<Tensor>{x, shape});
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      ASSERT_EQ(got->size(), 2u);
+      for (size_t o = 0; o < 2; ++o) {
+        const Tensor& a = (*got)[o];
+        const Tensor& b = (*want)[o];
+        ASSERT_EQ(a.layout(), Layout::kPlain);
+        ASSERT_EQ(a.shape(), (Shape{1, c, 4, 4}));
+        ASSERT_EQ(a.shape(), b.shape());
+        for (int64_t k = 0; k < a.numel(); ++k)
+          ASSERT_NEAR(a.data<float>()[k], b.data<float>()[k], 1e-4f)
+              << c << " channels, run " << run << ", output " << o << " element " << k;
+      }
+    }
   }
 }
 
