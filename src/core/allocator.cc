@@ -1,7 +1,9 @@
 #include "core/allocator.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -51,16 +53,26 @@ void* map_huge(size_t n) {
 
 // Released mappings kept for reuse. A run that allocates and frees an output of the same size
 // every time would otherwise map, fault in and unmap it on every run (a model with a 4.8 MB output
-// ran 38% slower per run that way); the heap reused such blocks before. Mappings come in size
-// classes (mapped_size), so that a block of a slightly different size reuses one too: a loop that
-// grows a tensor by concatenation (Mask R-CNN pastes each mask into an image-sized row of its
-// output) asks for a new, larger block every iteration, and each fresh mapping is zeroed by the
-// kernel page by page. Blocks up to kMaxBlock are kept, at most kCacheBytes in all, the oldest
-// given back first.
+// ran 38% slower per run that way); the heap reused such blocks before. Faulting in a fresh
+// mapping costs more than its pages' zeroing where the kernel compacts memory to find huge pages
+// (Debian's default `defrag` setting for madvised ranges): a 100 MB tensor that the node-by-node
+// interpreter makes on every run of Mask R-CNN took 320 ms fresh and 20 ms reused. Mappings come
+// in size classes (mapped_size), so that a block of a slightly different size reuses one too: a
+// loop that grows a tensor by concatenation (Mask R-CNN pastes each mask into an image-sized row
+// of its output) asks for a new, larger block every iteration. Released blocks are kept up to
+// kept_bytes() in all (1/16 of the machine's memory, between 128 MiB and 1 GiB), the oldest
+// given back first; a larger block is unmapped at once.
 class MappingCache {
  public:
-  static constexpr size_t kMaxBlock = size_t{128} << 20;
-  static constexpr size_t kCacheBytes = size_t{128} << 20;
+  static size_t kept_bytes() {
+    static const size_t bytes = [] {
+      const long pages = sysconf(_SC_PHYS_PAGES);
+      const long page = sysconf(_SC_PAGESIZE);
+      const size_t total = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+      return std::clamp(total / 16, size_t{128} << 20, size_t{1} << 30);
+    }();
+    return bytes;
+  }
 
   static MappingCache& instance() {
     static MappingCache* cache = new MappingCache();  // never destroyed: buffers may outlive statics
@@ -82,14 +94,14 @@ class MappingCache {
 
   // Keeps the mapping, or unmaps it when it is too large to keep.
   void give_back(void* p, size_t n) {
-    if (n > kMaxBlock) {
+    if (n > kept_bytes()) {
       munmap(p, n);
       return;
     }
     std::vector<std::pair<void*, size_t>> drop;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      while (!kept_.empty() && bytes_ + n > kCacheBytes) {
+      while (!kept_.empty() && bytes_ + n > kept_bytes()) {
         drop.push_back(kept_.front());
         bytes_ -= kept_.front().second;
         kept_.erase(kept_.begin());

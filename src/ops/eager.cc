@@ -85,7 +85,7 @@ std::vector<int> count_reads(const graph::Graph& g, const std::vector<graph::Nod
 // `t` in `layout`, converted on up to `num_threads` threads (t itself when already so).
 Result<Tensor> in_layout(const Tensor& t, Layout layout, int num_threads) {
   if (t.layout() == layout) return t;
-  Tensor out = Tensor::empty(t.dtype(), t.shape(), layout);
+  Tensor out = Tensor::for_overwrite(t.dtype(), t.shape(), layout);
   if (t.numel() > 0 && !out.raw()) return resource_exhausted("cannot allocate " + out.describe());
   SL_RETURN_IF_ERROR(convert_layout(t, out, num_threads));
   return out;
@@ -156,12 +156,18 @@ Result<std::vector<Tensor>> evaluate(const graph::Node& node, const Kernel& kern
   if (known) {
     for (const auto& t : r.known_values) outs.push_back(*t);
   } else {
+    // A kernel that answered as a planner asks runs in plans too, where its outputs and workspace
+    // are arena memory holding the last run's bytes: it writes them whole, so they need no zeroing.
+    // Kernels that needed values here run only eagerly and get zeroed memory, as they always have.
+    const bool plannable = rp != &fresh;
     for (const OutputInfo& o : r.outputs) {
-      outs.push_back(Tensor::empty(o.dtype, o.shape, o.layout));
+      outs.push_back(plannable ? Tensor::for_overwrite(o.dtype, o.shape, o.layout)
+                               : Tensor::empty(o.dtype, o.shape, o.layout));
       if (o.shape.numel() > 0 && !outs.back().raw())
         return resource_exhausted(node.describe() + ": cannot allocate output " + outs.back().describe());
     }
-    auto ws = AlignedBuffer::allocate(r.workspace_bytes);
+    auto ws = plannable ? AlignedBuffer::allocate_for_overwrite(r.workspace_bytes)
+                        : AlignedBuffer::allocate(r.workspace_bytes);
     if (r.workspace_bytes > 0 && !ws)
       return resource_exhausted(node.describe() + ": cannot allocate " + std::to_string(r.workspace_bytes) +
                                 " bytes of workspace");
@@ -334,7 +340,8 @@ Result<std::vector<AnyValue>> run_node(const graph::Graph& g, const graph::Node&
     const graph::ValueId v = node.inputs[i];
     constant[i] = v != graph::kNoValue && g.value(v).constant && !g.is_graph_input(v);
     if (!tensors[i].defined()) continue;
-    infos[i] = TensorInfo{tensors[i].dtype(), tensors[i].shape(), tensors[i].layout(), nullptr};
+    // With values: a kernel may take a layout only for some of them (Resize for its sizes).
+    infos[i] = TensorInfo{tensors[i].dtype(), tensors[i].shape(), tensors[i].layout(), &tensors[i]};
   }
   const std::vector<Layout> want = input_layouts(kernel, infos, constant, options.layouts);
   for (size_t i = 0; i < tensors.size(); ++i)
