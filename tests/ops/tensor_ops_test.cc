@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <numeric>
 
 #include "ops/op_test_util.h"
@@ -318,6 +319,97 @@ TEST(TensorOp, GatherElementsGatherNdScatter) {
   EXPECT_EQ(
       NodeCase("ScatterND", 13, 3).s("reduction", "add").cpu({iota_f32({4}), dup, f32({3}, {1, 2, 3})}).status().code(),
       StatusCode::kInvalidArgument);
+}
+
+// GatherElements or ScatterElements (no reduction) written out element by element in index order.
+Tensor elements_by_hand(const Tensor& data, const Tensor& idx, const Tensor* updates, int64_t axis) {
+  const Shape& s = data.shape();
+  const Shape& is = idx.shape();
+  const size_t esz = dtype_size(data.dtype());
+  Tensor out = updates ? data.clone() : Tensor::empty(data.dtype(), is);
+  std::vector<int64_t> coord(is.rank(), 0);
+  for (int64_t p = 0; p < idx.numel(); ++p) {
+    int64_t rest = p;
+    for (size_t d = is.rank(); d-- > 0;) {
+      coord[d] = rest % is[d];
+      rest /= is[d];
+    }
+    int64_t v = idx.dtype() == DType::kInt32 ? idx.data<int32_t>()[p] : idx.data<int64_t>()[p];
+    if (v < 0) v += s[static_cast<size_t>(axis)];
+    coord[static_cast<size_t>(axis)] = v;
+    int64_t off = 0;
+    for (size_t d = 0; d < s.rank(); ++d) off = off * s[d] + coord[d];
+    auto* o = static_cast<uint8_t*>(out.raw());
+    if (updates) {
+      std::memcpy(o + off * esz, static_cast<const uint8_t*>(updates->raw()) + p * esz, esz);
+    } else {
+      std::memcpy(o + p * esz, static_cast<const uint8_t*>(data.raw()) + off * esz, esz);
+    }
+  }
+  return out;
+}
+
+// GatherElements and ScatterElements with indices spanning every axis after `axis`: blocks whose
+// indices are all equal (as torchvision's MultiScaleRoIAlign scatters each box), blocks of mixed
+// indices, negative indices, int32 and int64 indices, on one and three threads.
+TEST(TensorOp, ElementsByBlocksMatchReference) {
+  std::mt19937 rng(131);
+  for (int iter = 0; iter < 80; ++iter) {
+    const size_t rank = 1 + static_cast<size_t>(iter % 4);
+    Shape s;
+    for (size_t d = 0; d < rank; ++d) s.push_back(std::uniform_int_distribution<int64_t>(1, 5)(rng));
+    if (rank > 1) s[rank - 1] = std::uniform_int_distribution<int64_t>(3, 12)(rng);  // blocks of 8 and more too
+    const int64_t axis = std::uniform_int_distribution<int64_t>(0, static_cast<int64_t>(rank) - 1)(rng);
+    const size_t ax = static_cast<size_t>(axis);
+    const bool scatter = iter % 2 == 1;
+    Shape is = s;
+    // Outer axes may be shorter in the indices; the axis too (scatter rows get distinct targets).
+    for (size_t d = 0; d < ax; ++d) is[d] = std::uniform_int_distribution<int64_t>(1, s[d])(rng);
+    is[ax] = std::uniform_int_distribution<int64_t>(1, s[ax])(rng);
+    int64_t inner = 1;
+    for (size_t d = ax + 1; d < rank; ++d) inner *= s[d];
+    const int64_t rows = is[ax];
+    const int64_t outer = is.numel() / std::max<int64_t>(1, rows * inner);
+    const bool i32 = iter % 3 == 0;
+    Tensor idx = Tensor::empty(i32 ? DType::kInt32 : DType::kInt64, is);
+    for (int64_t o = 0; o < outer; ++o) {
+      std::vector<int64_t> targets(static_cast<size_t>(s[ax]));
+      std::iota(targets.begin(), targets.end(), 0);
+      std::shuffle(targets.begin(), targets.end(), rng);
+      for (int64_t r = 0; r < rows; ++r) {
+        const bool same = std::uniform_int_distribution<int>(0, 3)(rng) != 0;
+        for (int64_t e = 0; e < inner; ++e) {
+          int64_t v = scatter || same ? targets[static_cast<size_t>(r)]
+                                      : std::uniform_int_distribution<int64_t>(0, s[ax] - 1)(rng);
+          if (!scatter && !same && e % 2) v = targets[static_cast<size_t>(r)];
+          if (std::uniform_int_distribution<int>(0, 4)(rng) == 0 && !same) v -= s[ax];  // negative form
+          const int64_t p = (o * rows + r) * inner + e;
+          if (i32) {
+            idx.data<int32_t>()[p] = static_cast<int32_t>(v);
+          } else {
+            idx.data<int64_t>()[p] = v;
+          }
+        }
+      }
+    }
+    const DType dt = kTypes[iter % 3];
+    const std::string what = (scatter ? "ScatterElements " : "GatherElements ") + s.to_string() + " indices " +
+                             is.to_string() + " axis " + std::to_string(axis);
+    const Tensor data = random_full(dt, s, rng);
+    const Tensor updates = random_full(dt, is, rng);
+    const int threads = iter % 4 < 2 ? 1 : 3;
+    auto got = scatter ? NodeCase("ScatterElements", 13, 3).i("axis", axis).cpu({data, idx, updates}, threads)
+                       : NodeCase("GatherElements", 13, 2).i("axis", axis).cpu({data, idx}, threads);
+    ASSERT_TRUE(got.ok()) << what << ": " << got.status().to_string();
+    EXPECT_TRUE(same_tensor((*got)[0], elements_by_hand(data, idx, scatter ? &updates : nullptr, axis), 0.0)) << what;
+  }
+  // An index out of range in a block of equal indices is an error too.
+  Tensor bad = Tensor::empty(DType::kInt64, Shape{2, 3, 4});
+  for (int64_t i = 0; i < bad.numel(); ++i) bad.data<int64_t>()[i] = i < 12 ? 0 : 5;
+  auto got = NodeCase("GatherElements", 13, 2).cpu({iota_f32({3, 3, 4}), bad}, 3);
+  EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument);
+  auto scattered = NodeCase("ScatterElements", 13, 3).cpu({iota_f32({3, 3, 4}), bad, iota_f32({2, 3, 4})});
+  EXPECT_EQ(scattered.status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(TensorOp, SplitForms) {

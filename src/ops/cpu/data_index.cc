@@ -7,9 +7,12 @@
 // write_indices[b] (0 without it); mode "circular" wraps the position modulo the cache length.
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 
 #include "ops/cpu/data_common.h"
 #include "ops/cpu/data_kernels.h"
+#include "ops/cpu/math_common.h"
 #include "ops/op_params.h"
 
 namespace streamline::ops::cpu {
@@ -290,6 +293,8 @@ class ElementsKernel final : public DataKernel {
     const int64_t dim = s[static_cast<size_t>(axis)];
     const uint8_t* upd = scatter_ ? ctx.inputs[2].data<uint8_t>() : nullptr;
     if (scatter_) copy_bytes(out.raw(), data.raw(), data.nbytes(), ctx.num_threads);
+    if (reduction_ == Reduction::kNone && trailing_match(s, is, axis) && dstride[axis] >= kMinBlock)
+      return run_blocks(data, idx, upd, out, axis, dstride, ctx.num_threads);
     int64_t pos[kMaxDataRank] = {};
     int64_t base = 0;  // data offset of pos without the axis term
     const int64_t n = idx.numel();
@@ -315,7 +320,109 @@ class ElementsKernel final : public DataKernel {
     return ok_status();
   }
 
- private:
+  // Elements after the axis below which run_blocks does not pay.
+  static constexpr int64_t kMinBlock = 8;
+
+  // Whether `indices` spans every axis after `axis` whole: each index then addresses an element at
+  // the same place in a block of the data, and the block of one index row lies contiguous in
+  // data, indices, updates and output alike.
+  static bool trailing_match(const Shape& s, const Shape& is, int64_t axis) {
+    for (size_t d = static_cast<size_t>(axis) + 1; d < s.rank(); ++d)
+      if (is[d] != s[d]) return false;
+    return true;
+  }
+
+  // GatherElements and ScatterElements (no reduction) by blocks of `inner` elements: a block whose
+  // indices are all equal (torchvision's MultiScaleRoIAlign scatters each box's [C, 7, 7] this
+  // way) moves as one copy, any other element by element. Gathers split blocks between threads;
+  // scatters run in index order, so that of duplicate indices the last one wins, as serially.
+  Status run_blocks(const Tensor& data, const Tensor& idx, const uint8_t* upd, Tensor& out, int64_t axis,
+                    const int64_t* dstride, int threads) const {
+    if (idx.numel() == 0) return ok_status();
+    const Shape& s = data.shape();
+    const Shape& is = idx.shape();
+    const int64_t esz = static_cast<int64_t>(dtype_size(data.dtype()));
+    const int64_t dim = s[static_cast<size_t>(axis)];
+    const int64_t rows = is[static_cast<size_t>(axis)];
+    const int64_t inner = axis + 1 < static_cast<int64_t>(s.rank()) ? dstride[axis] : 1;
+    int64_t outer = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= is[static_cast<size_t>(d)];
+    // Data offset (in elements) of the outer position o, axis and trailing terms zero.
+    auto outer_base = [&](int64_t o) {
+      int64_t base = 0;
+      for (int64_t d = axis - 1; d >= 0; --d) {
+        const int64_t n = is[static_cast<size_t>(d)];
+        base += (o % n) * dstride[d];
+        o /= n;
+      }
+      return base;
+    };
+    const bool i32 = idx.dtype() == DType::kInt32;
+    const auto* i64p = i32 ? nullptr : idx.data<int64_t>();
+    const auto* i32p = i32 ? idx.data<int32_t>() : nullptr;
+    auto at = [&](int64_t p) -> int64_t { return i32 ? i32p[p] : i64p[p]; };
+    uint8_t* dst = out.data<uint8_t>();
+    const uint8_t* src = data.data<uint8_t>();
+    // One index row (outer position o, row r): returns false on an index out of range.
+    auto block = [&](int64_t o, int64_t r, int64_t* bad) {
+      const int64_t p0 = (o * rows + r) * inner;
+      const int64_t base = outer_base(o);
+      const int64_t first = at(p0);
+      bool same = true;
+      for (int64_t e = 1; e < inner && same; ++e) same = at(p0 + e) == first;
+      if (same) {
+        if (first < -dim || first >= dim) {
+          *bad = first;
+          return false;
+        }
+        const int64_t v = first < 0 ? first + dim : first;
+        const int64_t d_off = (base + v * dstride[axis]) * esz;
+        if (scatter_) {
+          std::memcpy(dst + d_off, upd + p0 * esz, static_cast<size_t>(inner * esz));
+        } else {
+          std::memcpy(dst + p0 * esz, src + d_off, static_cast<size_t>(inner * esz));
+        }
+        return true;
+      }
+      for (int64_t e = 0; e < inner; ++e) {
+        int64_t v = at(p0 + e);
+        if (v < -dim || v >= dim) {
+          *bad = v;
+          return false;
+        }
+        if (v < 0) v += dim;
+        const int64_t d_off = (base + v * dstride[axis] + e) * esz;
+        if (scatter_) {
+          copy_elem(dst + d_off, upd + (p0 + e) * esz, esz);
+        } else {
+          copy_elem(dst + (p0 + e) * esz, src + d_off, esz);
+        }
+      }
+      return true;
+    };
+    const int64_t blocks = outer * rows;
+    if (scatter_ || threads <= 1 || blocks < 2) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        int64_t bad = 0;
+        if (!block(b / rows, b % rows, &bad)) return index_error(bad, dim);
+      }
+      return ok_status();
+    }
+    std::atomic<bool> failed{false};
+    std::atomic<int64_t> bad_index{0};
+    math::parallel_chunks(blocks, std::max<int64_t>(1, math::kCheapGrain / inner), threads,
+                          [&](int64_t lo, int64_t hi) {
+                            for (int64_t b = lo; b < hi && !failed.load(std::memory_order_relaxed); ++b) {
+                              int64_t bad = 0;
+                              if (!block(b / rows, b % rows, &bad)) {
+                                bad_index = bad;
+                                failed = true;
+                              }
+                            }
+                          });
+    return failed ? index_error(bad_index.load(), dim) : ok_status();
+  }
+
   bool scatter_ = false;
   Reduction reduction_ = Reduction::kNone;
   int64_t axis_ = 0;
