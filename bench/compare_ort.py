@@ -183,6 +183,32 @@ _ORT_TYPES = {
 }
 
 
+def time_calls(call, warmup: float, seconds: float, max_runs: int = 0):
+    """Calls CALL for WARMUP seconds (at least once, as streamline bench does), then times each
+    call for SECONDS (at least three calls; at most MAX_RUNS when set). Returns (latencies in ms,
+    measured seconds)."""
+    clock = time.perf_counter
+    w0 = clock()
+    while True:
+        call()
+        if clock() - w0 >= warmup:
+            break
+    lat_ms = []
+    t0 = clock()
+    elapsed = 0.0
+    while True:
+        a = clock()
+        call()
+        b = clock()
+        lat_ms.append((b - a) * 1e3)
+        elapsed = b - t0
+        if not (elapsed < seconds or len(lat_ms) < 3):
+            break
+        if max_runs and len(lat_ms) >= max_runs:
+            break
+    return lat_ms, elapsed
+
+
 def run_ort(model: Path, threads: int, batch: int, shapes: Dict[str, List[int]], args) -> Dict:
     import onnxruntime as ort
 
@@ -214,26 +240,7 @@ def run_ort(model: Path, threads: int, batch: int, shapes: Dict[str, List[int]],
     first = feeds[sess.get_inputs()[0].name] if feeds else None
     eff_batch = int(first.shape[0]) if first is not None and first.ndim else 1
 
-    clock = time.perf_counter
-    # Warm-up: at least one run, as streamline bench does.
-    w0 = clock()
-    while True:
-        sess.run(None, feeds)
-        if clock() - w0 >= args.warmup:
-            break
-    lat_ms = []
-    t0 = clock()
-    elapsed = 0.0
-    while True:
-        a = clock()
-        sess.run(None, feeds)
-        b = clock()
-        lat_ms.append((b - a) * 1e3)
-        elapsed = b - t0
-        if not (elapsed < args.seconds or len(lat_ms) < 3):
-            break
-        if args.max_runs and len(lat_ms) >= args.max_runs:
-            break
+    lat_ms, elapsed = time_calls(lambda: sess.run(None, feeds), args.warmup, args.seconds, args.max_runs)
     out = {"model": str(model), "threads": threads, "batch": eff_batch, "shapes": " ".join(shape_strs)}
     out.update(summarise(lat_ms, elapsed, eff_batch))
     return out

@@ -24,7 +24,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -89,22 +88,8 @@ def run_ort(model: Path, image: np.ndarray, threads: int, args) -> Dict:
     except Exception as e:  # reported, not fatal
         return {"error": f"{type(e).__name__}: {e}"}
     feeds = {sess.get_inputs()[0].name: image}
-    clock = time.perf_counter
-    w0 = clock()
-    while True:
-        sess.run(None, feeds)
-        if clock() - w0 >= args.warmup:
-            break
-    lat_ms = []
-    t0 = clock()
-    while True:
-        a = clock()
-        sess.run(None, feeds)
-        b = clock()
-        lat_ms.append((b - a) * 1e3)
-        if b - t0 >= args.seconds and len(lat_ms) >= 3:
-            break
-    return compare_ort.summarise(lat_ms, clock() - t0, 1)
+    lat_ms, elapsed = compare_ort.time_calls(lambda: sess.run(None, feeds), args.warmup, args.seconds)
+    return compare_ort.summarise(lat_ms, elapsed, 1)
 
 
 def geomean(values: List[float]) -> Optional[float]:
