@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "exec/trace.h"
 #include "graph/ir.h"
@@ -230,6 +232,48 @@ TEST(Eager, ChannelsLastKernelsGivePlainOutputs) {
       }
     }
   }
+}
+
+// Sessions of one model share its eager plan and the reshape results it keeps: concurrent runs
+// on shapes that alternate (two reshapes kept per kernel) give the planned twin's results.
+TEST(Eager, ConcurrentSessionsShareKeptReshapes) {
+  auto eager = load(conv_graph(false, 32));
+  auto planned = load(conv_graph(true, 32));
+  ASSERT_TRUE(eager && planned);
+  const Tensor x = random_tensor(Shape{1, 32}, 5);
+  Session ps(planned);
+  auto want = ps.run(std::vector<Tensor>{x});
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  // The same elements as [1, 2, 4, 4] and as [1, 2, 2, 8]: the second has no planned twin, so only
+  // the first is compared; both keep the kernels' cache busy with two signatures.
+  const Tensor square = Tensor::from_vector<int64_t>(Shape{4}, {1, 2, 4, 4});
+  const Tensor wide = Tensor::from_vector<int64_t>(Shape{4}, {1, 2, 2, 8});
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      Session es(eager);
+      for (int run = 0; run < 20; ++run) {
+        const bool sq = (run + t) % 2 == 0;
+        auto got = es.run(std::vector<Tensor>{x, sq ? square : wide});
+        if (!got.ok() || got->size() != 2) {
+          ++wrong;
+          continue;
+        }
+        if (!sq) {
+          if ((*got)[1].shape() != Shape({1, 32, 2, 8})) ++wrong;
+          continue;
+        }
+        for (size_t o = 0; o < 2; ++o)
+          for (int64_t k = 0; k < (*want)[o].numel(); ++k)
+            if (std::fabs((*got)[o].data<float>()[k] - (*want)[o].data<float>()[k]) > 1e-4f) {
+              ++wrong;
+              break;
+            }
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 // A failure that values would not cure (an exponent dtype Pow does not take) stays an error.
