@@ -188,10 +188,13 @@ Status convert_layout(const Tensor& src, Tensor& dst, int num_threads) {
   return ok_status();
 }
 
-Result<Tensor> to_layout(const Tensor& src, Layout layout) {
+Result<Tensor> to_layout(const Tensor& src, Layout layout, int num_threads) {
   if (src.layout() == layout) return src;
-  Tensor dst = Tensor::empty(src.dtype(), src.shape(), layout);
-  SL_RETURN_IF_ERROR(convert_layout(src, dst));
+  // Every layout holds exactly the elements (blocked ones need whole blocks), so the copy writes
+  // all of dst.
+  Tensor dst = Tensor::for_overwrite(src.dtype(), src.shape(), layout);
+  if (src.numel() > 0 && !dst.raw()) return resource_exhausted("cannot allocate " + dst.describe());
+  SL_RETURN_IF_ERROR(convert_layout(src, dst, num_threads));
   return dst;
 }
 

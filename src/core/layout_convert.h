@@ -13,7 +13,7 @@ namespace streamline {
 // Copies src into dst, changing layout as dst.layout() says. Shapes and dtypes must match;
 // a layout other than plain needs rank 4. `num_threads` bounds OpenMP threads used.
 Status convert_layout(const Tensor& src, Tensor& dst, int num_threads = 1);
-// Returns src in `layout` (src itself when already so).
-Result<Tensor> to_layout(const Tensor& src, Layout layout);
+// Returns src in `layout` (src itself when already so), converted on up to `num_threads` threads.
+Result<Tensor> to_layout(const Tensor& src, Layout layout, int num_threads = 1);
 
 }  // namespace streamline

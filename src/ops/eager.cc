@@ -15,6 +15,7 @@
 #include "core/allocator.h"
 #include "core/layout_convert.h"
 #include "ops/cpu/data_common.h"
+#include "ops/layout_choice.h"
 #include "ops/registry.h"
 
 namespace streamline::ops {
@@ -80,15 +81,6 @@ std::vector<int> count_reads(const graph::Graph& g, const std::vector<graph::Nod
   }
   for (graph::ValueId v : g.outputs()) ++reads[static_cast<size_t>(v)];
   return reads;
-}
-
-// `t` in `layout`, converted on up to `num_threads` threads (t itself when already so).
-Result<Tensor> in_layout(const Tensor& t, Layout layout, int num_threads) {
-  if (t.layout() == layout) return t;
-  Tensor out = Tensor::for_overwrite(t.dtype(), t.shape(), layout);
-  if (t.numel() > 0 && !out.raw()) return resource_exhausted("cannot allocate " + out.describe());
-  SL_RETURN_IF_ERROR(convert_layout(t, out, num_threads));
-  return out;
 }
 
 // The signature a cached reshape result is found by: per input its dtype, layout and shape, and
@@ -182,58 +174,9 @@ Result<std::vector<Tensor>> evaluate(const graph::Node& node, const Kernel& kern
   if (plain_outputs)
     for (Tensor& t : outs)
       if (t.defined() && t.layout() != Layout::kPlain) {
-        SL_ASSIGN_OR_RETURN(t, in_layout(t, Layout::kPlain, num_threads));
+        SL_ASSIGN_OR_RETURN(t, to_layout(t, Layout::kPlain, num_threads));
       }
   return outs;
-}
-
-// The layout each input of a tensor kernel gets, by the planner's rules (plan/planner.cc,
-// choose_layouts): rank-4 activations the layout the kernel prefers, or the one they share when
-// it takes any layout and accepts them so, else plain. A one-pixel tensor [N, C, 1, 1] has the
-// same bytes in every layout and keeps its own unless the kernel takes plain inputs only.
-std::vector<Layout> input_layouts(const Kernel& kernel, std::span<const TensorInfo> infos,
-                                  std::span<const char> constant, const EagerLayouts& layouts) {
-  auto one_pixel = [&](size_t i) {
-    const Shape& s = infos[i].shape;
-    return s.rank() == 4 && s[2] * s[3] == 1;
-  };
-  auto activation = [&](size_t i) {
-    return infos[i].present() && !constant[i] && infos[i].shape.rank() == 4 && !one_pixel(i);
-  };
-  const LayoutSupport support = kernel.layout_support();
-  Layout target = Layout::kPlain;
-  if (layouts.channels_last && support == LayoutSupport::kPreferChannelsLast) {
-    target = kernel.preferred_layout(infos, layouts.block);
-  } else if (support == LayoutSupport::kAny) {
-    std::optional<Layout> common;
-    bool mixed = false;
-    for (size_t i = 0; i < infos.size(); ++i)
-      if (activation(i)) {
-        if (common && *common != infos[i].layout) mixed = true;
-        common = infos[i].layout;
-      }
-    if (common && *common != Layout::kPlain && !mixed) target = kernel.accepts(infos) ? *common : Layout::kPlain;
-  }
-  std::vector<Layout> want(infos.size(), Layout::kPlain);
-  for (size_t i = 0; i < infos.size(); ++i) {
-    if (!infos[i].present()) continue;
-    want[i] = infos[i].layout;
-    if (activation(i)) {
-      want[i] = target;
-    } else if (infos[i].layout != Layout::kPlain && (support == LayoutSupport::kPlainOnly || !one_pixel(i))) {
-      want[i] = Layout::kPlain;
-    }
-  }
-  if (support == LayoutSupport::kAny) {
-    // One-pixel tensors left in their own layout: the kernel must take them so, or they get the
-    // target layout too.
-    std::vector<TensorInfo> with(infos.begin(), infos.end());
-    for (size_t i = 0; i < with.size(); ++i) with[i].layout = want[i];
-    if (!kernel.accepts(with))
-      for (size_t i = 0; i < infos.size(); ++i)
-        if (infos[i].present() && !activation(i) && !constant[i] && infos[i].shape.rank() == 4) want[i] = target;
-  }
-  return want;
 }
 
 // Sets the OpenMP thread count for the calling thread and restores it on exit (oneDNN sizes its
@@ -306,7 +249,7 @@ using ConvertInput = std::function<Result<Tensor>(size_t i, Layout layout)>;
 
 // One node: a value kernel gets whole values (tensors plain; it runs its subgraphs in this scope),
 // Identity passes any value on, any other kernel is reshaped and run on tensors in the layouts
-// input_layouts picks, its outputs left in the layouts it wrote.
+// choose_input_layouts picks, its outputs left in the layouts it wrote.
 Result<std::vector<AnyValue>> run_node(const graph::Graph& g, const graph::Node& node, const Kernel& kernel,
                                        std::vector<AnyValue>& ins,
                                        const std::function<const AnyValue*(const std::string&)>& scope,
@@ -343,7 +286,8 @@ Result<std::vector<AnyValue>> run_node(const graph::Graph& g, const graph::Node&
     // With values: a kernel may take a layout only for some of them (Resize for its sizes).
     infos[i] = TensorInfo{tensors[i].dtype(), tensors[i].shape(), tensors[i].layout(), &tensors[i]};
   }
-  const std::vector<Layout> want = input_layouts(kernel, infos, constant, options.layouts);
+  const std::vector<Layout> want =
+      choose_input_layouts(kernel, infos, constant, options.layouts.channels_last, options.layouts.block);
   for (size_t i = 0; i < tensors.size(); ++i)
     if (tensors[i].defined() && tensors[i].layout() != want[i]) {
       SL_ASSIGN_OR_RETURN(tensors[i], convert(i, want[i]));
@@ -412,7 +356,7 @@ Result<std::vector<AnyValue>> run_graph(const graph::Graph& g, const KernelFor& 
     if (v == graph::kNoValue) return ok_status();
     AnyValue& t = values[static_cast<size_t>(v)];
     if (t.is_tensor() && t.tensor().layout() != Layout::kPlain) {
-      SL_ASSIGN_OR_RETURN(Tensor p, in_layout(t.tensor(), Layout::kPlain, options.num_threads));
+      SL_ASSIGN_OR_RETURN(Tensor p, to_layout(t.tensor(), Layout::kPlain, options.num_threads));
       t = AnyValue(std::move(p));
     }
     return ok_status();
@@ -437,7 +381,7 @@ Result<std::vector<AnyValue>> run_graph(const graph::Graph& g, const KernelFor& 
       const Tensor& t = ins[i].tensor();
       Tensor& alt = converted[static_cast<size_t>(node.inputs[i])];
       if (alt.defined() && alt.layout() == layout && alt.shape() == t.shape()) return alt;
-      SL_ASSIGN_OR_RETURN(alt, in_layout(t, layout, options.num_threads));
+      SL_ASSIGN_OR_RETURN(alt, to_layout(t, layout, options.num_threads));
       return alt;
     };
     if (options.hooks) options.hooks->on_node_begin(n);
@@ -464,7 +408,7 @@ Result<std::vector<AnyValue>> run_graph(const graph::Graph& g, const KernelFor& 
       if (const AnyValue* o = options.outer(val.name)) t = *o;
     if (!t.defined()) return invalid_argument("graph output '" + val.name + "' is never computed");
     if (t.is_tensor() && t.tensor().layout() != Layout::kPlain) {
-      SL_ASSIGN_OR_RETURN(Tensor p, in_layout(t.tensor(), Layout::kPlain, options.num_threads));
+      SL_ASSIGN_OR_RETURN(Tensor p, to_layout(t.tensor(), Layout::kPlain, options.num_threads));
       t = AnyValue(std::move(p));
     }
     // Deep copies where a value may share memory with anything else: a caller's input or a

@@ -27,7 +27,7 @@
 // (values for constants only); that answer, when it gives one, serves every later run with the same
 // input shapes and layouts. With EagerLayouts on, rank-4 activations stay in the layout their
 // producer wrote (a convolution's nChw16c, say) and are converted only for a reader that takes
-// another, by the planner's rules; off, every value is handed over and stored plain. Graph outputs
+// another (ops::choose_input_layouts); off, every value is handed over and stored plain. Graph outputs
 // are plain either way. A value is released after its last reader.
 //
 // This is slower than a plan (allocation per node, no in-place reuse, value-dependent kernels
@@ -93,10 +93,10 @@ struct ReshapeCache::Entry {
 };
 
 // Where the interpreter keeps rank-4 activations between nodes. Off, every value is plain; on,
-// conv-like kernels get the layout they prefer (ops::Kernel::preferred_layout) and kernels that take
-// any layout get the one their inputs share, by the planner's rules, and values stay in the layout
-// their producer wrote until a reader needs another. Graph outputs, the inputs of value kernels
-// and values read by subgraphs are plain.
+// each kernel gets its inputs in the layouts ops::choose_input_layouts picks (the planner's rule:
+// conv-like kernels the layout they prefer, kernels that take any layout the one their inputs
+// share), and values stay in the layout their producer wrote until a reader needs another. Graph outputs, the inputs of
+// value kernels and values read by subgraphs are plain.
 struct EagerLayouts {
   bool channels_last = false;
   int block = 0;  // channels per block kernels may choose (8: nChw8c, 16: nChw16c); 0: no blocked layout

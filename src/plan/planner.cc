@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/layout_convert.h"
+#include "ops/layout_choice.h"
 #include "plan/cost_model.h"
 #include "plan/memory_planner.h"
 #include "plan/schedule.h"
@@ -364,73 +365,22 @@ class Planner {
     return unsupported(msg + " (run the model on the CPU device)");
   }
 
-  // Layouts: a kernel that takes any layout gets its rank-4 activations in the layout they share
-  // (when it accepts them so), one that prefers a layout gets that, the rest get plain. A rank-4
-  // tensor of one pixel per image ([N, C, 1, 1], a squeeze-excitation scale, say) has the same
-  // bytes in every layout, so it neither decides a common layout nor is converted for a kernel
-  // that takes other layouts than plain.
+  // Layouts by ops::choose_input_layouts (the eager interpreter's rule too): rank-4 activations in
+  // the layout the kernel prefers or takes, one-pixel tensors mostly as they are, the rest plain;
+  // a LayoutConvert step for each input whose layout changes.
   Status choose_layouts(const ops::Kernel* kernel, std::vector<int>& in_slots) {
-    auto one_pixel = [&](int s) {
-      const Shape& sh = plan_->slots[static_cast<size_t>(s)].shape;
-      return sh.rank() == 4 && sh[2] * sh[3] == 1;
-    };
-    auto activation = [&](int s) {
-      if (s < 0) return false;
-      const TensorSlot& t = plan_->slots[static_cast<size_t>(s)];
-      return t.kind != SlotKind::kConstant && t.shape.rank() == 4 && !one_pixel(s);
-    };
-    const bool plain_only = kernel->layout_support() == ops::LayoutSupport::kPlainOnly;
-    Layout target = Layout::kPlain;
-    switch (kernel->layout_support()) {
-      case ops::LayoutSupport::kPlainOnly:
-        target = Layout::kPlain;
-        break;
-      case ops::LayoutSupport::kPreferChannelsLast:
-        if (opts_.channels_last) {
-          std::vector<ops::TensorInfo> infos;
-          for (int s : in_slots) infos.push_back(info_of(s));
-          target = kernel->preferred_layout(
-              infos, opts_.blocked_layout ? (opts_.blocked_channels ? opts_.blocked_channels : 8) : 0);
-        }
-        break;
-      case ops::LayoutSupport::kAny: {
-        std::optional<Layout> common;
-        bool mixed = false;
-        for (int s : in_slots)
-          if (activation(s)) {
-            const Layout l = plan_->slots[static_cast<size_t>(s)].layout;
-            if (common && *common != l) mixed = true;
-            common = l;
-          }
-        if (!common || *common == Layout::kPlain) {
-          target = Layout::kPlain;
-        } else if (!mixed) {
-          std::vector<ops::TensorInfo> infos;
-          for (int s : in_slots) infos.push_back(info_of(s));
-          target = kernel->accepts(infos) ? *common : Layout::kPlain;
-        }
-        break;
-      }
+    std::vector<ops::TensorInfo> infos;
+    std::vector<char> constant;
+    for (int s : in_slots) {
+      infos.push_back(info_of(s));
+      constant.push_back(s >= 0 && plan_->slots[static_cast<size_t>(s)].kind == SlotKind::kConstant);
     }
-    for (int& s : in_slots)
-      if (activation(s)) {
-        SL_ASSIGN_OR_RETURN(s, in_layout(s, target));
-      } else if (s >= 0 && plan_->slots[static_cast<size_t>(s)].layout != Layout::kPlain &&
-                 (plain_only || !one_pixel(s))) {
-        SL_ASSIGN_OR_RETURN(s, in_layout(s, Layout::kPlain));
+    const int block = opts_.blocked_layout ? (opts_.blocked_channels ? opts_.blocked_channels : 8) : 0;
+    const std::vector<Layout> want = ops::choose_input_layouts(*kernel, infos, constant, opts_.channels_last, block);
+    for (size_t i = 0; i < in_slots.size(); ++i)
+      if (in_slots[i] >= 0 && plan_->slots[static_cast<size_t>(in_slots[i])].layout != want[i]) {
+        SL_ASSIGN_OR_RETURN(in_slots[i], in_layout(in_slots[i], want[i]));
       }
-    if (kernel->layout_support() == ops::LayoutSupport::kAny) {
-      // One-pixel tensors left in their own layout: the kernel must take them so (Concat wants
-      // one layout for all its inputs), or they get the target layout too.
-      std::vector<ops::TensorInfo> infos;
-      for (int s : in_slots) infos.push_back(info_of(s));
-      if (!kernel->accepts(infos))
-        for (int& s : in_slots)
-          if (s >= 0 && !activation(s) && plan_->slots[static_cast<size_t>(s)].layout != target &&
-              plan_->slots[static_cast<size_t>(s)].kind != SlotKind::kConstant) {
-            SL_ASSIGN_OR_RETURN(s, in_layout(s, target));
-          }
-    }
     return ok_status();
   }
 
